@@ -1,0 +1,344 @@
+"""Run configuration: one YAML file validated by pydantic.
+
+Unknown keys are errors that name the key (with a suggestion when it looks like a typo); ``--set a.b=c`` overrides
+any value from the command line (the value is parsed as YAML, so ``--set privacy.epsilon=2`` is a number).
+
+Backend sections (``generator``, ``embedder``) carry backend-specific keys; they are checked against the chosen
+backend's own options model when the backend is built, with the same kind of error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class OpenSection(BaseModel):
+    """A section whose extra keys belong to a backend and are validated by it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class DataConfig(Section):
+    private: str
+    public: str | None = None
+    text_column: str = "text"
+    label_columns: list[str] = Field(default_factory=list)
+    id_column: str | None = None
+    public_text_column: str | None = None
+    max_private: int | None = Field(default=None, gt=0, description="use a seeded sample of at most this many")
+    max_public: int | None = Field(default=None, gt=0)
+    public_holdout: float | int = Field(
+        default=0, ge=0, description="records (or fraction) of the public corpus held out for evaluation"
+    )
+
+
+class GeneratorConfig(OpenSection):
+    backend: str = "ngram"
+    name: str | None = None
+    prompt_family: str = "auto"
+
+
+class EmbedderConfig(OpenSection):
+    backend: str = "sentence-transformers"
+    model: str = "all-MiniLM-L6-v2"
+    cache: bool = True
+
+
+class SecretBudget(Section):
+    p: float = Field(gt=0, lt=1)
+    r: float = Field(gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _r_above_p(self) -> SecretBudget:
+        if self.r <= self.p:
+            raise ValueError(
+                f"r={self.r} must exceed p={self.p}: a posterior bound at or below the prior protects nothing"
+            )
+        return self
+
+
+class PrivacyConfig(Section):
+    """Exactly one budget form: (epsilon, delta), mu, secret (p, r), or noise_multiplier (no target)."""
+
+    epsilon: float | None = Field(default=None, gt=0)
+    delta: float | None = Field(default=None, gt=0, lt=1)
+    mu: float | None = Field(default=None, gt=0)
+    secret: SecretBudget | None = None
+    noise_multiplier: float | None = Field(default=None, ge=0)
+    calibration: Literal["pld", "paper"] = "pld"
+    secure: bool = False
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PrivacyConfig:
+        forms = {
+            "epsilon": self.epsilon is not None,
+            "mu": self.mu is not None,
+            "secret": self.secret is not None,
+            "noise_multiplier": self.noise_multiplier is not None,
+        }
+        given = [k for k, v in forms.items() if v]
+        if len(given) != 1:
+            raise ValueError(
+                "privacy needs exactly one of {epsilon (with delta), mu, secret: {p, r}, noise_multiplier}; "
+                f"got {given or 'none'}"
+            )
+        if self.epsilon is not None and self.delta is None:
+            raise ValueError("privacy.epsilon needs privacy.delta (e.g. 1e-5)")
+        if self.delta is not None and self.epsilon is None:
+            raise ValueError("privacy.delta is only used with privacy.epsilon")
+        return self
+
+    @property
+    def kind(self) -> str:
+        if self.epsilon is not None:
+            return "dp"
+        if self.mu is not None:
+            return "gdp"
+        if self.secret is not None:
+            return "secret"
+        return "noise"
+
+
+class LabelDistributionConfig(Section):
+    """How many synthetic samples each label gets.
+
+    * ``uniform`` — equal shares over the label combinations seen in the *public* corpus (or ``values``);
+    * ``public`` — proportional to the public corpus;
+    * ``given`` — the proportions in ``weights`` (keys ``"a|b"`` for label tuples);
+    * ``dp`` — a noisy histogram of private labels, released with Gaussian noise and recorded in the ledger
+      (costs privacy budget; ``budget_fraction`` of the total is set aside for it).
+    """
+
+    kind: Literal["uniform", "public", "given", "dp"] = "public"
+    weights: dict[str, float] | None = None
+    budget_fraction: float = Field(default=0.1, gt=0, lt=1)
+
+
+class VariationConfig(Section):
+    """Aug-PE's VARIATION_API forms: ``paraphrase`` (style prompts) or ``blank`` (fill-in-the-blanks)."""
+
+    kind: Literal["paraphrase", "blank"] = "blank"
+    mask_prob: float = Field(default=0.5, gt=0, lt=1)
+    mask_prob_schedule: list[float] | None = None
+
+
+class EvolutionConfig(Section):
+    num_samples: int = Field(default=2000, gt=0)
+    iterations: int = Field(default=5, ge=1)
+    variations: int = Field(default=6, ge=1, description="L: candidates per selected sample")
+    include_selected: bool = Field(default=True, description="keep each selected sample: L-1 variations (else L)")
+    initial_multiplier: int = Field(default=1, ge=1, description="RANDOM_API draws N_syn * this at t=0")
+    selection: Literal["rank", "sample"] = "rank"
+    threshold: float = Field(default=0.0, ge=0, description="H: votes are clipped at H, then H is subtracted")
+    lookahead: int = Field(default=0, ge=0, description="k variations averaged into a candidate's embedding")
+    lookahead_include_self: bool = True
+    variation: VariationConfig = Field(default_factory=VariationConfig)
+    label_distribution: LabelDistributionConfig = Field(default_factory=LabelDistributionConfig)
+
+
+class VotingConfig(Section):
+    backend: Literal["auto", "faiss", "numpy", "torch", "ivf", "hnsw"] = "auto"
+    metric: Literal["l2", "cosine"] = "l2"
+    chunk_size: int = Field(default=4096, gt=0)
+    nprobe: int = Field(default=16, gt=0)
+    nlist: int | None = Field(default=None, gt=0)
+    hnsw_m: int = Field(default=32, gt=1)
+    ef_search: int = Field(default=128, gt=0)
+
+
+class SecPEConfig(Section):
+    clusters: int = Field(default=100, gt=0, description="K public k-means centres (split over labels)")
+    detector: str | list[str] | dict[str, Any] = "regex"
+    clip_radius: float = Field(default=1.0, gt=0)
+    sampling: Literal["paper", "max", "auto"] = "auto"
+    eta: float | None = Field(default=None, gt=0, description="LP capacity η_j; default Φ⁻¹(1−p)−Φ⁻¹(1−r)")
+    recluster_each_iteration: bool = True
+    blowup: Literal["exact", "paper"] = "exact"
+    kmeans: Literal["faiss", "sklearn"] = "faiss"
+    kmeans_iters: int = Field(default=25, gt=0)
+
+
+class OutputConfig(Section):
+    pass
+
+
+class Config(Section):
+    method: str = "augpe"
+    seed: int | None = 0
+    name: str | None = None
+    data: DataConfig
+    generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    generators: list[GeneratorConfig] | None = None
+    embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
+    privacy: PrivacyConfig
+    evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+    voting: VotingConfig = Field(default_factory=VotingConfig)
+    secpe: SecPEConfig = Field(default_factory=SecPEConfig)
+    output: str = "runs/run"
+
+    @field_validator("method")
+    @classmethod
+    def _method_known(cls, v: str) -> str:
+        from .methods import METHODS
+
+        return METHODS.canonical(v)
+
+    @model_validator(mode="after")
+    def _seed_vs_secure(self) -> Config:
+        if self.privacy.secure and self.seed is not None:
+            raise ValueError(
+                f"privacy.secure draws noise from OS entropy and refuses a seed; set seed: null (got {self.seed})"
+            )
+        return self
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=False)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.dump(), sort_keys=False, allow_unicode=True)
+
+
+# ----------------------------------------------------------------------------------------------------- loading
+
+
+def _known_keys(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
+    model: Any = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        ann = model.model_fields[part].annotation
+        sub = None
+        for cand in (ann, *getattr(ann, "__args__", ())):
+            for c in (cand, *getattr(cand, "__args__", ())):
+                if isinstance(c, type) and issubclass(c, BaseModel):
+                    sub = c
+        model = sub
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def format_validation_error(err: ValidationError, *, source: str = "config") -> str:
+    msgs = []
+    for e in err.errors():
+        loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            parent = _model_at(loc[:-1])
+            valid = _known_keys(parent) if parent else []
+            key = str(loc[-1])
+            hint = difflib.get_close_matches(key, valid, n=1)
+            msg = f"unknown key {where!r}"
+            if hint:
+                msg += f" (did you mean {'.'.join([*map(str, loc[:-1]), hint[0]])!r}?)"
+            elif valid:
+                msg += f" (valid keys here: {', '.join(valid)})"
+            msgs.append(msg)
+        elif e["type"] == "missing":
+            msgs.append(f"missing required key {where!r}")
+        else:
+            text = e["msg"].removeprefix("Value error, ")
+            msgs.append(f"{where}: {text} (got {e.get('input')!r})" if e["type"] != "value_error" else f"{where}: {text}")
+    return f"{source}: " + "; ".join(msgs)
+
+
+def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    if not all(parts):
+        raise ConfigError(f"--set key {dotted!r} is not a dotted path like evolution.iterations")
+    cur: Any = d
+    for i, p in enumerate(parts[:-1]):
+        if isinstance(cur, list):
+            try:
+                cur = cur[int(p)]
+                continue
+            except (ValueError, IndexError):
+                raise ConfigError(f"--set {dotted}: {'.'.join(parts[: i + 1])} is not a valid list index") from None
+        nxt = cur.get(p)
+        if nxt is None:
+            nxt = cur[p] = {}
+        elif not isinstance(nxt, (dict, list)):
+            raise ConfigError(f"--set {dotted}: {'.'.join(parts[: i + 1])} is a value, not a section")
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def parse_overrides(overrides: Sequence[str]) -> list[tuple[str, Any]]:
+    out = []
+    for o in overrides:
+        if "=" not in o:
+            raise ConfigError(f"--set expects KEY=VALUE, got {o!r}")
+        k, v = o.split("=", 1)
+        try:
+            val = yaml.safe_load(v) if v != "" else ""
+        except yaml.YAMLError:
+            val = v
+        out.append((k.strip(), val))
+    return out
+
+
+def config_from_dict(
+    raw: Mapping[str, Any], *, overrides: Sequence[str] = (), source: str = "config", base_dir: str | None = None
+) -> Config:
+    d = _deepcopy(dict(raw))
+    for k, v in parse_overrides(overrides):
+        _set_path(d, k, v)
+    if base_dir is not None:
+        _resolve_paths(d, base_dir)
+    try:
+        return Config.model_validate(d)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, source=source)) from None
+
+
+def _deepcopy(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _deepcopy(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_deepcopy(v) for v in x]
+    return x
+
+
+def _resolve_paths(d: dict[str, Any], base_dir: str) -> None:
+    """Make relative data paths absolute against ``base_dir`` (hf: specs are left alone)."""
+    data = d.get("data")
+    if isinstance(data, dict):
+        for key in ("private", "public"):
+            v = data.get(key)
+            if isinstance(v, str) and v and not v.startswith("hf:") and not os.path.isabs(v):
+                data[key] = os.path.normpath(os.path.join(base_dir, v))
+
+
+def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = ()) -> Config:
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: no such config file")
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML ({e})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not valid UTF-8") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: expected a mapping at the top level, got {type(raw).__name__}")
+    return config_from_dict(raw, overrides=overrides, source=str(p))

@@ -1,0 +1,8 @@
+"""Corpora: loading, writing, splitting."""
+
+from .corpus import Corpus
+from .io import FORMATS, infer_format, load_corpus, write_corpus
+from .split import sample, split_corpus, train_test_split
+
+__all__ = ["FORMATS", "Corpus", "infer_format", "load_corpus", "sample", "split_corpus", "train_test_split",
+           "write_corpus"]

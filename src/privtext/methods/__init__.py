@@ -1,0 +1,9 @@
+"""Methods: the loops that compose generators, embedders, mechanisms and the ledger."""
+
+from ..registry import Registry
+
+METHODS: Registry = Registry("method")
+METHODS.register("augpe", "privtext.methods.augpe:AugPE", aliases=("aug-pe", "pe"))
+METHODS.register("secpe", "privtext.methods.secpe:SecPE", aliases=("sec-pe",))
+
+__all__ = ["METHODS"]
