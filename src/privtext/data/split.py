@@ -64,7 +64,7 @@ def split_corpus(
         share = [sz * len(idx) / n for sz in sizes]
         alloc = [int(np.floor(s)) for s in share]
         rem = sorted(range(len(sizes)), key=lambda j: share[j] - alloc[j], reverse=True)
-        left = min(len(idx), int(round(sum(share)))) - sum(alloc)
+        left = min(len(idx), round(sum(share))) - sum(alloc)
         for j in rem[: max(0, left)]:
             alloc[j] += 1
         start = 0

@@ -1,0 +1,101 @@
+"""The ``privtext`` command line (typer).
+
+Every command exits non-zero with a one-line error on a :class:`~privtext.errors.PrivtextError` (or a bad
+argument); ``--debug`` (before the command) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from .errors import PrivtextError
+
+app = typer.Typer(
+    name="privtext",
+    help="Private synthetic text from foundation models (Aug-PE, SecPE) with a stated guarantee.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console(stderr=True)
+out = Console()
+_STATE: dict[str, Any] = {"debug": False}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn expected errors into a one-line message and exit code 2 (1 for unexpected ones)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except PrivtextError as e:
+            if _STATE["debug"]:
+                raise
+            fail(str(e).splitlines()[0] if str(e) else type(e).__name__, 2)
+        except Exception as e:
+            if _STATE["debug"]:
+                raise
+            fail(f"{type(e).__name__}: {e} (run with --debug for the traceback)", 1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_json(obj: Any) -> None:
+    from .rundir import dumps
+
+    sys.stdout.write(dumps(obj, indent=2) + "\n")
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+) -> None:
+    _STATE["debug"] = debug
+    if quiet:
+        os.environ["PRIVTEXT_QUIET"] = "1"
+
+
+# Sub-command groups live next to what they compute; they are mounted here.
+def _mount() -> None:
+    from .privacy.cli import app as budget_app
+
+    app.add_typer(budget_app, name="budget", help="Privacy calculators: noise, ε, μ, (p, r).")
+
+    from .commands import register as register_run_commands
+
+    register_run_commands(app)
+
+    try:
+        from .evaluate.cli import register as register_eval
+    except ImportError:  # pragma: no cover - evaluation module not present
+        register_eval = None
+    if register_eval is not None:
+        register_eval(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _mount()
+    app(args=argv, prog_name="privtext")
+
+
+__all__ = ["Path", "app", "fail", "handle_errors", "json", "main", "out", "print_json"]
