@@ -1,0 +1,141 @@
+"""The DP nearest-neighbour vote histogram (Aug-PE's private step; SecPE §3.2, Alg 3 line 9-10 in its
+non-clustered form).
+
+Each private record casts one vote for its nearest candidate *of the same label*; the histogram of votes over
+candidates is released with Gaussian noise N(0, σ²) on every bin, then optionally thresholded.
+
+Sensitivity (add/remove one private record, record-level DP)
+---------------------------------------------------------------
+Let h(D) ∈ ℕ^{N_syn} be the vote histogram. Adding or removing one record x changes exactly one bin — the one
+x votes for, inside x's own label group — by exactly 1, so ‖h(D) − h(D')‖₂ = 1: **L2 sensitivity Δ = 1**.
+With noise N(0, σ²·I) the release is the Gaussian mechanism with noise multiplier σ/Δ = σ, i.e. μ = 1/σ-GDP
+per iteration (Dong et al.; SecPE Def 2.2), and T iterations compose to μ = √T/σ (the Aug-PE calibration
+σ = √T/μ). The event is dp_accounting's ``GaussianDpEvent(noise_multiplier=σ/Δ)``.
+
+* Labels: a record's label decides which group it votes in; the group partition is a function of the record
+  alone, so the sensitivity argument is unchanged (one record, one bin).
+* Approximate neighbours (IVF/HNSW) change *which* bin a record votes for but never the number of votes a
+  record casts, so Δ = 1 holds for every backend.
+* Group-level protection: when a neighbouring relation removes a whole group of k records (e.g. every record
+  holding one secret — SecPE's GDP baseline with secret-level sensitivity) the L2 sensitivity is k (all k
+  records may vote for one candidate). Pass ``sensitivity=k``; the noise std is σ·k.
+* Threshold H (Aug-PE/PE): ``max(h̃, H) − H`` = ``max(h̃ − H, 0)`` — post-processing, no privacy cost; it
+  removes the noise floor so that sampling probabilities are non-negative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from .nn import Backend, Metric, nearest
+
+
+@dataclass(frozen=True)
+class VoteRelease:
+    """The released (noisy) histogram and what it took."""
+
+    noisy: np.ndarray  # float64, one bin per candidate, after thresholding when threshold > 0
+    raw_noisy: np.ndarray  # float64, before thresholding (what the Gaussian mechanism output)
+    noise_std: float
+    threshold: float
+    sensitivity: float
+    n_private: int
+    n_voting: int  # records whose label group had at least one candidate
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def vote_event(noise_multiplier: float) -> Any:
+    """The privacy event of one vote release: a Gaussian mechanism with ``noise_multiplier = σ/Δ``."""
+    import dp_accounting
+
+    return dp_accounting.GaussianDpEvent(noise_multiplier=float(noise_multiplier))
+
+
+def threshold_histogram(h: np.ndarray, threshold: float) -> np.ndarray:
+    """``max(h, H) − H``: clip at H then subtract (post-processing)."""
+    if threshold < 0:
+        raise ConfigError(f"threshold must be ≥ 0, got {threshold}")
+    return np.maximum(h, threshold) - threshold if threshold > 0 else h.copy()
+
+
+def nearest_votes(
+    private_emb: np.ndarray,
+    candidate_emb: np.ndarray,
+    *,
+    private_groups: Sequence[int] | np.ndarray | None = None,
+    candidate_groups: Sequence[int] | np.ndarray | None = None,
+    metric: Metric = "l2",
+    backend: Backend = "auto",
+    **nn_kwargs: Any,
+) -> tuple[np.ndarray, int]:
+    """Exact (noise-free) vote counts per candidate, voting within label groups. Returns (counts, n_voting)."""
+    n_c = len(candidate_emb)
+    pg = np.zeros(len(private_emb), dtype=np.int64) if private_groups is None else np.asarray(private_groups)
+    cg = np.zeros(n_c, dtype=np.int64) if candidate_groups is None else np.asarray(candidate_groups)
+    if len(pg) != len(private_emb):
+        raise ConfigError(f"{len(pg)} private group ids for {len(private_emb)} private embeddings")
+    if len(cg) != n_c:
+        raise ConfigError(f"{len(cg)} candidate group ids for {n_c} candidates")
+    counts = np.zeros(n_c, dtype=np.int64)
+    n_voting = 0
+    for g in np.unique(pg):
+        qi = np.nonzero(pg == g)[0]
+        ci = np.nonzero(cg == g)[0]
+        if len(ci) == 0:
+            continue  # no candidate of this label: these records cast no vote (still one bin at most each)
+        nn = nearest(private_emb[qi], candidate_emb[ci], metric=metric, backend=backend, **nn_kwargs)
+        np.add.at(counts, ci[nn], 1)
+        n_voting += len(qi)
+    return counts, n_voting
+
+
+def dp_vote_histogram(
+    private_emb: np.ndarray,
+    candidate_emb: np.ndarray,
+    *,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+    private_groups: Sequence[int] | np.ndarray | None = None,
+    candidate_groups: Sequence[int] | np.ndarray | None = None,
+    sensitivity: float = 1.0,
+    threshold: float = 0.0,
+    metric: Metric = "l2",
+    backend: Backend = "auto",
+    before_release: Callable[[Any], None] | None = None,
+    **nn_kwargs: Any,
+) -> tuple[VoteRelease, Any]:
+    """Release the DP nearest-neighbour vote histogram. Returns ``(release, event)``.
+
+    ``before_release(event)`` is called before any private data is read — pass the ledger's ``record`` so the
+    event is on disk before the noisy value exists, and an over-budget release is refused without touching data.
+
+    Noise: N(0, (σ·Δ)²) per bin with σ = ``noise_multiplier`` and Δ = ``sensitivity`` (see module docstring).
+    """
+    if noise_multiplier < 0 or not np.isfinite(noise_multiplier):
+        raise ConfigError(f"noise_multiplier must be a finite number ≥ 0, got {noise_multiplier}")
+    if sensitivity <= 0:
+        raise ConfigError(f"sensitivity must be > 0, got {sensitivity}")
+    event = vote_event(noise_multiplier)
+    if before_release is not None:
+        before_release(event)
+    counts, n_voting = nearest_votes(
+        private_emb, candidate_emb, private_groups=private_groups, candidate_groups=candidate_groups,
+        metric=metric, backend=backend, **nn_kwargs,
+    )
+    std = float(noise_multiplier) * float(sensitivity)
+    raw = counts.astype(np.float64) + (rng.normal(0.0, std, size=len(counts)) if std > 0 else 0.0)
+    release = VoteRelease(
+        noisy=threshold_histogram(raw, threshold),
+        raw_noisy=raw,
+        noise_std=std,
+        threshold=float(threshold),
+        sensitivity=float(sensitivity),
+        n_private=len(private_emb),
+        n_voting=n_voting,
+    )
+    return release, event

@@ -1,0 +1,142 @@
+"""DP nearest-neighbour votes: exactness of the backends, noise level, thresholding, label groups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privtext.errors import ConfigError
+from privtext.mechanisms.nn import brute_force_nn, nearest
+from privtext.mechanisms.voting import dp_vote_histogram, nearest_votes, threshold_histogram
+
+
+def _clustered(rng: np.random.Generator, n: int, d: int = 48, k: int = 40) -> np.ndarray:
+    """Embedding-like data: points around k directions on the unit sphere."""
+    centres = rng.normal(size=(k, d))
+    x = centres[rng.integers(0, k, size=n)] + 0.35 * rng.normal(size=(n, d))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+@pytest.mark.parametrize("backend", ["faiss", "numpy", "torch"])
+def test_exact_backends_agree_with_brute_force(backend: str, metric: str, any_seed: int) -> None:
+    rng = np.random.default_rng(any_seed)
+    base = rng.normal(size=(700, 32)).astype(np.float32)
+    base[50:60] = base[3]  # exact duplicates: ties must go to the lowest index
+    q = rng.normal(size=(900, 32)).astype(np.float32)
+    q[:5] = base[3]
+    ref = brute_force_nn(q, base, metric=metric)
+    got = nearest(q, base, metric=metric, backend=backend, chunk_size=128)
+    assert np.array_equal(got, ref)
+    assert (got[:5] == 3).all()
+
+
+@pytest.mark.parametrize("backend", ["ivf", "hnsw"])
+def test_ann_agrees_at_least_95_percent(backend: str, any_seed: int) -> None:
+    rng = np.random.default_rng(any_seed)
+    base = _clustered(rng, 4000)
+    q = _clustered(np.random.default_rng(any_seed + 1), 2000)
+    ref = brute_force_nn(q, base)
+    got = nearest(q, base, backend=backend, nprobe=16, seed=any_seed)
+    assert (got == ref).mean() >= 0.95
+
+
+def test_chunked_memory_is_independent_of_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy backend never forms a block larger than chunk × chunk."""
+    import privtext.mechanisms.nn as nn
+
+    seen: list[tuple[int, int]] = []
+    real = np.argpartition
+
+    def spy(a, kth, axis=-1, **kw):
+        seen.append(a.shape)
+        return real(a, kth, axis=axis, **kw)
+
+    monkeypatch.setattr(nn.np, "argpartition", spy)
+    rng = np.random.default_rng(0)
+    nearest(rng.normal(size=(1000, 8)), rng.normal(size=(900, 8)), backend="numpy", chunk_size=100)
+    assert seen and max(a * b for a, b in seen) <= 100 * 100
+
+
+def test_empty_and_bad_inputs() -> None:
+    assert nearest(np.zeros((3, 4)), np.zeros((0, 4))).tolist() == [-1, -1, -1]
+    with pytest.raises(ConfigError, match="dimension"):
+        nearest(np.zeros((3, 4)), np.zeros((2, 5)))
+    with pytest.raises(ConfigError, match="NaN"):
+        nearest(np.full((1, 2), np.nan), np.zeros((2, 2)))
+    with pytest.raises(ConfigError, match="metric"):
+        nearest(np.zeros((1, 2)), np.zeros((2, 2)), metric="manhattan")  # type: ignore[arg-type]
+
+
+def test_votes_stay_within_label_groups() -> None:
+    rng = np.random.default_rng(0)
+    cand = rng.normal(size=(10, 6)).astype(np.float32)
+    cand_groups = np.array([0] * 5 + [1] * 5)
+    # private records sit exactly on group-1 candidates but are labelled group 0
+    priv = cand[5:8] + 1e-4
+    counts, n_voting = nearest_votes(priv, cand, private_groups=np.zeros(3, dtype=int), candidate_groups=cand_groups)
+    assert counts[5:].sum() == 0 and counts[:5].sum() == 3 and n_voting == 3
+    # a group without candidates casts no vote
+    counts, n_voting = nearest_votes(priv, cand, private_groups=np.full(3, 2), candidate_groups=cand_groups)
+    assert counts.sum() == 0 and n_voting == 0
+
+
+def test_sigma_zero_histogram_is_exact() -> None:
+    rng = np.random.default_rng(1)
+    cand = rng.normal(size=(50, 16)).astype(np.float32)
+    priv = rng.normal(size=(400, 16)).astype(np.float32)
+    rel, event = dp_vote_histogram(priv, cand, noise_multiplier=0.0, rng=rng)
+    exact = np.bincount(brute_force_nn(priv, cand), minlength=50)
+    assert np.array_equal(rel.noisy, exact.astype(float))
+    assert rel.noisy.sum() == 400 and event.noise_multiplier == 0.0
+
+
+@pytest.mark.parametrize("sigma,sens", [(0.7, 1.0), (2.5, 1.0), (1.3, 3.0)])
+def test_noise_level_matches_sigma(sigma: float, sens: float, any_seed: int) -> None:
+    """Zero signal: identical private and candidate sets, each record votes for itself (count exactly 1).
+    The residual noisy − 1 must be N(0, (σΔ)²): a chi-square interval on the variance at level 1e-4."""
+    rng = np.random.default_rng(any_seed)
+    n = 6000
+    x = rng.normal(size=(n, 8)).astype(np.float32)
+    rel, _ = dp_vote_histogram(x, x, noise_multiplier=sigma, sensitivity=sens, rng=rng)
+    resid = rel.raw_noisy - 1.0
+    std = sigma * sens
+    var = resid.var(ddof=1)
+    lo = std**2 * stats.chi2.ppf(1e-4 / 2, n - 1) / (n - 1)
+    hi = std**2 * stats.chi2.ppf(1 - 1e-4 / 2, n - 1) / (n - 1)
+    assert lo <= var <= hi
+    # and the mean is zero: |mean| within 4.5 standard errors
+    assert abs(resid.mean()) <= 4.5 * std / np.sqrt(n)
+    assert rel.noise_std == pytest.approx(std)
+
+
+def test_threshold_clips_then_subtracts() -> None:
+    h = np.array([-3.0, 0.5, 2.0, 7.5])
+    assert threshold_histogram(h, 2.0).tolist() == [0.0, 0.0, 0.0, 5.5]
+    assert threshold_histogram(h, 0.0).tolist() == h.tolist()
+    with pytest.raises(ConfigError):
+        threshold_histogram(h, -1)
+
+
+def test_before_release_runs_before_any_data_access() -> None:
+    """An over-budget refusal raised by the hook must stop the mechanism before it reads the embeddings."""
+
+    class Untouchable(np.ndarray):
+        def __array_finalize__(self, obj):
+            pass
+
+        def __getitem__(self, k):
+            raise AssertionError("private data was read")
+
+    priv = np.zeros((4, 3), dtype=np.float32).view(Untouchable)
+
+    class Refused(Exception):
+        pass
+
+    def hook(event):
+        raise Refused
+
+    with pytest.raises(Refused):
+        dp_vote_histogram(priv, np.zeros((2, 3), dtype=np.float32), noise_multiplier=1.0,
+                          rng=np.random.default_rng(0), before_release=hook)
