@@ -159,7 +159,7 @@ class VotingConfig(Section):
     nprobe: int = Field(default=16, gt=0)
     nlist: int | None = Field(default=None, gt=0)
     hnsw_m: int = Field(default=32, gt=1)
-    ef_search: int = Field(default=128, gt=0)
+    ef_search: int = Field(default=256, gt=0)
 
 
 class SecPEConfig(Section):
@@ -174,8 +174,12 @@ class SecPEConfig(Section):
     kmeans_iters: int = Field(default=25, gt=0)
 
 
-class OutputConfig(Section):
-    pass
+class AugPEConfig(Section):
+    """Aug-PE options. ``sensitivity: secret_group`` is SecPE's second GDP baseline: the vote histogram's
+    sensitivity is the number of private records holding the most-repeated secret (found by ``detector``)."""
+
+    sensitivity: Literal["record", "secret_group"] = "record"
+    detector: str | list[str] | dict[str, Any] = "regex"
 
 
 class Config(Section):
@@ -189,6 +193,7 @@ class Config(Section):
     privacy: PrivacyConfig
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
     voting: VotingConfig = Field(default_factory=VotingConfig)
+    augpe: AugPEConfig = Field(default_factory=AugPEConfig)
     secpe: SecPEConfig = Field(default_factory=SecPEConfig)
     output: str = "runs/run"
 

@@ -263,7 +263,7 @@ def write_corpus(
     names = list(cols)
     if fmt in ("csv", "tsv"):
         buf = io.StringIO(newline="")
-        w = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+        w = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
         w.writerow(names)
         for i in range(len(corpus)):
             w.writerow([cols[c][i] for c in names])

@@ -1,0 +1,91 @@
+"""Configuration: validation, typos named, overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from privtext.config import config_from_dict, load_config
+from privtext.errors import ConfigError
+
+BASE = {"data": {"private": "p.csv"}, "privacy": {"epsilon": 4.0, "delta": 1e-5}}
+
+
+def _raw(**kw):
+    d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE.items()}
+    d.update(kw)
+    return d
+
+
+@pytest.mark.parametrize(
+    "raw,needle",
+    [
+        (_raw(evolutoin={}), "unknown key 'evolutoin' (did you mean 'evolution'?)"),
+        (_raw(evolution={"num_sample": 3}), "unknown key 'evolution.num_sample' (did you mean 'evolution.num_samples'?)"),
+        (_raw(privacy={"epsilon": 4.0, "delta": 1e-5, "dleta": 1}), "unknown key 'privacy.dleta'"),
+        (_raw(secpe={"cluster": 4}), "did you mean 'secpe.clusters'"),
+        (_raw(zzz=1), "unknown key 'zzz'"),
+    ],
+)
+def test_typo_is_named(raw: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        config_from_dict(raw)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "privacy,needle",
+    [
+        ({"epsilon": 4.0}, "needs privacy.delta"),
+        ({"epsilon": 4.0, "delta": 1e-5, "mu": 1.0}, "exactly one"),
+        ({}, "exactly one"),
+        ({"secret": {"p": 0.2, "r": 0.1}}, "must exceed p"),
+        ({"epsilon": -1, "delta": 1e-5}, "privacy.epsilon"),
+        ({"mu": 0}, "privacy.mu"),
+    ],
+)
+def test_privacy_forms(privacy: dict, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        config_from_dict(_raw(privacy=privacy))
+
+
+def test_unknown_method_lists_valid() -> None:
+    with pytest.raises(ConfigError, match="valid names: augpe, secpe"):
+        config_from_dict(_raw(method="magic"))
+
+
+def test_overrides_parse_yaml_values() -> None:
+    c = config_from_dict(BASE, overrides=["evolution.iterations=3", "privacy.epsilon=2", "voting.metric=cosine",
+                                          "generator.order=5", "data.label_columns=[a, b]"])
+    assert c.evolution.iterations == 3 and c.privacy.epsilon == 2.0 and c.voting.metric == "cosine"
+    assert c.generator.options() == {"order": 5} and c.data.label_columns == ["a", "b"]
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        config_from_dict(BASE, overrides=["evolution.iterations"])
+    with pytest.raises(ConfigError, match="evolution.iterations"):
+        config_from_dict(BASE, overrides=["evolution.iterations=0"])
+
+
+def test_secure_mode_refuses_seed() -> None:
+    with pytest.raises(ConfigError, match="refuses a seed"):
+        config_from_dict(_raw(privacy={"mu": 1.0, "secure": True}))
+    c = config_from_dict(_raw(seed=None, privacy={"mu": 1.0, "secure": True}))
+    assert c.privacy.secure and c.seed is None
+
+
+def test_load_yaml_file(tmp_path: Path) -> None:
+    p = tmp_path / "c.yaml"
+    p.write_text("method: augpe\ndata: {private: x.csv}\nprivacy: {mu: 1}\nevolutoin: {}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown key 'evolutoin'"):
+        load_config(p)
+    p.write_text("- not a mapping\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="no such config"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_dump_round_trip() -> None:
+    c = config_from_dict(_raw(method="secpe", privacy={"secret": {"p": 1e-4, "r": 2e-4}}))
+    again = config_from_dict(c.dump())
+    assert again == c
