@@ -1,0 +1,29 @@
+"""Declared secrets: which records hold which secrets (SecPE's ``D_pri,j``), and the public/private split.
+
+>>> from privtext.secrets import build_detector, split_public_private
+>>> det = build_detector(["regex", {"name": "explicit", "secrets": ["Project Falcon"]}])
+>>> m = det.detect(["mail me: Ann@Example.com", "nothing here", "Project Falcon ships"])
+>>> m.private_mask().tolist()
+[True, False, True]
+
+Detectors (``SECRET_DETECTORS``): ``regex`` (PII by patterns and check digits), ``explicit`` (a list of strings),
+``random_words`` (the paper's frequency-quantile words), ``presidio`` (Presidio, offline; extra ``presidio``),
+``hf`` (a token-classification model; extra ``hf``), ``union``. See ``docs/secrets.md``.
+"""
+
+from .base import SECRET_DETECTORS, SecretDetector, UnionDetector, build_detector, detector_options
+from .matrix import MatrixBuilder, SecretMatrix, Span
+from .split import detect_and_split, split_public_private
+
+__all__ = [
+    "SECRET_DETECTORS",
+    "MatrixBuilder",
+    "SecretDetector",
+    "SecretMatrix",
+    "Span",
+    "UnionDetector",
+    "build_detector",
+    "detect_and_split",
+    "detector_options",
+    "split_public_private",
+]
