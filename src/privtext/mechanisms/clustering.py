@@ -1,0 +1,201 @@
+"""SecPE's Secret Clustering (Alg 2, Thm 1 / Eq 7) and cluster-centre voting (Alg 3 lines 8-11).
+
+Public clusters
+---------------
+k-means on the embeddings of the *public* records (records holding no declared secret, plus any external public
+corpus), per label group, gives centres e_k and sizes n_k. They are public and released as they are. Public
+embeddings are clipped to the radius R like the private ones, so ‖e_k‖ ≤ R and every point of a cluster lies in
+the ball of radius R (needed for the 2R bound below; a no-op for unit vectors with R = 1, Remark 3.3).
+
+Release (Eq 7)
+--------------
+Each private record i is clipped, ê_i = e_i·min(1, R/‖e_i‖), kept with probability ρ_i (Bernoulli, from
+SecretNoise), and assigned to its nearest public centre of its own label group. With m_k records assigned:
+
+    ẽ_k = (n_k e_k + Σ_{i∈C_k} ê_i) / (n_k + m_k) + (2R/n_k)·N(0, σ² I_d)
+    ñ_k = n_k + m_k + N(0, σ²)
+
+Sensitivity, for the neighbouring pair "secret s present / absent" (SecPE §3.1): let S be the number of
+*sampled* records holding s (a Poisson-binomial variable with the ρ_i of its holders) and S_k those in cluster k.
+
+* counts: removing them changes ñ_k by S_k, so ‖Δñ‖₂ = (Σ_k S_k²)^½ ≤ S — noise σ per bin: the released shift is
+  dominated by the mixture Σ_s Pr[S=s]·N(s, σ²) vs N(0, σ²) (SecPE Alg 1 line 5; Thm 5's proof);
+* centres: removing j of the m_k private points of cluster k moves its mean by
+  ‖Σ_rem ê_i − j·mean'‖/(n_k+m_k) ≤ 2R·j/(n_k+m_k) ≤ 2R·j/n_k (Thm 5's proof), so with noise (2R/n_k)·σ per
+  coordinate the normalised shift is ≤ S_k and, over clusters, ≤ S — the same mixture, a second release.
+
+So each clustering is **two** releases with the same dominating pair; T re-clusterings are 2T compositions (or 2
+when the clusters are released once and reused, which is post-processing). The events are recorded per secret
+group by the caller (:func:`privtext.privacy.secret_noise`).
+
+Voting (Alg 3)
+--------------
+Each noisy centre gives its noisy count ñ_k to its nearest candidate of the same label group. This uses only
+released values: no privacy cost, no private data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from .labels import allocate
+from .nn import Metric, nearest
+
+
+@dataclass(frozen=True)
+class PublicClusters:
+    centres: np.ndarray  # float32 (K, d)
+    sizes: np.ndarray  # int64 (K,) n_k ≥ 1
+    group: np.ndarray  # int64 (K,) label group of each cluster
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+
+@dataclass(frozen=True)
+class ClusterRelease:
+    centres: np.ndarray  # float64 (K, d) ẽ_k
+    counts: np.ndarray  # float64 (K,) ñ_k
+    sampled: int  # how many private records were kept by the Bernoulli(ρ) draw (not released)
+
+
+def clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
+    """ê = e·min(1, R/‖e‖)."""
+    if radius <= 0:
+        raise ConfigError(f"clip radius must be > 0, got {radius}")
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x * np.minimum(1.0, radius / np.maximum(norms, 1e-12))
+
+
+def _kmeans(x: np.ndarray, k: int, *, seed: int, iters: int, backend: str) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if k >= len(x):
+        return x.copy()
+    if backend == "faiss":
+        import faiss
+
+        km = faiss.Kmeans(x.shape[1], k, niter=iters, seed=seed % (2**31 - 1), verbose=False,
+                          min_points_per_centroid=1, max_points_per_centroid=1 << 30)
+        km.train(x)
+        return np.asarray(km.centroids, dtype=np.float32)
+    if backend == "sklearn":
+        from sklearn.cluster import KMeans
+
+        km = KMeans(n_clusters=k, n_init=1, max_iter=iters, random_state=seed % (2**31 - 1))
+        km.fit(x)
+        return km.cluster_centers_.astype(np.float32)
+    raise ConfigError(f"kmeans backend must be 'faiss' or 'sklearn', got {backend!r}")
+
+
+def public_kmeans(
+    public_emb: np.ndarray,
+    public_groups: np.ndarray,
+    n_groups: int,
+    k_total: int,
+    *,
+    seed: int,
+    radius: float = 1.0,
+    iters: int = 25,
+    backend: str = "faiss",
+    metric: Metric = "l2",
+) -> PublicClusters:
+    """K public centres split over label groups in proportion to their public counts (≥ 1 per non-empty group).
+
+    Centres are the means of their assigned (clipped) public points after the final assignment, so e_k and n_k
+    are exactly the statistics Eq 7 needs; empty clusters are dropped.
+    """
+    pg = np.asarray(public_groups, dtype=np.int64)
+    if len(pg) != len(public_emb):
+        raise ConfigError(f"{len(pg)} public group ids for {len(public_emb)} public embeddings")
+    if k_total < 1:
+        raise ConfigError(f"secpe.clusters must be ≥ 1, got {k_total}")
+    counts = np.bincount(pg[pg >= 0], minlength=n_groups)
+    nonempty = counts > 0
+    if not nonempty.any():
+        raise ConfigError("no public records to cluster: SecPE needs secret-free or external public text")
+    ks = np.zeros(n_groups, dtype=np.int64)
+    ks[nonempty] = allocate(counts[nonempty].astype(float), max(k_total, int(nonempty.sum())), min_each=1)
+    ks = np.minimum(ks, counts)
+    x = clip_rows(public_emb, radius)
+    centres, sizes, groups = [], [], []
+    for g in np.nonzero(nonempty)[0]:
+        xi = x[pg == g]
+        c = _kmeans(xi, int(ks[g]), seed=seed + int(g), iters=iters, backend=backend)
+        assign = nearest(xi, c, metric=metric)
+        for j in range(len(c)):
+            members = xi[assign == j]
+            if len(members) == 0:
+                continue
+            centres.append(members.mean(axis=0))
+            sizes.append(len(members))
+            groups.append(int(g))
+    return PublicClusters(np.asarray(centres, dtype=np.float32), np.asarray(sizes, dtype=np.int64),
+                          np.asarray(groups, dtype=np.int64))
+
+
+def secret_clustering(
+    private_emb: np.ndarray,
+    private_groups: np.ndarray,
+    clusters: PublicClusters,
+    *,
+    rho: np.ndarray,
+    sigma: float,
+    rng: np.random.Generator,
+    radius: float = 1.0,
+    metric: Metric = "l2",
+) -> ClusterRelease:
+    """One release of Eq 7 (both ñ_k and ẽ_k). The caller records the two events before calling this."""
+    rho = np.asarray(rho, dtype=np.float64)
+    if len(rho) != len(private_emb):
+        raise ConfigError(f"{len(rho)} sampling probabilities for {len(private_emb)} private records")
+    if ((rho < 0) | (rho > 1)).any():
+        raise ConfigError("sampling probabilities ρ must lie in [0, 1]")
+    if sigma < 0:
+        raise ConfigError(f"σ must be ≥ 0, got {sigma}")
+    K, d = clusters.centres.shape
+    ehat = clip_rows(private_emb, radius) if len(private_emb) else np.zeros((0, d))
+    keep = rng.random(len(rho)) < rho
+    sums = clusters.centres.astype(np.float64) * clusters.sizes[:, None]
+    m = np.zeros(K, dtype=np.int64)
+    pg = np.asarray(private_groups, dtype=np.int64)
+    for g in np.unique(clusters.group):
+        ci = np.nonzero(clusters.group == g)[0]
+        qi = np.nonzero(keep & (pg == g))[0]
+        if len(qi) == 0:
+            continue
+        nn = ci[nearest(ehat[qi], clusters.centres[ci], metric=metric)]
+        np.add.at(sums, nn, ehat[qi])
+        np.add.at(m, nn, 1)
+    n = clusters.sizes.astype(np.float64)
+    centres = sums / (n + m)[:, None]
+    counts = n + m
+    if sigma > 0:
+        centres = centres + (2 * radius / n)[:, None] * rng.normal(0.0, sigma, size=(K, d))
+        counts = counts + rng.normal(0.0, sigma, size=K)
+    return ClusterRelease(centres=centres, counts=counts, sampled=int(keep.sum()))
+
+
+def centre_votes(
+    centres: np.ndarray,
+    counts: np.ndarray,
+    centre_groups: np.ndarray,
+    candidate_emb: np.ndarray,
+    candidate_groups: np.ndarray,
+    *,
+    metric: Metric = "l2",
+) -> np.ndarray:
+    """Alg 3 lines 8-11: each noisy centre adds its noisy count to its nearest candidate of the same group."""
+    hist = np.zeros(len(candidate_emb), dtype=np.float64)
+    cg = np.asarray(candidate_groups)
+    for g in np.unique(centre_groups):
+        ki = np.nonzero(centre_groups == g)[0]
+        ci = np.nonzero(cg == g)[0]
+        if len(ci) == 0:
+            continue
+        nn = ci[nearest(centres[ki].astype(np.float32), candidate_emb[ci], metric=metric)]
+        np.add.at(hist, nn, counts[ki])
+    return hist
