@@ -1,0 +1,95 @@
+"""Foundation-model backends behind one narrow interface (:class:`Generator`).
+
+Backends (``generator.backend`` in the config):
+
+==============  =================================================================================================
+``ngram``       the offline default: Kneser-Ney n-gram model of the *public* corpus (no weights, no network)
+``transformers`` any Hugging Face causal LM by name or path (chat template when the tokenizer has one)
+``vllm``        vLLM's offline engine (GPU)
+``openai``      any OpenAI-compatible endpoint: OpenAI, Azure, a vLLM server, Ollama, ...
+``scripted``    a deterministic fake for tests (a real implementation of the protocol)
+==============  =================================================================================================
+
+``build_generator(cfg, ctx)`` validates the backend's options (unknown keys are errors naming the key), chooses
+the prompt family (``prompt_family: auto`` looks at the label columns and values) and builds the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config import GeneratorConfig, format_validation_error
+from ..errors import ConfigError
+from ..registry import Registry
+from .base import (
+    BaseGenerator,
+    GenerationStats,
+    Generator,
+    GeneratorContext,
+    LabelInfo,
+    VariationSpec,
+    parse_options,
+)
+from .prompts import (
+    Prompt,
+    PromptFamily,
+    detect_family,
+    family_names,
+    load_family,
+    mask_words,
+    resolve_family,
+)
+
+GENERATORS: Registry = Registry("generator backend")
+GENERATORS.register("ngram", "privtext.generate.ngram:NgramGenerator", aliases=("n-gram", "kneser-ney"))
+GENERATORS.register("transformers", "privtext.generate.hf:TransformersGenerator", aliases=("hf", "huggingface"))
+GENERATORS.register("vllm", "privtext.generate.vllm_backend:VLLMGenerator")
+GENERATORS.register("openai", "privtext.generate.openai_backend:OpenAIGenerator", aliases=("openai-compatible",))
+GENERATORS.register("scripted", "privtext.generate.scripted:ScriptedGenerator", aliases=("fake",))
+
+
+def _as_config(cfg: GeneratorConfig | Mapping[str, Any]) -> GeneratorConfig:
+    if isinstance(cfg, GeneratorConfig):
+        return cfg
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"generator config must be a GeneratorConfig or a mapping, got {type(cfg).__name__}")
+    try:
+        return GeneratorConfig.model_validate(dict(cfg))
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, source="generator")) from None
+
+
+def build_generator(cfg: GeneratorConfig | Mapping[str, Any], ctx: GeneratorContext | None = None) -> Generator:
+    """Build the backend named by ``cfg.backend`` with its options (the config section's other keys)."""
+    cfg = _as_config(cfg)
+    ctx = ctx if ctx is not None else GeneratorContext()
+    cls = GENERATORS.get(cfg.backend)
+    where = f"generator (backend {GENERATORS.canonical(cfg.backend)!r})"
+    options = parse_options(cls.Options, cfg.options(), where=where)
+    requested = cfg.prompt_family if cfg.prompt_family != "auto" else ctx.family
+    family = resolve_family(requested or "auto", label_columns=ctx.label_columns, public=ctx.public)
+    gen = cls.from_options(options, ctx, family=family, name=cfg.name)
+    return gen  # type: ignore[no-any-return]
+
+
+__all__ = [
+    "GENERATORS",
+    "BaseGenerator",
+    "GenerationStats",
+    "Generator",
+    "GeneratorContext",
+    "LabelInfo",
+    "Prompt",
+    "PromptFamily",
+    "VariationSpec",
+    "build_generator",
+    "detect_family",
+    "family_names",
+    "load_family",
+    "mask_words",
+    "parse_options",
+    "resolve_family",
+]

@@ -1,0 +1,388 @@
+"""The Generator interface: the one narrow door through which every method talks to a foundation model.
+
+A generator implements Aug-PE's two APIs and the prompts of the other methods:
+
+* :meth:`Generator.random` — RANDOM_API: ``n`` new texts, optionally conditioned on public label information;
+* :meth:`Generator.variation` — VARIATION_API: one variation per input text (paraphrase or fill-in-the-blanks);
+* :meth:`Generator.seeded` — DP-KPS: one document per privatised keyphrase list, containing the phrases;
+* :meth:`Generator.contrastive` — WASP (Tab 7): few-shot prompt with worse and better examples.
+
+Every draw takes an explicit ``rng: numpy.random.Generator``; a backend never touches global RNG state (torch's
+global generator is forked and restored around seeded calls). Every prompt is appended to the run's prompt log
+*before* it is sent (the end-of-run audit reads it).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from ..data.corpus import Corpus
+    from ..guard import PrivateGuard
+    from ..rundir import PromptLog
+    from .prompts import PromptFamily
+
+_NAMED_VALUE = re.compile(r"^[^:\n]{1,60}:\s+\S")
+
+
+@dataclass(frozen=True)
+class LabelInfo:
+    """Public label information used to condition generation.
+
+    ``columns=("label1", "label2"), values=("Business Category: Restaurants", "Review Stars: 5.0")``.
+    """
+
+    columns: tuple[str, ...]
+    values: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        cols = (self.columns,) if isinstance(self.columns, str) else tuple(self.columns)
+        vals = (self.values,) if isinstance(self.values, str) else tuple(self.values)
+        object.__setattr__(self, "columns", tuple(str(c) for c in cols))
+        object.__setattr__(self, "values", tuple(str(v) for v in vals))
+        if len(self.columns) != len(self.values):
+            raise ConfigError(
+                f"LabelInfo has {len(self.columns)} column(s) {self.columns} but {len(self.values)} value(s) "
+                f"{self.values}"
+            )
+
+    @classmethod
+    def from_mapping(cls, labels: Mapping[str, str]) -> LabelInfo:
+        return cls(tuple(labels), tuple(labels.values()))
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(zip(self.columns, self.values, strict=True))
+
+    def parts(self) -> list[str]:
+        """One ``"Name: value"`` string per column (values already carrying a name are kept as they are)."""
+        return [v if _NAMED_VALUE.match(v) else f"{c}: {v}" for c, v in zip(self.columns, self.values, strict=True)]
+
+    def render(self) -> str:
+        """Text for prompts: ``"Business Category: Restaurants, Review Stars: 5.0"``."""
+        return ", ".join(self.parts())
+
+    def __bool__(self) -> bool:
+        return bool(self.columns)
+
+
+@dataclass(frozen=True)
+class VariationSpec:
+    """Aug-PE's two VARIATION_API forms.
+
+    ``paraphrase`` rewrites the text in a style (``style=None`` draws one of the family's styles per text);
+    ``blank`` masks each word with probability ``mask_prob``, merges runs of masks into one ``_`` and asks for
+    the blanks to be filled to about the original length.
+    """
+
+    kind: Literal["paraphrase", "blank"] = "blank"
+    mask_prob: float = 0.5
+    style: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("paraphrase", "blank"):
+            raise ConfigError(f"VariationSpec.kind must be 'paraphrase' or 'blank', got {self.kind!r}")
+        mp = self.mask_prob
+        if isinstance(mp, bool) or not isinstance(mp, (int, float, np.floating, np.integer)) or not (0.0 <= mp <= 1.0):
+            raise ConfigError(f"VariationSpec.mask_prob must be a probability in [0, 1], got {mp!r}")
+        if self.style is not None and not isinstance(self.style, str):
+            raise ConfigError(f"VariationSpec.style must be a string or None, got {self.style!r}")
+
+
+@dataclass
+class GenerationStats:
+    """Counters a generator keeps (the engine reads them into metrics.json)."""
+
+    calls: int = 0  # backend invocations (batches, HTTP requests that succeeded, model.generate calls)
+    prompts: int = 0  # prompts sent
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    texts: int = 0  # texts returned
+    retries: int = 0  # retried requests (HTTP faults, empty or malformed replies)
+    seconds: float = 0.0  # wall time inside the generator's public methods
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def merge(self, other: GenerationStats) -> None:
+        for k, v in asdict(other).items():
+            setattr(self, k, getattr(self, k) + v)
+
+
+@runtime_checkable
+class Generator(Protocol):
+    name: str
+    stats: GenerationStats
+
+    def random(self, label: LabelInfo | None, n: int, *, rng: np.random.Generator) -> list[str]: ...
+
+    def variation(
+        self, texts: Sequence[str], label: LabelInfo | None, spec: VariationSpec, *, rng: np.random.Generator
+    ) -> list[str]: ...
+
+    def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator) -> list[str]: ...
+
+    def contrastive(
+        self, good: Sequence[str], bad: Sequence[str], label: LabelInfo | None, n: int, *, rng: np.random.Generator
+    ) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class GeneratorContext:
+    """What a backend may know about the run. ``public`` is the only text a generator may be trained on."""
+
+    public: Corpus | None = None
+    label_columns: Sequence[str] = ()
+    prompt_log: PromptLog | None = None
+    family: str = "auto"
+    guard: PrivateGuard | None = None
+    seed: int | None = 0
+    cache_dir: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------- options models
+
+
+class BackendOptions(BaseModel):
+    """Base of every backend's options model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+def parse_options(model: type[BaseModel], raw: Mapping[str, Any], *, where: str) -> Any:
+    """Validate ``raw`` against ``model``; errors become :class:`ConfigError` naming the key (with a suggestion)."""
+    try:
+        return model.model_validate(dict(raw))
+    except ValidationError as err:
+        valid = list(model.model_fields)
+        msgs = []
+        for e in err.errors():
+            loc = ".".join(str(p) for p in e["loc"]) or "(options)"
+            if e["type"] == "extra_forbidden":
+                key = str(e["loc"][-1])
+                hint = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+                msg = f"unknown option {key!r}"
+                msg += f" (did you mean {hint[0]!r}?)" if hint else f" (valid options: {', '.join(valid)})"
+                msgs.append(msg)
+            elif e["type"] == "missing":
+                msgs.append(f"missing required option {loc!r}")
+            else:
+                text = e["msg"].removeprefix("Value error, ")
+                msgs.append(f"{loc}: {text} (got {e.get('input')!r})")
+        raise ConfigError(f"{where}: " + "; ".join(msgs)) from None
+
+
+# ------------------------------------------------------------------------------------------------ validation
+
+
+def check_n(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ConfigError(f"n must be a non-negative integer, got {n!r}")
+    return int(n)
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(
+            f"rng must be a numpy.random.Generator (privtext.rng.make_rng / derive), got {type(rng).__name__}"
+        )
+    return rng
+
+
+def check_texts(texts: Any, *, what: str = "texts") -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise DataError(f"{what} must be a sequence of strings, got a single {type(texts).__name__}")
+    try:
+        out = list(texts)
+    except TypeError:
+        raise DataError(f"{what} must be a sequence of strings, got {type(texts).__name__}") from None
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise DataError(f"{what}[{i}] is {type(t).__name__}, not str")
+    return out
+
+
+def check_label(label: Any) -> LabelInfo | None:
+    if label is None or isinstance(label, LabelInfo):
+        return label or None
+    if isinstance(label, Mapping):
+        return LabelInfo.from_mapping(label) or None
+    raise ConfigError(f"label must be a LabelInfo, a mapping column -> value, or None; got {type(label).__name__}")
+
+
+def check_spec(spec: Any) -> VariationSpec:
+    if isinstance(spec, VariationSpec):
+        return spec
+    if isinstance(spec, Mapping):
+        return VariationSpec(**spec)
+    raise ConfigError(f"spec must be a VariationSpec, got {type(spec).__name__}")
+
+
+def check_keyphrases(keyphrases: Any) -> list[list[str]]:
+    if isinstance(keyphrases, (str, bytes)):
+        raise DataError("keyphrases must be a sequence of keyphrase lists, got a single string")
+    out = []
+    for i, kp in enumerate(keyphrases):
+        if isinstance(kp, (str, bytes)):
+            raise DataError(
+                f"keyphrases[{i}] is the string {kp!r}; pass one list of phrases per document, e.g. [[{kp!r}]]"
+            )
+        phrases = list(kp)
+        for j, p in enumerate(phrases):
+            if not isinstance(p, str) or not p.strip():
+                raise DataError(f"keyphrases[{i}][{j}] must be a non-empty string, got {p!r}")
+        out.append([p.strip() for p in phrases])
+    return out
+
+
+def check_doc_type(doc_type: Any) -> str:
+    if not isinstance(doc_type, str) or not doc_type.strip():
+        raise ConfigError(f"doc_type must be a non-empty string such as 'medical record', got {doc_type!r}")
+    return doc_type.strip()
+
+
+# ------------------------------------------------------------------------------------------------ base class
+
+
+class BaseGenerator:
+    """Shared plumbing: argument checks, stats, prompt logging. Backends implement the ``_op`` methods."""
+
+    backend: ClassVar[str] = "base"
+    Options: ClassVar[type[BaseModel]] = BackendOptions
+
+    def __init__(self, *, family: PromptFamily | None = None, prompt_log: PromptLog | None = None,
+                 name: str | None = None):
+        from .prompts import load_family
+
+        self.family = family if family is not None else load_family("generic")
+        self.prompt_log = prompt_log
+        self.name = name or self.backend
+        self.stats = GenerationStats()
+        self._closed = False
+
+    # factories used by build_generator
+    @classmethod
+    def from_options(cls, options: Any, ctx: GeneratorContext, *, family: PromptFamily, name: str | None) -> Any:
+        raise NotImplementedError
+
+    # ---- logging
+    def _log(self, operation: str, prompt: Any, meta: Mapping[str, Any] | None = None) -> None:
+        if self.prompt_log is not None:
+            self.prompt_log.log(backend=self.backend, operation=operation, prompt=prompt, meta=meta)
+
+    @contextmanager
+    def _timed(self) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stats.seconds += time.perf_counter() - t0
+
+    def _check_open(self) -> None:
+        if self._closed:
+            from ..errors import BackendError
+
+            raise BackendError(f"generator {self.name!r} is closed")
+
+    # ---- public API
+    def random(self, label: LabelInfo | None, n: int, *, rng: np.random.Generator) -> list[str]:
+        n = check_n(n)
+        label = check_label(label)
+        check_rng(rng)
+        self._check_open()
+        if n == 0:
+            return []
+        with self._timed():
+            out = self._random(label, n, rng)
+        self._finish(out, n)
+        return out
+
+    def variation(
+        self, texts: Sequence[str], label: LabelInfo | None, spec: VariationSpec, *, rng: np.random.Generator
+    ) -> list[str]:
+        texts = check_texts(texts)
+        label = check_label(label)
+        spec = check_spec(spec)
+        check_rng(rng)
+        self._check_open()
+        if not texts:
+            return []
+        with self._timed():
+            out = self._variation(texts, label, spec, rng)
+        self._finish(out, len(texts))
+        return out
+
+    def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator) -> list[str]:
+        kps = check_keyphrases(keyphrases)
+        doc_type = check_doc_type(doc_type)
+        check_rng(rng)
+        self._check_open()
+        if not kps:
+            return []
+        with self._timed():
+            out = self._seeded(kps, doc_type, rng)
+        self._finish(out, len(kps))
+        return out
+
+    def contrastive(
+        self, good: Sequence[str], bad: Sequence[str], label: LabelInfo | None, n: int, *, rng: np.random.Generator
+    ) -> list[str]:
+        good = check_texts(good, what="good")
+        bad = check_texts(bad, what="bad")
+        n = check_n(n)
+        label = check_label(label)
+        check_rng(rng)
+        self._check_open()
+        if n == 0:
+            return []
+        if not good:
+            raise DataError("contrastive generation needs at least one good example (bad examples may be empty)")
+        with self._timed():
+            out = self._contrastive(good, bad, label, n, rng)
+        self._finish(out, n)
+        return out
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> BaseGenerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _finish(self, out: list[str], expected: int) -> None:
+        if len(out) != expected:  # a backend bug, never a user error
+            from ..errors import BackendError
+
+            raise BackendError(f"{self.name}: backend returned {len(out)} texts for {expected} requested")
+        self.stats.texts += len(out)
+
+    # ---- to implement
+    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
+        raise NotImplementedError
+
+    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
+                   rng: np.random.Generator) -> list[str]:
+        raise NotImplementedError
+
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+        raise NotImplementedError
+
+    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
+                     rng: np.random.Generator) -> list[str]:
+        raise NotImplementedError

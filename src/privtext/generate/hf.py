@@ -1,0 +1,190 @@
+"""Any Hugging Face causal language model as a generator (``backend: transformers``).
+
+``model`` is a hub name (read from the local cache: no network here) or a local folder. Prompts use the
+tokenizer's chat template when it has one (``chat_template: auto``), the plain-text form otherwise; they are
+batched with left padding. On a GPU (``torch.cuda.is_available()``) the model loads in fp16 with
+``device_map="auto"``; on CPU in fp32. Sampling is seeded from the caller's ``rng`` (a seed drawn with
+:func:`privtext.rng.spawn_seed` per batch) inside ``torch.random.fork_rng``, so torch's global generator is the
+same after the call as before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..rng import spawn_seed
+from .base import BackendOptions, BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from .prompts import Prompt
+
+
+class TransformersOptions(BackendOptions):
+    model: str = Field(description="hub name (from the local cache) or a local folder")
+    tokenizer: str | None = Field(default=None, description="defaults to model")
+    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:1, mps")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    batch_size: int = Field(default=8, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int = Field(default=0, ge=0, description="0 disables top-k")
+    max_new_tokens: int = Field(default=256, ge=1)
+    min_new_tokens: int = Field(default=1, ge=0)
+    no_repeat_ngram_size: int = Field(default=0, ge=0)
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    max_prompt_tokens: int | None = Field(default=None, ge=1, description="truncate prompts from the left")
+    chat_template: Literal["auto", "always", "never"] = "auto"
+    system_prompt: str | None = Field(default=None, description="replaces the prompt family's system message")
+    trust_remote_code: bool = False
+    empty_retries: int = Field(default=2, ge=0, description="re-generate replies that decode to empty text")
+
+
+class TransformersGenerator(BaseGenerator):
+    backend = "transformers"
+    Options = TransformersOptions
+
+    def __init__(self, *, options: TransformersOptions, **kw: Any):
+        super().__init__(**kw)
+        self.options = o = options
+        if self.name == self.backend:
+            self.name = f"transformers:{o.model}"
+        try:
+            import torch
+            import transformers
+        except ImportError:
+            raise MissingDependencyError("transformers", "hf", "the transformers generator") from None
+        self._torch = torch
+        cuda = torch.cuda.is_available()
+        device = o.device if o.device != "auto" else ("cuda" if cuda else "cpu")
+        if device.startswith("cuda") and not cuda:
+            raise ConfigError(f"generator device {o.device!r}: CUDA is not available on this machine")
+        if o.dtype == "auto":
+            dtype = torch.float16 if device.startswith("cuda") else torch.float32
+        else:
+            dtype = getattr(torch, o.dtype)
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                o.tokenizer or o.model, trust_remote_code=o.trust_remote_code)
+            load_kw: dict[str, Any] = {"dtype": dtype, "trust_remote_code": o.trust_remote_code}
+            if device == "cuda" and o.device == "auto":
+                load_kw["device_map"] = "auto"
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(o.model, **load_kw)
+        except (OSError, ValueError) as e:
+            raise BackendError(f"cannot load model {o.model!r} with transformers: {e}") from None
+        if "device_map" not in load_kw:
+            self.model.to(device)
+        self.model.eval()
+        self.device = next(self.model.parameters()).device
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            if tok.eos_token is not None:
+                tok.pad_token = tok.eos_token
+            else:
+                tok.add_special_tokens({"pad_token": "<pad>"})
+                self.model.resize_token_embeddings(len(tok))
+        has_template = bool(getattr(tok, "chat_template", None))
+        if o.chat_template == "always" and not has_template:
+            raise ConfigError(f"chat_template: always, but the tokenizer of {o.model!r} has no chat template")
+        self.use_chat = has_template and o.chat_template != "never"
+
+    @classmethod
+    def from_options(cls, options: TransformersOptions, ctx: GeneratorContext, *, family: Any,
+                     name: str | None) -> TransformersGenerator:
+        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
+
+    # ------------------------------------------------------------------------------------------- prompts
+    def render(self, prompt: Prompt) -> tuple[str, Any]:
+        """(text fed to the model, what is logged: chat messages or the plain text)."""
+        system = self.options.system_prompt if self.options.system_prompt is not None else prompt.system
+        p = Prompt(user=prompt.user, system=system)
+        if self.use_chat:
+            messages = p.messages()
+            try:
+                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            except Exception:  # templates that reject a system role: fold it into the user turn
+                messages = [{"role": "user", "content": p.text().strip()}]
+                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return str(text), messages
+        text = p.text()
+        return text, text
+
+    def generation_kwargs(self) -> dict[str, Any]:
+        o = self.options
+        kw: dict[str, Any] = {"do_sample": True, "temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k,
+                              "max_new_tokens": o.max_new_tokens, "min_new_tokens": o.min_new_tokens,
+                              "repetition_penalty": o.repetition_penalty,
+                              "pad_token_id": self.tokenizer.pad_token_id}
+        if o.no_repeat_ngram_size:
+            kw["no_repeat_ngram_size"] = o.no_repeat_ngram_size
+        if self.tokenizer.eos_token_id is not None:
+            kw["eos_token_id"] = self.tokenizer.eos_token_id
+        return kw
+
+    # ------------------------------------------------------------------------------------------ sampling
+    def _generate_texts(self, texts: list[str], rng: np.random.Generator) -> list[str]:
+        torch = self._torch
+        o = self.options
+        out: list[str] = []
+        kw = self.generation_kwargs()
+        devices = list(range(torch.cuda.device_count())) if self.device.type == "cuda" else []
+        for start in range(0, len(texts), o.batch_size):
+            batch = texts[start:start + o.batch_size]
+            enc_kw: dict[str, Any] = {"return_tensors": "pt", "padding": True, "add_special_tokens": not self.use_chat}
+            if o.max_prompt_tokens:
+                self.tokenizer.truncation_side = "left"
+                enc_kw.update(truncation=True, max_length=o.max_prompt_tokens)
+            enc = self.tokenizer(batch, **enc_kw).to(self.device)
+            seed = spawn_seed(rng)
+            with torch.random.fork_rng(devices=devices), torch.inference_mode():
+                torch.manual_seed(seed)
+                gen = self.model.generate(**enc, **kw)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            self.stats.calls += 1
+            self.stats.prompt_tokens += int(enc["attention_mask"].sum())
+            pad = self.tokenizer.pad_token_id
+            self.stats.completion_tokens += int((new != pad).sum()) if pad is not None else int(new.numel())
+            out.extend(t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True))
+        return out
+
+    def _run(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
+        rendered = []
+        for p in prompts:
+            text, logged = self.render(p)
+            self._log(operation, logged, {**p.meta, "model": self.options.model})
+            rendered.append(text)
+        self.stats.prompts += len(rendered)
+        out = self._generate_texts(rendered, rng)
+        for _ in range(self.options.empty_retries):
+            empty = [i for i, t in enumerate(out) if not t]
+            if not empty:
+                break
+            self.stats.retries += len(empty)
+            again = self._generate_texts([rendered[i] for i in empty], rng)
+            for i, t in zip(empty, again, strict=True):
+                out[i] = t
+        return out
+
+    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
+        return self._run("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
+
+    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
+                   rng: np.random.Generator) -> list[str]:
+        if spec.kind == "blank":
+            prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
+        else:
+            prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
+        return self._run("variation", prompts, rng)
+
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+        return self._run("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
+
+    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
+                     rng: np.random.Generator) -> list[str]:
+        return self._run("contrastive", [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)], rng)
+
+    def close(self) -> None:
+        self.model = None
+        super().close()

@@ -1,0 +1,162 @@
+"""Any OpenAI-compatible endpoint as a generator: OpenAI, Azure OpenAI, a vLLM server, Ollama, LM Studio...
+
+``mode: chat`` sends the family's system + user messages to ``/chat/completions``; ``mode: completions`` sends
+the plain-text prompt to ``/completions`` (base models served by vLLM). Requests run ``max_concurrency`` at a
+time in a thread pool, results keep the input order; every prompt is logged before any is sent. Each request
+carries a ``seed`` drawn from the caller's ``rng`` (``send_seed: false`` to omit it) so servers that honour
+seeds are reproducible. Retries, backoff and key handling: :mod:`privtext.generate.openai_client`.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ..rng import spawn_seed
+from .base import BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from .openai_client import ClientOptions, MalformedReply, OpenAIClient
+from .prompts import Prompt
+
+
+class OpenAIGeneratorOptions(ClientOptions):
+    mode: Literal["chat", "completions"] = "chat"
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_tokens: int = Field(default=512, ge=1)
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2)
+    stop: list[str] | None = None
+    send_seed: bool = Field(default=True, description="send a per-request seed drawn from the caller's rng")
+    system_prompt: str | None = Field(default=None, description="replaces the prompt family's system message")
+    extra_body: dict[str, Any] | None = Field(default=None, description="extra JSON fields, e.g. {top_k: 50}")
+
+
+def _parse_chat(data: dict[str, Any]) -> str:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise MalformedReply("no choices in the reply")
+    c0 = choices[0]
+    msg = c0.get("message") if isinstance(c0, dict) else None
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, str):
+        raise MalformedReply("the first choice has no message content")
+    if not content.strip():
+        raise MalformedReply("the reply text is empty")
+    return content.strip()
+
+
+def _parse_completion(data: dict[str, Any]) -> str:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise MalformedReply("no choices in the reply")
+    c0 = choices[0]
+    text = c0.get("text") if isinstance(c0, dict) else None
+    if not isinstance(text, str):
+        raise MalformedReply("the first choice has no text")
+    if not text.strip():
+        raise MalformedReply("the reply text is empty")
+    return text.strip()
+
+
+class OpenAIGenerator(BaseGenerator):
+    backend = "openai"
+    Options = OpenAIGeneratorOptions
+
+    def __init__(self, *, options: OpenAIGeneratorOptions, **kw: Any):
+        super().__init__(**kw)
+        self.options = options
+        if self.name == self.backend:
+            self.name = f"openai:{options.model}"
+        self.client = OpenAIClient(options, what=f"generator {self.name!r}")
+        self._pool: ThreadPoolExecutor | None = None
+
+    @classmethod
+    def from_options(cls, options: OpenAIGeneratorOptions, ctx: GeneratorContext, *, family: Any,
+                     name: str | None) -> OpenAIGenerator:
+        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
+
+    # ------------------------------------------------------------------------------------------ sending
+    def _payload(self, prompt: Prompt, seed: int | None) -> tuple[str, dict[str, Any]]:
+        o = self.options
+        payload: dict[str, Any] = {"model": o.model, "temperature": o.temperature, "top_p": o.top_p,
+                                   "max_tokens": o.max_tokens}
+        if o.frequency_penalty:
+            payload["frequency_penalty"] = o.frequency_penalty
+        if o.presence_penalty:
+            payload["presence_penalty"] = o.presence_penalty
+        if o.stop:
+            payload["stop"] = list(o.stop)
+        if seed is not None:
+            payload["seed"] = seed
+        if o.extra_body:
+            payload["extra_body"] = dict(o.extra_body)
+        if o.mode == "chat":
+            system = o.system_prompt if o.system_prompt is not None else prompt.system
+            payload["messages"] = Prompt(user=prompt.user, system=system).messages()
+            return "chat", payload
+        text = Prompt(user=prompt.user, system=o.system_prompt if o.system_prompt is not None else prompt.system)
+        payload["prompt"] = text.text()
+        return "completions", payload
+
+    def _send(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
+        requests = []
+        for p in prompts:  # seeds and log records in input order, all before the first request goes out
+            seed = spawn_seed(rng) % (2**31 - 1) if self.options.send_seed else None
+            kind, payload = self._payload(p, seed)
+            logged = payload["messages"] if kind == "chat" else payload["prompt"]
+            self._log(operation, logged, {**p.meta, "model": self.options.model, "seed": seed})
+            requests.append((kind, payload))
+        self.stats.prompts += len(prompts)
+        parse = _parse_chat if self.options.mode == "chat" else _parse_completion
+        before = (self.client.retries, self.client.calls, self.client.prompt_tokens, self.client.completion_tokens)
+        try:
+            if len(requests) == 1 or self.options.max_concurrency == 1:
+                out = [self.client.request(k, pl, parse) for k, pl in requests]
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self.options.max_concurrency,
+                                                    thread_name_prefix="privtext-openai")
+                futures = [self._pool.submit(self.client.request, k, pl, parse) for k, pl in requests]
+                try:
+                    out = [f.result() for f in futures]
+                except BaseException:
+                    for f in futures:
+                        f.cancel()
+                    raise
+        finally:
+            c = self.client
+            self.stats.retries += c.retries - before[0]
+            self.stats.calls += c.calls - before[1]
+            self.stats.prompt_tokens += c.prompt_tokens - before[2]
+            self.stats.completion_tokens += c.completion_tokens - before[3]
+        return out
+
+    # ---------------------------------------------------------------------------------------- operations
+    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
+        return self._send("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
+
+    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
+                   rng: np.random.Generator) -> list[str]:
+        if spec.kind == "blank":
+            prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
+        else:
+            prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
+        return self._send("variation", prompts, rng)
+
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+        return self._send("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
+
+    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
+                     rng: np.random.Generator) -> list[str]:
+        return self._send("contrastive", [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)],
+                          rng)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self.client.close()
+        super().close()

@@ -1,0 +1,153 @@
+"""vLLM's offline engine as a generator (``backend: vllm``; needs a CUDA GPU and ``pip install 'privtext[vllm]'``).
+
+All prompts of a call go to one ``LLM.generate`` with one ``SamplingParams`` per request, each carrying its own
+``seed`` drawn from the caller's ``rng`` (so results do not depend on batching). Prompts use the tokenizer's chat
+template when it has one (``chat_template: auto``). For a vLLM *server*, use ``backend: openai`` with its
+``base_url``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..rng import spawn_seed
+from .base import BackendOptions, BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from .prompts import Prompt
+
+
+class VLLMOptions(BackendOptions):
+    model: str
+    tokenizer: str | None = None
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int = Field(default=0, ge=0, description="0 disables top-k")
+    max_tokens: int = Field(default=256, ge=1)
+    min_tokens: int = Field(default=1, ge=0)
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2)
+    stop: list[str] | None = None
+    chat_template: Literal["auto", "always", "never"] = "auto"
+    system_prompt: str | None = None
+    trust_remote_code: bool = False
+    engine_kwargs: dict[str, Any] | None = Field(default=None, description="extra keyword arguments for vllm.LLM")
+
+
+def sampling_params(vllm: Any, options: VLLMOptions, seed: int) -> Any:
+    """Map the options to one ``vllm.SamplingParams`` (one per request, each with its own seed)."""
+    kw: dict[str, Any] = {
+        "n": 1,
+        "temperature": options.temperature,
+        "top_p": options.top_p,
+        "top_k": options.top_k if options.top_k > 0 else -1,  # vLLM: -1 disables top-k
+        "max_tokens": options.max_tokens,
+        "min_tokens": options.min_tokens,
+        "repetition_penalty": options.repetition_penalty,
+        "frequency_penalty": options.frequency_penalty,
+        "presence_penalty": options.presence_penalty,
+        "seed": int(seed),
+    }
+    if options.stop:
+        kw["stop"] = list(options.stop)
+    return vllm.SamplingParams(**kw)
+
+
+class VLLMGenerator(BaseGenerator):
+    backend = "vllm"
+    Options = VLLMOptions
+
+    def __init__(self, *, options: VLLMOptions, llm: Any = None, **kw: Any):
+        super().__init__(**kw)
+        self.options = o = options
+        if self.name == self.backend:
+            self.name = f"vllm:{o.model}"
+        try:
+            import vllm
+        except ImportError:
+            raise MissingDependencyError("vllm", "vllm", "the vllm generator (CUDA GPU only)") from None
+        self._vllm = vllm
+        if llm is None:
+            engine_kw: dict[str, Any] = {
+                "model": o.model, "tokenizer": o.tokenizer or o.model, "dtype": o.dtype,
+                "tensor_parallel_size": o.tensor_parallel_size, "gpu_memory_utilization": o.gpu_memory_utilization,
+                "trust_remote_code": o.trust_remote_code, **(o.engine_kwargs or {}),
+            }
+            if o.max_model_len:
+                engine_kw["max_model_len"] = o.max_model_len
+            try:
+                llm = vllm.LLM(**engine_kw)
+            except Exception as e:  # vLLM raises many kinds (no GPU, OOM, unknown model)
+                raise BackendError(f"cannot start vLLM for {o.model!r}: {type(e).__name__}: {e}") from None
+        self.llm = llm
+        self.tokenizer = llm.get_tokenizer()
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if o.chat_template == "always" and not has_template:
+            raise ConfigError(f"chat_template: always, but the tokenizer of {o.model!r} has no chat template")
+        self.use_chat = has_template and o.chat_template != "never"
+
+    @classmethod
+    def from_options(cls, options: VLLMOptions, ctx: GeneratorContext, *, family: Any,
+                     name: str | None) -> VLLMGenerator:
+        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
+
+    def render(self, prompt: Prompt) -> tuple[str, Any]:
+        system = self.options.system_prompt if self.options.system_prompt is not None else prompt.system
+        p = Prompt(user=prompt.user, system=system)
+        if self.use_chat:
+            messages = p.messages()
+            try:
+                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            except Exception:
+                messages = [{"role": "user", "content": p.text().strip()}]
+                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return str(text), messages
+        return p.text(), p.text()
+
+    def _run(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
+        texts, params = [], []
+        for p in prompts:
+            text, logged = self.render(p)
+            seed = spawn_seed(rng) % (2**31 - 1)
+            self._log(operation, logged, {**p.meta, "model": self.options.model, "seed": seed})
+            texts.append(text)
+            params.append(sampling_params(self._vllm, self.options, seed))
+        self.stats.prompts += len(texts)
+        outputs = self.llm.generate(texts, params, use_tqdm=False)
+        self.stats.calls += 1
+        out = []
+        for o in outputs:
+            self.stats.prompt_tokens += len(getattr(o, "prompt_token_ids", None) or [])
+            comp = o.outputs[0]
+            self.stats.completion_tokens += len(getattr(comp, "token_ids", None) or [])
+            out.append(comp.text.strip())
+        return out
+
+    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
+        return self._run("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
+
+    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
+                   rng: np.random.Generator) -> list[str]:
+        if spec.kind == "blank":
+            prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
+        else:
+            prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
+        return self._run("variation", prompts, rng)
+
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+        return self._run("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
+
+    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
+                     rng: np.random.Generator) -> list[str]:
+        return self._run("contrastive", [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)], rng)
+
+    def close(self) -> None:
+        self.llm = None
+        super().close()
