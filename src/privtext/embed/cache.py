@@ -1,0 +1,151 @@
+"""An on-disk embedding cache keyed by (model id, text hash): a text is embedded once per run, and a resumed run
+reads its vectors back instead of recomputing them.
+
+Storage is one SQLite file, ``<cache_dir>/embeddings.sqlite`` (no pickle): a table of
+``(model TEXT, key BLOB, dim INTEGER, vec BLOB)`` where ``key`` is the 16-byte BLAKE2b hash of the UTF-8 text and
+``vec`` the float32 little-endian bytes. Every batch of new vectors is written in one transaction (WAL journal),
+so a process killed mid-write leaves the file as it was before that batch or after it, never half-written; a
+row whose length does not match its ``dim`` is treated as missing and recomputed. Several processes may share a
+cache (SQLite's locking, with a generous busy timeout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendError
+from .base import Embedder, check_texts
+
+FILENAME = "embeddings.sqlite"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS emb (
+    model TEXT NOT NULL,
+    key   BLOB NOT NULL,
+    dim   INTEGER NOT NULL,
+    vec   BLOB NOT NULL,
+    PRIMARY KEY (model, key)
+) WITHOUT ROWID
+"""
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class EmbeddingStore:
+    """The SQLite file behind :class:`CachedEmbedder` (thread-safe)."""
+
+    def __init__(self, cache_dir: str | Path):
+        self.dir = Path(cache_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / FILENAME
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise BackendError(f"embedding cache {self.path} cannot be opened ({e}); delete it to rebuild") from None
+
+    def get_many(self, model: str, keys: Sequence[bytes], dim: int) -> dict[bytes, np.ndarray]:
+        out: dict[bytes, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = list(keys[i:i + 500])
+                q = f"SELECT key, dim, vec FROM emb WHERE model = ? AND key IN ({','.join('?' * len(chunk))})"
+                for key, d, blob in self._db.execute(q, [model, *chunk]):
+                    if d == dim and len(blob) == 4 * dim:
+                        out[bytes(key)] = np.frombuffer(blob, dtype="<f4")
+        return out
+
+    def put_many(self, model: str, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
+        rows = [(model, k, int(v.shape[0]), np.ascontiguousarray(v, dtype="<f4").tobytes()) for k, v in items]
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO emb (model, key, dim, vec) VALUES (?, ?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def count(self, model: str | None = None) -> int:
+        with self._lock:
+            if model is None:
+                return int(self._db.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+            return int(self._db.execute("SELECT COUNT(*) FROM emb WHERE model = ?", (model,)).fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class CachedEmbedder:
+    """Wraps an embedder: vectors already in the cache are read, only new texts reach ``inner``.
+
+    New texts are embedded ``chunk_size`` at a time and each chunk is committed before the next starts, so an
+    interrupted run keeps what it had computed. Duplicate texts within a call are embedded once.
+    """
+
+    def __init__(self, inner: Embedder, cache_dir: str | Path, *, chunk_size: int = 2048):
+        self.inner = inner
+        self.store = EmbeddingStore(cache_dir)
+        self.chunk_size = chunk_size
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        texts = check_texts(texts)
+        dim = self.dim
+        if not texts:
+            return np.zeros((0, dim), dtype=np.float32)
+        keys = [text_key(t) for t in texts]
+        unique = list(dict.fromkeys(keys))
+        found = self.store.get_many(self.name, unique, dim)
+        missing_keys = [k for k in unique if k not in found]
+        missing_set = set(missing_keys)
+        self.hits += sum(1 for k in keys if k not in missing_set)
+        first_text = {}
+        for k, t in zip(keys, texts, strict=True):
+            first_text.setdefault(k, t)
+        for i in range(0, len(missing_keys), self.chunk_size):
+            chunk = missing_keys[i:i + self.chunk_size]
+            vecs = np.asarray(self.inner.embed([first_text[k] for k in chunk], show_progress=show_progress),
+                              dtype=np.float32)
+            if vecs.shape != (len(chunk), dim):
+                raise BackendError(f"{self.name}: inner embedder returned shape {vecs.shape}, "
+                                   f"expected {(len(chunk), dim)}")
+            self.store.put_many(self.name, zip(chunk, vecs, strict=True))
+            for k, v in zip(chunk, vecs, strict=True):
+                found[k] = v
+            self.misses += len(chunk)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def close(self) -> None:
+        self.store.close()
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+    def __getattr__(self, item: str) -> Any:  # expose the inner embedder's extras (calls, retries, ...)
+        if item == "inner":
+            raise AttributeError(item)
+        return getattr(self.inner, item)
