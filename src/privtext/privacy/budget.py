@@ -1,0 +1,154 @@
+"""A run's privacy budget: (ε, δ)-DP, μ-GDP, (p, r)-secret protection, or a fixed noise (no cap).
+
+``Budget`` is frozen and validated; build it with :meth:`Budget.dp`, :meth:`Budget.gdp`, :meth:`Budget.secret`,
+:meth:`Budget.noise`, or :meth:`Budget.from_config` (a :class:`privtext.config.PrivacyConfig`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import InvalidPrivacyParameter
+from .conversions import check_delta, check_epsilon, check_pr, mu_from_pr
+
+Kind = Literal["dp", "gdp", "secret", "noise"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the ledger enforces.
+
+    * ``dp`` — (epsilon, delta)-DP, add-or-remove-one-record neighbours;
+    * ``gdp`` — mu-GDP (Dong, Roth & Su 2019; SecPE Def 2.2);
+    * ``secret`` — (p, r)-secret protection (SecPE Def 3.1): ``p``/``r`` are floats, or tuples with one entry per
+      secret (column of the membership matrix);
+    * ``noise`` — no cap: releases are recorded and ε at ``report_delta`` is reported only.
+    """
+
+    kind: Kind
+    epsilon: float | None = None
+    delta: float | None = None
+    mu: float | None = None
+    p: float | tuple[float, ...] | None = None
+    r: float | tuple[float, ...] | None = None
+    report_delta: float = 1e-5
+    noise_multiplier: float | None = None
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def dp(cls, epsilon: float, delta: float) -> Budget:
+        check_epsilon(epsilon)
+        check_delta(delta)
+        if not (float(epsilon) > 0 and math.isfinite(float(epsilon))):
+            raise InvalidPrivacyParameter(f"epsilon must be positive and finite, got {epsilon!r}")
+        return cls(kind="dp", epsilon=float(epsilon), delta=float(delta), report_delta=float(delta))
+
+    @classmethod
+    def gdp(cls, mu: float, *, report_delta: float = 1e-5) -> Budget:
+        if not (isinstance(mu, (int, float, np.floating, np.integer)) and float(mu) > 0 and math.isfinite(float(mu))):
+            raise InvalidPrivacyParameter(
+                f"mu must be a positive finite number, got {mu!r}: μ is the GDP distance between the output "
+                "distributions with and without one record"
+            )
+        check_delta(report_delta)
+        return cls(kind="gdp", mu=float(mu), report_delta=float(report_delta))
+
+    @classmethod
+    def secret(cls, p: Any, r: Any, *, report_delta: float = 1e-5) -> Budget:
+        pa, ra = check_pr(p, r)
+        check_delta(report_delta)
+        if pa.ndim == 0:
+            return cls(kind="secret", p=float(pa), r=float(ra), report_delta=float(report_delta))
+        if pa.ndim != 1:
+            raise InvalidPrivacyParameter(f"per-secret p and r must be 1-d, got shape {pa.shape}")
+        return cls(kind="secret", p=tuple(map(float, pa)), r=tuple(map(float, ra)), report_delta=float(report_delta))
+
+    @classmethod
+    def noise(cls, report_delta: float = 1e-5, *, noise_multiplier: float | None = None) -> Budget:
+        check_delta(report_delta)
+        if noise_multiplier is not None and not noise_multiplier >= 0:
+            raise InvalidPrivacyParameter(f"noise_multiplier must be ≥ 0, got {noise_multiplier!r}")
+        return cls(kind="noise", report_delta=float(report_delta),
+                   noise_multiplier=None if noise_multiplier is None else float(noise_multiplier))
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Budget:
+        """From a :class:`privtext.config.PrivacyConfig` (its ``kind`` decides the form)."""
+        kind = cfg.kind
+        if kind == "dp":
+            return cls.dp(cfg.epsilon, cfg.delta)
+        if kind == "gdp":
+            return cls.gdp(cfg.mu)
+        if kind == "secret":
+            return cls.secret(cfg.secret.p, cfg.secret.r)
+        if kind == "noise":
+            return cls.noise(noise_multiplier=cfg.noise_multiplier)
+        raise InvalidPrivacyParameter(f"unknown privacy budget kind {kind!r}")
+
+    # ------------------------------------------------------------------ views
+    @property
+    def per_secret(self) -> bool:
+        return self.kind == "secret" and isinstance(self.p, tuple)
+
+    @property
+    def pairs(self) -> list[tuple[float, float]]:
+        """The distinct (p, r) pairs of a secret budget, sorted."""
+        if self.kind != "secret":
+            return []
+        if isinstance(self.p, tuple):
+            assert isinstance(self.r, tuple)
+            return sorted(set(zip(self.p, self.r, strict=True)))
+        assert isinstance(self.r, float)
+        return [(float(self.p), float(self.r))]  # type: ignore[arg-type]
+
+    def pair_of(self, secret: int) -> tuple[float, float]:
+        """(p_j, r_j) of secret column ``secret``."""
+        if self.kind != "secret":
+            raise InvalidPrivacyParameter(f"a {self.kind} budget has no per-secret (p, r)")
+        if isinstance(self.p, tuple):
+            assert isinstance(self.r, tuple)
+            if not 0 <= secret < len(self.p):
+                raise InvalidPrivacyParameter(f"secret index {secret} outside the budget's {len(self.p)} secrets")
+            return self.p[secret], self.r[secret]
+        return float(self.p), float(self.r)  # type: ignore[arg-type]
+
+    @property
+    def gaussian_mu(self) -> float:
+        """The μ-GDP level a Gaussian mechanism needs for this budget (secret: the strictest pair, Eq 4)."""
+        from .conversions import gdp_mu_for_dp
+
+        if self.kind == "gdp":
+            return float(self.mu)  # type: ignore[arg-type]
+        if self.kind == "dp":
+            return float(gdp_mu_for_dp(self.epsilon, self.delta))
+        if self.kind == "secret":
+            return min(float(mu_from_pr(p, r)) for p, r in self.pairs)
+        return math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind}
+        if self.kind == "dp":
+            d.update(epsilon=self.epsilon, delta=self.delta)
+        elif self.kind == "gdp":
+            d.update(mu=self.mu, report_delta=self.report_delta)
+        elif self.kind == "secret":
+            d.update(p=list(self.p) if isinstance(self.p, tuple) else self.p,
+                     r=list(self.r) if isinstance(self.r, tuple) else self.r, report_delta=self.report_delta)
+        else:
+            d.update(report_delta=self.report_delta, noise_multiplier=self.noise_multiplier)
+        return d
+
+    def describe(self) -> str:
+        if self.kind == "dp":
+            return f"(ε={self.epsilon:g}, δ={self.delta:g})-DP"
+        if self.kind == "gdp":
+            return f"μ={self.mu:g}-GDP"
+        if self.kind == "secret":
+            if self.per_secret:
+                return f"per-secret (p, r)-secret protection over {len(self.p)} secrets"  # type: ignore[arg-type]
+            return f"(p={self.p:g}, r={self.r:g})-secret protection"
+        return "no privacy target (fixed noise; ε reported only)"

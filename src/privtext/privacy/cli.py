@@ -1,0 +1,167 @@
+"""``privtext budget``: privacy calculators (every command takes ``--json``).
+
+* ``budget gdp --mu 1 [--delta 1e-5]`` — ε at δ, and a δ(ε) table (Remark C.1);
+* ``budget secret --p 1e-4 --r 2e-4 [--iterations T]`` — μ (Eq 4) and σ for T Gaussian releases (Δ = 1);
+* ``budget gaussian --epsilon 4 --delta 1e-5 --iterations 5 --sensitivity 1 [--method pld|paper|wasp]`` — σ;
+* ``budget noise-ratio --records 8000 --secrets 400 --rate 0.01 --r-over-p 10`` — SecPE Fig 3's σ_GDP/σ_secret.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Privacy calculators: noise, ε, μ, (p, r).")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+
+
+def _emit(data: dict[str, Any], as_json: bool, rows: list[tuple[str, Any]], title: str) -> None:
+    from ..cli import out, print_json
+
+    if as_json:
+        print_json(data)
+        return
+    from rich.table import Table
+
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column("quantity", style="bold")
+    t.add_column("value")
+    for k, v in rows:
+        t.add_row(k, _fmt(v))
+    out.print(t)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "∞"
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _handled(fn: Any) -> Any:
+    from ..cli import handle_errors
+
+    return handle_errors(fn)
+
+
+@app.command("gdp")
+def gdp_cmd(
+    mu: Annotated[float, typer.Option("--mu", help="μ of μ-GDP")],
+    delta: Annotated[float, typer.Option("--delta", help="δ for the ε(δ) conversion")] = 1e-5,
+    as_json: JsonOpt = False,
+) -> None:
+    """ε for a given δ under μ-GDP, and the δ(ε) curve (SecPE Remark C.1)."""
+
+    @_handled
+    def run() -> None:
+        from .conversions import gdp_delta, gdp_epsilon
+
+        eps = float(gdp_epsilon(delta, mu))
+        table = [{"epsilon": e, "delta": float(gdp_delta(e, mu))} for e in (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)]
+        data = {"mu": mu, "delta": delta, "epsilon": eps, "delta_of_epsilon": table}
+        rows = [("μ", mu), (f"ε at δ={delta:g}", eps)] + [(f"δ(ε={r['epsilon']:g})", r["delta"]) for r in table]
+        _emit(data, as_json, rows, f"{mu:g}-GDP")
+
+    run()
+
+
+@app.command("secret")
+def secret_cmd(
+    p: Annotated[float, typer.Option("--p", help="prior p (adversary's chance before seeing the output)")],
+    r: Annotated[float, typer.Option("--r", help="posterior bound r > p")],
+    iterations: Annotated[int, typer.Option("--iterations", "-T", min=1, help="Gaussian releases")] = 1,
+    delta: Annotated[float, typer.Option("--delta", help="δ for the record-level ε")] = 1e-5,
+    as_json: JsonOpt = False,
+) -> None:
+    """μ of a (p, r) budget (Eq 4) and the Gaussian noise multiplier for T releases at sensitivity 1."""
+
+    @_handled
+    def run() -> None:
+        from .calibration import augpe_noise_multiplier
+        from .conversions import gdp_epsilon, mu_from_pr, r_from_mu_p
+
+        mu = float(mu_from_pr(p, r))
+        sigma = augpe_noise_multiplier(mu, compositions=iterations) if math.isfinite(mu) else 0.0
+        data = {"p": p, "r": r, "r_over_p": r / p, "mu": mu, "iterations": iterations, "sigma": sigma,
+                "check_r": float(r_from_mu_p(p, mu)) if math.isfinite(mu) else 1.0,
+                "epsilon_at_delta": float(gdp_epsilon(delta, mu)) if math.isfinite(mu) else math.inf,
+                "delta": delta,
+                "note": "σ = √T/μ for a single record's secret (Lemma 3.2); SecretNoise lowers it for sampled records"}
+        rows = [("p", p), ("r", r), ("r/p", r / p), ("μ = Φ⁻¹(1−p) − Φ⁻¹(1−r)", mu),
+                (f"σ for T={iterations} (Δ=1)", sigma), (f"record-level ε at δ={delta:g}", data["epsilon_at_delta"])]
+        _emit(data, as_json, rows, "(p, r)-secret protection")
+
+    run()
+
+
+@app.command("gaussian")
+def gaussian_cmd(
+    epsilon: Annotated[float, typer.Option("--epsilon", help="target ε")],
+    delta: Annotated[float, typer.Option("--delta", help="target δ")],
+    iterations: Annotated[int, typer.Option("--iterations", "-T", min=1, help="number of Gaussian releases")] = 1,
+    sensitivity: Annotated[float, typer.Option("--sensitivity", help="L2 sensitivity Δ of each release")] = 1.0,
+    method: Annotated[str, typer.Option("--method", help="pld | paper | wasp")] = "pld",
+    as_json: JsonOpt = False,
+) -> None:
+    """Noise multiplier σ/Δ and noise std σ for T Gaussian releases meeting (ε, δ)."""
+
+    @_handled
+    def run() -> None:
+        import dp_accounting
+
+        from .accounting import epsilon_for_delta
+        from .budget import Budget
+        from .calibration import gaussian_noise_multiplier
+
+        z = gaussian_noise_multiplier(Budget.dp(epsilon, delta), compositions=iterations, method=method)  # type: ignore[arg-type]
+        achieved = epsilon_for_delta(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), iterations),
+                                     delta) if z > 0 else math.inf
+        data = {"epsilon": epsilon, "delta": delta, "iterations": iterations, "sensitivity": sensitivity,
+                "method": method, "noise_multiplier": z, "noise_std": z * sensitivity, "achieved_epsilon": achieved}
+        rows = [("target", f"(ε={epsilon:g}, δ={delta:g}) over T={iterations}"), ("method", method),
+                ("noise multiplier σ/Δ", z), (f"noise std (Δ={sensitivity:g})", z * sensitivity),
+                ("ε achieved (PLD)", achieved)]
+        _emit(data, as_json, rows, "Gaussian mechanism")
+
+    run()
+
+
+@app.command("noise-ratio")
+def noise_ratio_cmd(
+    records: Annotated[int, typer.Option("--records", min=1, help="N private records")] = 8000,
+    secrets: Annotated[int, typer.Option("--secrets", min=1, help="m secrets")] = 400,
+    rate: Annotated[float, typer.Option("--rate", help="each record holds each secret w.p. rate")] = 0.01,
+    r_over_p: Annotated[float, typer.Option("--r-over-p", help="budget ratio r/p")] = 10.0,
+    p: Annotated[float, typer.Option("--p", help="prior p")] = 1e-4,
+    iterations: Annotated[int, typer.Option("--iterations", "-T", min=1, help="releases sharing σ")] = 1,
+    sampling: Annotated[str, typer.Option("--sampling", help="paper | max | auto | scaled:c")] = "paper",
+    seed: Annotated[int, typer.Option("--seed", min=0, help="seed of the random membership")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """σ_GDP/σ_secret in SecPE's Fig 3 set-up, with both GDP baselines (record and secret-group sensitivity)."""
+
+    @_handled
+    def run() -> None:
+        from ..rng import make_rng
+        from .noise_ratio import noise_ratio
+
+        d = noise_ratio(records=records, secrets=secrets, rate=rate, r_over_p=r_over_p, p=p,
+                        compositions=iterations, sampling=sampling, rng=make_rng(seed))
+        d["seed"] = seed
+        rows = [
+            ("N, m, rate", f"{records}, {secrets}, {rate:g}"), ("p, r", f"{p:g}, {d['r']:g}"), ("μ (Eq 4)", d["mu"]),
+            ("max holders of one secret", d["holders_max"]),
+            ("σ_GDP record (Δ=1)", d["sigma_gdp_record"]), (f"σ_GDP group (Δ={d['holders_max']})", d["sigma_gdp_group"]),
+            (f"σ_secret exact ({d['mode_exact']})", d["sigma_secret_exact"]),
+            (f"σ_secret paper approx ({d['mode_paper']})", d["sigma_secret_paper"]),
+            ("ratio record/exact", d["ratio_record_exact"]), ("ratio group/exact", d["ratio_group_exact"]),
+            ("ratio record/paper", d["ratio_record_paper"]), ("ratio group/paper", d["ratio_group_paper"]),
+        ]
+        _emit(d, as_json, rows, "SecPE Fig 3 noise ratio σ_GDP/σ_secret")
+
+    run()
