@@ -126,3 +126,10 @@ def test_entities_option_and_errors() -> None:
         RegexDetector(phone_mode="lenient")
     with pytest.raises(ConfigError, match="dates"):
         RegexDetector(dates="some")
+
+
+def test_trailing_number_groups_are_not_swallowed() -> None:
+    assert _found("card 4111 1111 1111 1111 2 tickets") == [
+        ("CREDIT_CARD", "4111 1111 1111 1111", "4111111111111111")
+    ]
+    assert _found("call me at 415-555-2671 2 times") == [("PHONE", "415-555-2671", "4155552671")]

@@ -264,11 +264,14 @@ class RegexDetector:
     def _cards(self, text: str, ctx: dict[str, Any]) -> list[Candidate]:
         out = []
         for m in _CARD.finditer(text):
-            v = m.group(0)
-            if credit_card_valid(v, check_issuer=self.card_issuer_check) or (
-                luhn_valid(v) and self._cue_near(_CARD_CUE, text, m.start(), m.end())
-            ):
-                out.append((m.start(), m.end(), "CREDIT_CARD", v))
+            # "4111 1111 1111 1111 2 tickets": the greedy match swallows the "2"; try the shorter groupings too
+            full = m.group(0)
+            for v in [full] + [full[:k] for k in range(len(full) - 1, 13, -1) if full[k] in " -"]:
+                if credit_card_valid(v, check_issuer=self.card_issuer_check) or (
+                    luhn_valid(v) and self._cue_near(_CARD_CUE, text, m.start(), m.start() + len(v))
+                ):
+                    out.append((m.start(), m.start() + len(v), "CREDIT_CARD", v))
+                    break
         return out
 
     def _ssns(self, text: str, ctx: dict[str, Any]) -> list[Candidate]:
@@ -311,6 +314,10 @@ class RegexDetector:
             s, e = m.start(), m.end()
             if any(ds < e and s < de for ds, de in dates):
                 continue
+            nanp = _NANP.match(v)
+            if nanp and nanp.end() < len(v) and v[nanp.end()] in " .-":
+                # "call 415-555-2671 2 times": keep the well-formed number, not the trailing group
+                v, e = v[:nanp.end()], s + nanp.end()
             main = _EXT.sub("", v)
             n_digits = sum(c.isdigit() for c in main)
             if not 7 <= n_digits <= 15:
