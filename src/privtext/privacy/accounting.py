@@ -377,6 +377,11 @@ def pld_remove_arrays(pld: PrivacyLossDistribution) -> tuple[np.ndarray, np.ndar
 def blowup_from_pld(pld: PrivacyLossDistribution, p: float) -> float:
     """``min_{ε ≥ 0} e^ε p + H_{e^ε}`` on the REMOVE side of ``pld`` (exact for the discretised PLD; the
     minimum of this convex piecewise-linear function of e^ε is at ε = 0 or at a support point)."""
+    return blowup_argmin(pld, p)[0]
+
+
+def blowup_argmin(pld: PrivacyLossDistribution, p: float) -> tuple[float, float]:
+    """(B(p), the minimising ε) — see :func:`blowup_from_pld`."""
     losses, probs, inf_mass = pld_remove_arrays(pld)
     cap = math.log(1.0 / p)  # beyond, e^ε p > 1 ≥ B
     keep = losses > 0
@@ -385,11 +390,14 @@ def blowup_from_pld(pld: PrivacyLossDistribution, p: float) -> float:
     u = np.concatenate([np.cumsum(w_pos[::-1])[::-1][1:], [0.0]])
     v = np.concatenate([np.cumsum((w_pos * np.exp(-l_pos))[::-1])[::-1][1:], [0.0]])
     cand = l_pos <= cap
-    vals = [p + inf_mass + float(np.sum(w_pos * -np.expm1(-l_pos)))]  # ε = 0
+    best, arg = p + inf_mass + float(np.sum(w_pos * -np.expm1(-l_pos))), 0.0  # ε = 0
     if cand.any():
         t = np.exp(l_pos[cand])
-        vals.append(float(np.min(t * p + inf_mass + u[cand] - t * v[cand])))
-    return float(min(1.0, max(p, min(vals))))
+        vals = t * p + inf_mass + u[cand] - t * v[cand]
+        i = int(np.argmin(vals))
+        if vals[i] < best:
+            best, arg = float(vals[i]), float(l_pos[cand][i])
+    return float(min(1.0, max(p, best))), arg
 
 
 def blowup_of(

@@ -15,9 +15,11 @@ evaluated in log space (``log_ndtr``) so that δ down to 1e-300 keeps its relati
   with ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)`` (Dong, Roth & Su 2019, Cor 2.13; it is also the analytic
   Gaussian mechanism of Balle & Wang 2018), and its two inverses.
 * :func:`dp_to_pr` — Lemma C.2: (ε, δ)-DP ⇒ (p, r) with ``r = 1/(1 + (e^ε + 1/c)⁻¹(1−p)/p) + cδ`` for any c ≥ 1;
-  we return the best c. :func:`dp_blowup` is the *tight* bound from the (ε, δ) trade-off curve,
-  ``min(1, e^ε p + δ, 1 − e^{−ε}(1 − δ − p))``, which is never larger (Lemma C.2 pays ``≈ 2√(pδ)`` where the tight
-  bound pays δ; see docs/privacy.md).
+  we return the best c. :func:`dp_blowup` is the bound obtained the way Lemma 3.2 and Alg 1 obtain theirs — the
+  blow-up of the (ε, δ) trade-off curve, ``min(1, e^ε p + δ, 1 − e^{−ε}(1 − δ − p))``. The two are different
+  bounds (Lemma C.2 bounds a binary posterior); neither dominates: for small p and δ > 0 Lemma C.2 pays about
+  ``2√(pδ)`` where the blow-up pays δ (p = 1e-4, ε = 1, δ = 1e-5: 3.35e-4 against 2.82e-4), while for δ = 0 its
+  Bayes form ``p e^ε/(p e^ε + 1 − p)`` is below ``e^ε p``. Accounting in privtext uses blow-ups throughout.
 * :func:`compose_pr` — Theorem 3 (naive composition): ``p = max(p₁, p₂)``, ``r = r₁ + r₂`` coordinate-wise.
 """
 

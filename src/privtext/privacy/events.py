@@ -165,12 +165,12 @@ def flatten(events: DpEvent | Sequence[DpEvent]) -> Leaves:
     multiplier σ/s and is merged as such; one whose only mass is at sensitivity 0 releases nothing about the
     secret and is dropped.
     """
-    inv_sq = 0.0
+    gauss: dict[float, int] = {}  # noise multiplier -> count (identical releases merge exactly, in any order)
     others: dict[str, list[Any]] = {}
     non_private = False
 
     def visit(e: DpEvent, count: int) -> None:
-        nonlocal inv_sq, non_private
+        nonlocal non_private
         if count <= 0:
             return
         if isinstance(e, _dpe.NoOpDpEvent):
@@ -194,7 +194,7 @@ def flatten(events: DpEvent | Sequence[DpEvent]) -> Leaves:
             if z == 0:
                 non_private = True
             else:
-                inv_sq += count / (z * z)
+                gauss[z] = gauss.get(z, 0) + count
             return
         if isinstance(e, _dpe.MixtureOfGaussiansDpEvent):
             sens, probs = _mog_support(e)
@@ -205,7 +205,7 @@ def flatten(events: DpEvent | Sequence[DpEvent]) -> Leaves:
                 return
             if len(sens) == 1 and probs[0] >= 1 - 1e-15:
                 z = float(e.standard_deviation) / sens[0]
-                inv_sq += count / (z * z)
+                gauss[z] = gauss.get(z, 0) + count
                 return
         if isinstance(e, _dpe.LaplaceDpEvent) and e.noise_multiplier == 0:
             non_private = True
@@ -221,6 +221,7 @@ def flatten(events: DpEvent | Sequence[DpEvent]) -> Leaves:
         if not isinstance(ev, _dpe.DpEvent):
             raise PrivacyError(f"not a dp_accounting DpEvent: {ev!r}")
         visit(ev, 1)
+    inv_sq = math.fsum(c / (z * z) for z, c in sorted(gauss.items()))
     z = math.inf if inv_sq == 0 else 1.0 / math.sqrt(inv_sq)
     return Leaves(gaussian_z=z, others=tuple((e, c) for e, c in others.values()), non_private=non_private)
 
