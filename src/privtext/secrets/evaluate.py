@@ -120,9 +120,9 @@ def score_spans(
     if isinstance(predicted, SecretMatrix):
         if predicted.spans is None:
             raise DataError("score_spans needs a SecretMatrix with spans")
-        pred_lists = [[s[:3] for s in rec] for rec in predicted.spans]
+        pred_lists = [[(s.start, s.end, s.type) for s in rec] for rec in predicted.spans]
     else:
-        pred_lists = [[tuple(s)[:3] for s in rec] for rec in predicted]
+        pred_lists = [[(int(s[0]), int(s[1]), str(s[2])) for s in rec] for rec in predicted]
     if not len(texts) == len(gold) == len(pred_lists):
         raise DataError(f"{len(texts)} texts, {len(gold)} gold lists and {len(pred_lists)} prediction lists")
     by_pred: dict[str, TypeScore] = defaultdict(TypeScore)

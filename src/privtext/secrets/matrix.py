@@ -352,7 +352,7 @@ class SecretMatrix:
         from ..rundir import atomic_path
 
         p = Path(path)
-        meta = {"secrets": list(self.secrets), "types": list(self.types)}
+        meta: dict[str, Any] = {"secrets": list(self.secrets), "types": list(self.types)}
         if self.spans is not None:
             meta["spans"] = [[list(s) for s in rec] for rec in self.spans]
         m = self.matrix

@@ -90,7 +90,7 @@ def _blank_engine(language: str) -> Any:
     nlp = spacy.blank(language)
     nlp.add_pipe("privtext_lower_lemma")
     engine = SpacyNlpEngine(models=[{"lang_code": language, "model_name": f"blank:{language}"}])
-    engine.nlp = {language: nlp}  # loaded: AnalyzerEngine will not call load() (which could download)
+    engine.nlp = {language: nlp}  # type: ignore[assignment]  # loaded: AnalyzerEngine will not call load() (which could download)
     return engine
 
 
@@ -104,7 +104,7 @@ def _model_engine(language: str, model: str) -> Any:
             f"nlp: blank / nlp: none (privtext never downloads models)"
         )
     engine = SpacyNlpEngine(models=[{"lang_code": language, "model_name": model}])
-    engine.nlp = {language: spacy.load(model)}
+    engine.nlp = {language: spacy.load(model)}  # type: ignore[assignment]
     return engine
 
 
@@ -150,7 +150,7 @@ class PresidioDetector:
         )
         if nlp in ("blank", "none"):  # no NER model: the spaCy NER recognizer could only ever return nothing
             registry.remove_recognizer("SpacyRecognizer")
-        if any(r.name == "EmailRecognizer" for r in registry.recognizers):
+        if any(getattr(r, "name", None) == "EmailRecognizer" for r in registry.recognizers):
             registry.remove_recognizer("EmailRecognizer")
             registry.add_recognizer(_offline_email_recognizer(language))
         self._analyzer = AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=[language])
