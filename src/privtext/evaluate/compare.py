@@ -1,0 +1,217 @@
+"""Side-by-side comparison: several runs (or configurations, run first) evaluated on one real corpus.
+
+All runs are scored against the same real records (loaded and, with ``max_real``, sampled once) with the same
+embedder object, so their FIDs and accuracies are comparable and the real set is embedded once. The table has
+one row per run: method, guarantee, FID, accuracy per label (the first classifier, trained on the synthetic
+set), next-word accuracy for unlabelled data, seconds per stage group (generation, embedding, histogram, other),
+wall time and LLM calls/tokens.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.corpus import Corpus
+from ..errors import ConfigError, RunError
+from ..rng import derive
+from ..rundir import atomic_write_text
+from .embedding import resolve_embedder
+from .runinfo import RunView
+from .suite import DEFAULT_CLASSIFIERS, corpus_fingerprint, evaluate_run, headline, load_real
+
+BASE_COLUMNS = ["name", "method", "guarantee", "n_synthetic", "fid"]
+TAIL_COLUMNS = ["generation_s", "embedding_s", "histogram_s", "other_s", "wall_s", "llm_calls", "prompt_tokens",
+                "completion_tokens", "run"]
+
+
+@dataclass
+class ComparisonTable:
+    rows: list[dict[str, Any]]
+    columns: list[str]
+    warnings: list[str] = field(default_factory=list)
+    real: dict[str, Any] = field(default_factory=dict)
+
+    def to_csv(self, path: str | os.PathLike[str] | None = None) -> str:
+        buf = io.StringIO(newline="")
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(self.columns)
+        for r in self.rows:
+            w.writerow(["" if r.get(c) is None else r.get(c) for c in self.columns])
+        text = buf.getvalue()
+        if path is not None:
+            atomic_write_text(path, text)
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": self.columns, "rows": self.rows, "warnings": self.warnings, "real": self.real}
+
+    def to_rich(self) -> Any:
+        from rich.table import Table
+
+        t = Table(title="privtext compare", show_lines=False)
+        for c in self.columns:
+            if c == "run":
+                continue
+            t.add_column(c, justify="left" if c in ("name", "method", "guarantee") else "right")
+        for r in self.rows:
+            t.add_row(*[_fmt(c, r.get(c)) for c in self.columns if c != "run"])
+        return t
+
+
+def _fmt(col: str, v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        if col.startswith(("acc:", "next_word")):
+            return f"{100 * v:.2f}%"
+        if col.endswith("_s"):
+            return f"{v:.1f}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def table_row(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """One comparison row from an evaluation dict."""
+    rt = evaluation.get("runtime") or {}
+    g = rt.get("groups") or {}
+    row: dict[str, Any] = {
+        "name": evaluation.get("name"),
+        "method": evaluation.get("method"),
+        "guarantee": evaluation.get("guarantee_text"),
+        "n_synthetic": (evaluation.get("synthetic") or {}).get("n"),
+    }
+    row.update(headline(evaluation))
+    row.update({
+        "generation_s": g.get("generation"), "embedding_s": g.get("embedding"), "histogram_s": g.get("histogram"),
+        "other_s": g.get("other"), "wall_s": rt.get("wall_seconds"), "llm_calls": rt.get("llm_calls"),
+        "prompt_tokens": rt.get("prompt_tokens"), "completion_tokens": rt.get("completion_tokens"),
+        "run": evaluation.get("run"),
+    })
+    return row
+
+
+def build_table(evaluations: Sequence[Mapping[str, Any]], *, warnings: Sequence[str] = ()) -> ComparisonTable:
+    rows = [table_row(e) for e in evaluations]
+    middle: list[str] = []
+    for r in rows:
+        for k in r:
+            if (k.startswith("acc:") or k == "next_word") and k not in middle:
+                middle.append(k)
+    return ComparisonTable(rows=rows, columns=[*BASE_COLUMNS, *middle, *TAIL_COLUMNS], warnings=list(warnings))
+
+
+def _reusable(ev: Mapping[str, Any], fingerprint: str, embedder_name: str, classifiers: Sequence[str]) -> bool:
+    return (
+        (ev.get("real") or {}).get("fingerprint") == fingerprint
+        and (ev.get("embedder") or {}).get("name") == embedder_name
+        and list((ev.get("downstream") or {}).get("classifiers") or classifiers) == list(classifiers)
+    )
+
+
+def compare_runs(
+    run_dirs: Sequence[str | os.PathLike[str]],
+    *,
+    real: Corpus | str | os.PathLike[str],
+    embedder: Any = None,
+    max_real: int | None = None,
+    classifiers: Sequence[str] = DEFAULT_CLASSIFIERS,
+    seed: int = 0,
+    reuse: bool = True,
+    quiet: bool | None = None,
+    **evaluate_options: Any,
+) -> ComparisonTable:
+    """Evaluate each run against the same real records and tabulate.
+
+    ``reuse``: a run whose ``evaluation.json`` was computed on the same real records (fingerprint), embedder and
+    classifiers is not evaluated again.
+    """
+    if not run_dirs:
+        raise ConfigError("compare needs at least one run")
+    views = [RunView(d) for d in run_dirs]
+    first = views[0]
+    real_corpus, real_path = load_real(real, text_column=first.text_column, label_columns=first.label_columns,
+                                       max_real=max_real, rng=derive(seed, "compare", "real"))
+    if not isinstance(real, Corpus):
+        real_corpus = Corpus(real_corpus.ids, real_corpus.texts, real_corpus.labels, name=str(real_path))
+    fp = corpus_fingerprint(real_corpus)
+    emb = resolve_embedder(embedder if embedder is not None else first.embedder_config,
+                           cache_dir=first.dir.embed_cache)
+    warnings: list[str] = []
+    privs = {str(v.data.get("private")) for v in views}
+    if len(privs) > 1:
+        warnings.append(f"runs use different private data: {sorted(privs)}")
+    sizes = {v.num_samples for v in views}
+    if len(sizes) > 1:
+        warnings.append(f"runs have different synthetic-set sizes (FID depends on n): {sorted(map(str, sizes))}")
+    evaluations = []
+    for v in views:
+        ev = v.evaluation() if reuse else {}
+        if not (ev and _reusable(ev, fp, emb.name, classifiers)):
+            ev = evaluate_run(v.root, real=real_corpus, embedder=emb, classifiers=classifiers, seed=seed,
+                              quiet=quiet, **evaluate_options)
+        evaluations.append(ev)
+    table = build_table(evaluations, warnings=warnings)
+    table.real = {"path": str(real_path), "n": len(real_corpus), "fingerprint": fp}
+    return table
+
+
+def _run_config(cfg: Any, *, out: Path | None) -> Path:
+    try:
+        from ..runner import run_config  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as e:
+        raise RunError(f"cannot run configurations: privtext.runner is not available ({e})") from None
+    return Path(run_config(cfg, out=out))
+
+
+def compare_configs(
+    configs: Sequence[Any],
+    *,
+    real: Corpus | str | os.PathLike[str],
+    out_dir: str | os.PathLike[str] | None = None,
+    overrides: Sequence[str] = (),
+    **compare_options: Any,
+) -> ComparisonTable:
+    """Run each configuration (a :class:`~privtext.config.Config`, a YAML path, or an existing run directory),
+    then :func:`compare_runs` the resulting runs.
+
+    ``overrides`` (``--set KEY=VALUE``) apply to every YAML configuration. With ``out_dir`` each run goes to
+    ``out_dir/<name>`` (name: the config's ``name``, else the file stem, else ``run<i>``).
+    """
+    from ..config import Config, load_config
+
+    run_dirs: list[Path] = []
+    used: set[str] = set()
+    for i, c in enumerate(configs):
+        if isinstance(c, (str, os.PathLike)) and Path(c).is_dir():
+            run_dirs.append(RunView(c).root)  # an existing run: compared as it is
+            continue
+        cfg = load_config(c, overrides=overrides) if isinstance(c, (str, os.PathLike)) else c
+        if not isinstance(cfg, Config):
+            raise ConfigError(f"compare: item {i} is neither a Config, a YAML path nor a run directory: {c!r}")
+        out = None
+        if out_dir is not None:
+            stem = cfg.name or (Path(c).stem if isinstance(c, (str, os.PathLike)) else f"run{i}")
+            name = stem
+            k = 1
+            while name in used:
+                k += 1
+                name = f"{stem}-{k}"
+            used.add(name)
+            out = Path(out_dir) / name
+        run_dirs.append(_run_config(cfg, out=out))
+    return compare_runs(run_dirs, real=real, **compare_options)
+
+
+def rows_as_array(table: ComparisonTable, column: str) -> np.ndarray:
+    return np.array([np.nan if r.get(column) is None else float(r[column]) for r in table.rows], dtype=np.float64)
+
+
+__all__ = ["ComparisonTable", "build_table", "compare_configs", "compare_runs", "table_row"]

@@ -1,0 +1,181 @@
+"""Read-only view of a run directory (see :mod:`privtext.rundir` for the layout).
+
+The rows that evaluation uses are the ones the methods define:
+
+* the selected samples of iteration t: rows of ``checkpoints/iter_t/candidates.parquet`` with ``selected``;
+* the final synthetic set: ``synthetic.jsonl`` (falls back to the selected samples of the last complete
+  iteration while a run is unfinished);
+* zero-shot generator output without private feedback: ``origin == "random"`` rows of ``iter_000``, of which
+  N_syn are drawn at random with a seeded generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.corpus import Corpus
+from ..errors import RunError
+from ..rundir import RunDir, read_jsonl
+
+
+class RunView:
+    """Lazy accessors over one run directory; nothing here writes."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.dir = RunDir(root)
+        self.root = self.dir.root
+        if not self.root.is_dir():
+            raise RunError(f"{self.root}: no such run directory")
+        self.dir.require()
+
+    # ------------------------------------------------------------------------------------------ files
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        import yaml
+
+        try:
+            raw = yaml.safe_load(self.dir.config.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise RunError(f"{self.dir.config}: unreadable ({e})") from None
+        if not isinstance(raw, dict):
+            raise RunError(f"{self.dir.config}: expected a mapping at the top level")
+        return raw
+
+    def _json(self, path: Path) -> dict[str, Any]:
+        if not path.exists():
+            return {}
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise RunError(f"{path}: corrupt JSON ({e.msg})") from None
+        return obj if isinstance(obj, dict) else {}
+
+    @cached_property
+    def privacy(self) -> dict[str, Any]:
+        return self._json(self.dir.privacy)
+
+    @cached_property
+    def metrics(self) -> dict[str, Any]:
+        return self._json(self.dir.metrics)
+
+    @property
+    def evaluation_path(self) -> Path:
+        return self.root / "evaluation.json"
+
+    def evaluation(self) -> dict[str, Any]:
+        return self._json(self.evaluation_path)
+
+    # ------------------------------------------------------------------------------------------ config bits
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name") or self.root.name)
+
+    @property
+    def method(self) -> str:
+        return str(self.privacy.get("method") or self.config.get("method") or "?")
+
+    @property
+    def seed(self) -> int:
+        s = self.config.get("seed")
+        return int(s) if isinstance(s, int) and s >= 0 else 0
+
+    @property
+    def data(self) -> dict[str, Any]:
+        d = self.config.get("data")
+        return d if isinstance(d, dict) else {}
+
+    @property
+    def text_column(self) -> str:
+        return str(self.data.get("text_column") or "text")
+
+    @property
+    def label_columns(self) -> list[str]:
+        return [str(c) for c in (self.data.get("label_columns") or [])]
+
+    @property
+    def num_samples(self) -> int | None:
+        ev = self.config.get("evolution")
+        n = ev.get("num_samples") if isinstance(ev, dict) else None
+        return int(n) if isinstance(n, int) else None
+
+    @property
+    def embedder_config(self) -> dict[str, Any] | None:
+        e = self.config.get("embedder")
+        return e if isinstance(e, dict) else None
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+    def iterations(self) -> list[int]:
+        return self.dir.complete_iterations()
+
+    def _ckpt(self, t: int) -> Path:
+        p = self.dir.checkpoint(t)
+        if not (p / "COMPLETE").exists():
+            raise RunError(f"{p}: checkpoint missing or incomplete (no COMPLETE marker)")
+        return p
+
+    def candidates(self, t: int) -> Any:
+        """The candidates table of iteration ``t`` (pandas DataFrame)."""
+        import pandas as pd
+
+        p = self._ckpt(t) / "candidates.parquet"
+        try:
+            df = pd.read_parquet(p)
+        except Exception as e:  # pyarrow errors
+            raise RunError(f"{p}: unreadable ({e})") from None
+        missing = [c for c in ("text", "selected") if c not in df.columns]
+        if missing:
+            raise RunError(f"{p}: missing column(s) {missing}; has {list(df.columns)}")
+        return df
+
+    def state(self, t: int) -> dict[str, Any]:
+        return self._json(self._ckpt(t) / "state.json")
+
+    def histogram(self, t: int) -> np.ndarray | None:
+        p = self._ckpt(t) / "histogram.npy"
+        return np.load(p, allow_pickle=False) if p.exists() else None
+
+    def _frame_corpus(self, df: Any, name: str) -> Corpus:
+        labels = {c: [str(x) for x in df[c]] for c in self.label_columns if c in df.columns}
+        ids = [str(x) for x in df["id"]] if "id" in df.columns else [str(i) for i in range(len(df))]
+        return Corpus.from_texts([str(x) for x in df["text"]], labels, ids=ids, name=name)
+
+    def selected(self, t: int) -> Corpus:
+        """The selected samples of iteration ``t`` (what the method carries forward / releases)."""
+        df = self.candidates(t)
+        return self._frame_corpus(df[df["selected"].astype(bool)].reset_index(drop=True), f"{self.name}@{t}")
+
+    def synthetic(self) -> Corpus:
+        """The final synthetic set (``synthetic.jsonl``; else the selected samples of the last iteration)."""
+        if self.dir.synthetic.exists():
+            recs = read_jsonl(self.dir.synthetic)
+            if recs:
+                labels = {c: [str(r.get(c, "")) for r in recs] for c in self.label_columns if c in recs[0]}
+                ids = [str(r.get("id", i)) for i, r in enumerate(recs)]
+                return Corpus.from_texts([str(r["text"]) for r in recs], labels, ids=ids, name=self.name)
+        its = self.iterations()
+        if not its:
+            raise RunError(f"{self.root}: no synthetic.jsonl and no complete checkpoint to read samples from")
+        return self.selected(its[-1])
+
+    def zero_shot(self, n: int | None, *, rng: np.random.Generator) -> Corpus | None:
+        """``n`` zero-shot generator samples (origin == "random" in iteration 0), drawn with ``rng``."""
+        if 0 not in self.iterations():
+            return None
+        df = self.candidates(0)
+        if "origin" not in df.columns:
+            return None
+        df = df[df["origin"] == "random"].reset_index(drop=True)
+        if len(df) == 0:
+            return None
+        if n is not None and n < len(df):
+            df = df.iloc[np.sort(rng.choice(len(df), size=n, replace=False))].reset_index(drop=True)
+        return self._frame_corpus(df, f"{self.name}:zero-shot")
+
+
+__all__ = ["RunView"]

@@ -1,0 +1,347 @@
+"""``build_report``: one self-contained HTML page per run (``RUN/report.html``).
+
+Self-contained means: CSS inline, figures as base64 PNG ``data:`` URIs, no scripts, no external URL of any kind,
+so the file can be mailed or archived and opens offline. Every piece of text that comes from the run (statement,
+labels, synthetic samples) is HTML-escaped.
+
+Sections: the privacy statement in plain words (and the numbers behind it, the prompt audit), headline metrics,
+downstream accuracy with baselines, FID and accuracy per iteration, length histograms, vote distributions, runtime
+split and LLM usage, secret exposure, and sample outputs. Parts that need ``evaluation.json`` say how to produce it
+when it is missing; vote distributions and runtime come from the run itself.
+
+Only synthetic text is shown: real and private records never enter the report.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import RunError
+from ..evaluate.runinfo import RunView
+from ..evaluate.runstats import runtime_split, vote_distribution
+from ..evaluate.suite import guarantee_text
+from ..rng import derive
+from ..rundir import atomic_write_text
+from . import plots
+
+REPORT = "report.html"
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;background:#f6f7f9;color:#1d232a}
+main{max-width:1080px;margin:0 auto;padding:24px 28px 60px}
+h1{font-size:1.6em;margin:0 0 4px}h2{font-size:1.2em;margin:32px 0 10px;border-bottom:1px solid #d9dde3;
+padding-bottom:4px}h3{font-size:1em;margin:18px 0 6px}
+.meta{color:#5a6572;font-size:.9em}.card{background:#fff;border:1px solid #dde2e8;border-radius:6px;padding:14px 18px;
+margin:10px 0}.statement{font-size:1.05em;line-height:1.5;border-left:4px solid #2b6cb0}
+.warn{border-left:4px solid #c05621}.muted{color:#6b7785}
+table{border-collapse:collapse;font-size:.9em;margin:6px 0}th,td{border:1px solid #dde2e8;padding:4px 8px;
+text-align:right;vertical-align:top}th{background:#eef1f5}td.l,th.l{text-align:left}
+img{max-width:100%;height:auto;display:block;margin:8px 0}
+.kpis{display:flex;flex-wrap:wrap;gap:10px}.kpi{background:#fff;border:1px solid #dde2e8;border-radius:6px;
+padding:8px 14px;min-width:120px}.kpi b{display:block;font-size:1.3em}.kpi span{color:#5a6572;font-size:.8em}
+.sample{white-space:pre-wrap;font-size:.9em;line-height:1.4}.tag{display:inline-block;background:#eef1f5;
+border-radius:4px;padding:1px 6px;margin-right:4px;font-size:.8em;color:#364152}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _num(x: Any, *, pct: bool = False, digits: int = 4) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return f"{int(x):,}"
+    if isinstance(x, (float, np.floating)):
+        if not np.isfinite(x):
+            return str(x)
+        return f"{100 * x:.2f}%" if pct else f"{x:.{digits}g}"
+    return _e(x)
+
+
+def _img(png: bytes | None, alt: str) -> str:
+    if not png:
+        return ""
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+
+
+def _kv(d: Mapping[str, Any]) -> str:
+    rows = []
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            cell = _kv(v) if v else "—"
+        elif isinstance(v, (list, tuple)):
+            cell = _e(", ".join(str(x) for x in v[:20]) + (" …" if len(v) > 20 else "")) if v else "—"
+        else:
+            cell = _num(v)
+        rows.append(f'<tr><th class="l">{_e(k)}</th><td class="l">{cell}</td></tr>')
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1) -> str:
+    th = "".join(f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _missing(what: str, run: Path) -> str:
+    return (f'<p class="muted">{_e(what)} needs an evaluation: run <code>privtext evaluate {_e(run)} --real '
+            "PATH</code> (or <code>privtext report RUN --real PATH</code>).</p>")
+
+
+# ------------------------------------------------------------------------------------------------- sections
+
+
+def _privacy_section(view: RunView) -> str:
+    p = view.privacy
+    if not p:
+        return ('<div class="card warn">This run has no <code>privacy.json</code>: it did not finish, so no '
+                "guarantee is stated.</div>")
+    parts = [f'<div class="card statement">{_e(p.get("statement") or "(no statement recorded)")}</div>']
+    facts: dict[str, Any] = {"guarantee": guarantee_text(p)}
+    for k in ("method", "noise_multiplier", "iterations"):
+        if k in p:
+            facts[k] = p[k]
+    g = p.get("guarantee")
+    if isinstance(g, Mapping):
+        facts["guarantee (numbers)"] = dict(g)
+    parts.append(_kv(facts))
+    audit = p.get("prompt_audit")
+    if isinstance(audit, Mapping) and audit:
+        clean = audit.get("clean")
+        cls = "card" if clean in (True, None) else "card warn"
+        verdict = ("No prompt held a private record or a private-only 8-gram." if clean is True
+                   else "Some prompts were flagged: inspect the listed lines of prompts.jsonl." if clean is False
+                   else "")
+        parts.append(f'<h3>Prompt audit</h3><div class="{cls}">{_e(verdict)}{_kv(dict(audit))}</div>')
+    sec = p.get("secrets")
+    if isinstance(sec, Mapping) and sec:
+        parts.append(f"<h3>Secrets (SecPE)</h3>{_kv(dict(sec))}")
+    return "".join(parts)
+
+
+def _kpis(ev: Mapping[str, Any], syn_n: int) -> str:
+    items = [("synthetic samples", _num(syn_n))]
+    f = (ev.get("fid") or {}).get("fid")
+    if f is not None:
+        items.append(("FID vs real", _num(f)))
+    zf = (ev.get("fid_zero_shot") or {}).get("fid")
+    if zf is not None:
+        items.append(("FID zero-shot", _num(zf)))
+    pr = ev.get("precision_recall") or {}
+    if pr:
+        items.append((f"precision (k={pr.get('k')})", _num(pr.get("precision"), pct=True)))
+        items.append((f"recall (k={pr.get('k')})", _num(pr.get("recall"), pct=True)))
+    mv = ev.get("mauve") or {}
+    if mv:
+        items.append(("MAUVE", _num(mv.get("mauve"))))
+    ds = ev.get("downstream") or {}
+    prim = ds.get("primary")
+    for c, r in (((ds.get("results") or {}).get(prim) or {}).get("synthetic") or {}).items():
+        items.append((f"accuracy {c}", _num(r.get("accuracy"), pct=True)))
+    nw = (ev.get("next_word") or {}).get("synthetic")
+    if nw:
+        items.append(("next-word accuracy", _num(nw.get("accuracy"), pct=True)))
+    return '<div class="kpis">' + "".join(f'<div class="kpi"><b>{v}</b><span>{_e(k)}</span></div>'
+                                          for k, v in items) + "</div>"
+
+
+def _downstream_section(ev: Mapping[str, Any]) -> str:
+    ds = ev.get("downstream")
+    nw = ev.get("next_word")
+    out = []
+    if ds:
+        for cname, per_set in (ds.get("results") or {}).items():
+            labels = sorted({c for s in per_set.values() for c in s})
+            header = ["trained on", *[f"{c} accuracy" for c in labels], *[f"{c} macro-F1" for c in labels], "n train"]
+            rows = []
+            for sname, res in per_set.items():
+                n = next(iter(res.values()), {}).get("n_train")
+                rows.append([_e(sname.replace("_", "-")),
+                             *[_num(res.get(c, {}).get("accuracy"), pct=True) for c in labels],
+                             *[_num(res.get(c, {}).get("macro_f1"), pct=True) for c in labels], _num(n)])
+            maj = [next((s[c]["majority_accuracy"] for s in per_set.values() if c in s), None) for c in labels]
+            rows.append(['<span class="muted">majority class</span>', *[_num(m, pct=True) for m in maj],
+                         *["" for _ in labels], ""])
+            out.append(f"<h3>{_e(cname)}</h3>{_table(header, rows)}")
+            if cname == ds.get("primary"):
+                out.append(_img(plots.downstream_plot(per_set), f"downstream accuracy ({cname})"))
+    if nw:
+        header = ["trained on", "next-word accuracy", "in-vocabulary accuracy", "OOV rate", "most-frequent-word",
+                  "model", "steps"]
+        rows = [[_e(s.replace("_", "-")), _num(r.get("accuracy"), pct=True), _num(r.get("accuracy_in_vocab"), pct=True),
+                 _num(r.get("oov_rate"), pct=True), _num(r.get("unigram_accuracy"), pct=True), _e(r.get("model")),
+                 _num(r.get("steps"))] for s, r in nw.items()]
+        out.append(f"<h3>Next-word prediction on real text</h3>{_table(header, rows)}")
+    notes = ev.get("notes") or []
+    if notes:
+        out.append("".join(f'<p class="muted">{_e(n)}</p>' for n in notes))
+    return "".join(out) or '<p class="muted">No labels and no next-word evaluation.</p>'
+
+
+def _iteration_section(ev: Mapping[str, Any]) -> str:
+    per_it = ev.get("per_iteration") or []
+    if not per_it:
+        return '<p class="muted">No per-iteration evaluation.</p>'
+    labels = sorted({c for r in per_it for c in (r.get("accuracy") or {})})
+    header = ["iteration", "selected", "FID", *[f"{c} accuracy" for c in labels]]
+    rows = [[_num(r.get("iteration")), _num(r.get("n_selected")), _num(r.get("fid")),
+             *[_num((r.get("accuracy") or {}).get(c), pct=True) for c in labels]] for r in per_it]
+    zs = (ev.get("fid_zero_shot") or {}).get("fid")
+    return (_table(header, rows, left=0)
+            + _img(plots.per_iteration_plot(per_it, zero_shot_fid=zs), "FID and accuracy per iteration"))
+
+
+def _length_section(ev: Mapping[str, Any]) -> str:
+    L = ev.get("lengths")
+    if not L:
+        return ""
+    stats = {"mean (synthetic / real)": f"{L['synthetic_mean']:.1f} / {L['real_mean']:.1f}",
+             "median (synthetic / real)": f"{L['synthetic_median']:.1f} / {L['real_median']:.1f}",
+             f"Wasserstein distance ({L.get('unit', 'words')})": L["wasserstein"],
+             "Kolmogorov–Smirnov statistic": L["ks_statistic"], "KS p-value": L["ks_pvalue"]}
+    return _img(plots.length_plot(L, zero_shot=ev.get("lengths_zero_shot")), "length histograms") + _kv(stats)
+
+
+def _votes_section(votes: Mapping[str, Any]) -> str:
+    if not votes:
+        return '<p class="muted">No vote information in the checkpoints.</p>'
+    last = max(votes, key=int)
+    dist = votes[last]
+    header = ["label", "candidates", "selected", "total votes", "max", "top-10% share", "zero-vote share", "Gini"]
+    rows = [[_e(k), _num(d.get("n_candidates")), _num(d.get("n_selected")), _num(d.get("total_votes")),
+             _num(d.get("max_votes")), _num(d.get("top10_share"), pct=True), _num(d.get("zero_share"), pct=True),
+             _num(d.get("gini"))] for k, d in sorted(dist.items())]
+    return (_img(plots.votes_plot(dist, iteration=int(last)), "vote distribution per label")
+            + f"<p class=\"muted\">Iteration {_e(last)}; votes are the released noisy histogram values.</p>"
+            + _table(header, rows))
+
+
+def _runtime_section(rt: Mapping[str, Any]) -> str:
+    if not rt or not (rt.get("stages") or rt.get("per_iteration")):
+        return '<p class="muted">No metrics.json in this run.</p>'
+    groups = rt.get("groups") or {}
+    fr = rt.get("fractions") or {}
+    header = ["stage group", "seconds", "share"]
+    rows = [[_e(g), _num(float(groups.get(g, 0.0))), _num(fr.get(g), pct=True)] for g in groups]
+    usage = {"wall seconds": rt.get("wall_seconds"), "LLM calls": rt.get("llm_calls"),
+             "prompt tokens": rt.get("prompt_tokens"), "completion tokens": rt.get("completion_tokens")}
+    stage_rows = [[_e(k), _num(v)] for k, v in sorted((rt.get("stages") or {}).items())]
+    return (_img(plots.runtime_plot(rt), "runtime split") + _table(header, rows) + _kv(usage)
+            + "<h3>Stages as recorded</h3>" + _table(["stage", "seconds"], stage_rows))
+
+
+def _secrets_section(ev: Mapping[str, Any]) -> str:
+    s = ev.get("secrets")
+    if not s:
+        return ""
+    d = {"declared secrets": s.get("n_secrets"), "found in synthetic output": s.get("exposed"),
+         "share of secrets": s.get("exposed_rate"), "synthetic records holding one": s.get("records_with_secret"),
+         "found in zero-shot baseline": s.get("baseline_exposed"), "baseline share": s.get("baseline_rate")}
+    return "<h2>Secret exposure</h2>" + _kv(d)
+
+
+def _samples_section(view: RunView, *, per_label: int, limit: int) -> str:
+    try:
+        syn = view.synthetic()
+    except RunError:
+        return '<p class="muted">No synthetic samples yet.</p>'
+    if len(syn) == 0:
+        return '<p class="muted">The synthetic set is empty.</p>'
+    rng = derive(view.seed, "report", "samples")
+    cols = view.label_columns if all(c in syn.labels for c in view.label_columns) else []
+    keys = syn.label_tuples(cols)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    chosen: list[int] = []
+    for k in sorted(groups):
+        idx = groups[k]
+        chosen += sorted(rng.choice(idx, size=min(per_label, len(idx)), replace=False).tolist())
+        if len(chosen) >= limit:
+            break
+    out = []
+    for i in chosen[:limit]:
+        t = syn.texts[i]
+        t = t if len(t) <= 700 else t[:700] + " …"
+        tags = "".join(f'<span class="tag">{_e(v)}</span>' for v in syn.label_tuple(i, cols)) if cols else ""
+        out.append(f'<div class="card">{tags}<div class="sample">{_e(t)}</div></div>')
+    return f'<p class="muted">{len(chosen[:limit])} of {len(syn)} synthetic samples.</p>' + "".join(out)
+
+
+def build_report(
+    run_dir: str | os.PathLike[str],
+    *,
+    evaluation: Mapping[str, Any] | None = None,
+    out: str | os.PathLike[str] | None = None,
+    samples_per_label: int = 2,
+    max_samples: int = 12,
+) -> Path:
+    """Write the report (default ``RUN/report.html``) and return its path.
+
+    ``evaluation`` defaults to ``RUN/evaluation.json`` when present.
+    """
+    view = RunView(run_dir)
+    ev = dict(evaluation) if evaluation is not None else view.evaluation()
+    votes = ev.get("votes")
+    if not votes:
+        votes = {}
+        its = view.iterations()
+        if its:
+            df = view.candidates(its[-1])
+            if "votes" in df.columns:
+                votes = {str(its[-1]): vote_distribution(df, label_columns=view.label_columns, max_points=300)}
+    rt = ev.get("runtime") or runtime_split(view.metrics)
+    try:
+        syn_n = len(view.synthetic())
+    except RunError:
+        syn_n = 0
+    now = _dt.datetime.now().isoformat(timespec="seconds")
+    real = ev.get("real") or {}
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>privtext report: {_e(view.name)}</title><style>{CSS}</style></head><body><main>",
+        f"<h1>privtext report: {_e(view.name)}</h1>",
+        f'<p class="meta">method <b>{_e(view.method)}</b> · {_num(len(view.iterations()))} complete iteration(s) · '
+        f"run <code>{_e(view.root)}</code> · written {_e(now)}</p>",
+        "<h2>Privacy guarantee</h2>", _privacy_section(view),
+        "<h2>Summary</h2>", _kpis(ev, syn_n),
+    ]
+    if ev:
+        parts.append(f'<p class="meta">Evaluated against {_num(real.get("n"))} real records from '
+                     f"<code>{_e(real.get('path'))}</code> with embedder <code>{_e((ev.get('embedder') or {}).get('name'))}"
+                     f"</code> ({_e(ev.get('created', ''))}). Evaluation uses real data and is not covered by the "
+                     "privacy guarantee; only aggregate numbers are shown.</p>")
+    else:
+        parts.append(_missing("FID, accuracy and length comparison", view.root))
+    parts += ["<h2>Downstream utility</h2>", _downstream_section(ev) if ev else _missing("Downstream accuracy", view.root)]
+    parts += ["<h2>Per iteration</h2>", _iteration_section(ev) if ev else _missing("Per-iteration FID", view.root)]
+    parts += ["<h2>Lengths</h2>", _length_section(ev) if ev.get("lengths") else _missing("Length comparison", view.root)]
+    parts += ["<h2>Votes</h2>", _votes_section(votes)]
+    parts += ["<h2>Runtime and LLM usage</h2>", _runtime_section(rt)]
+    parts.append(_secrets_section(ev))
+    parts += ["<h2>Sample outputs</h2>", _samples_section(view, per_label=samples_per_label, limit=max_samples)]
+    parts.append('<p class="meta">Generated by privtext. This page is self-contained: no scripts, no external '
+                 "resources.</p></main></body></html>")
+    target = Path(out) if out is not None else view.root / REPORT
+    atomic_write_text(target, "\n".join(parts) + "\n")
+    return target
+
+
+__all__ = ["REPORT", "build_report"]
