@@ -62,7 +62,7 @@ def test_overrides_parse_yaml_values() -> None:
     assert c.generator.options() == {"order": 5} and c.data.label_columns == ["a", "b"]
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         config_from_dict(BASE, overrides=["evolution.iterations"])
-    with pytest.raises(ConfigError, match="evolution.iterations"):
+    with pytest.raises(ConfigError, match=r"evolution\.iterations"):
         config_from_dict(BASE, overrides=["evolution.iterations=0"])
 
 

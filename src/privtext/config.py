@@ -56,7 +56,8 @@ class GeneratorConfig(OpenSection):
 
 class EmbedderConfig(OpenSection):
     backend: str = "sentence-transformers"
-    model: str = "all-MiniLM-L6-v2"
+    model: str | None = Field(default=None, description="model name or path; backend default when omitted "
+                              "(all-MiniLM-L6-v2 for sentence-transformers)")
     cache: bool = True
 
 
@@ -143,7 +144,8 @@ class EvolutionConfig(Section):
     iterations: int = Field(default=5, ge=1)
     variations: int = Field(default=6, ge=1, description="L: candidates per selected sample")
     include_selected: bool = Field(default=True, description="keep each selected sample: L-1 variations (else L)")
-    initial_multiplier: int = Field(default=1, ge=1, description="RANDOM_API draws N_syn * this at t=0")
+    initial_multiplier: int | None = Field(
+        default=None, ge=1, description="RANDOM_API draws N_syn × this at t=0 (default L, as SecPE Alg 3 line 4)")
     selection: Literal["rank", "sample"] = "rank"
     threshold: float = Field(default=0.0, ge=0, description="H: votes are clipped at H, then H is subtracted")
     lookahead: int = Field(default=0, ge=0, description="k variations averaged into a candidate's embedding")
@@ -164,7 +166,7 @@ class VotingConfig(Section):
 
 class SecPEConfig(Section):
     clusters: int = Field(default=100, gt=0, description="K public k-means centres (split over labels)")
-    detector: str | list[str] | dict[str, Any] = "regex"
+    detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
     clip_radius: float = Field(default=1.0, gt=0)
     sampling: Literal["paper", "max", "auto"] = "auto"
     eta: float | None = Field(default=None, gt=0, description="LP capacity η_j; default Φ⁻¹(1−p)−Φ⁻¹(1−r)")
@@ -179,7 +181,7 @@ class AugPEConfig(Section):
     sensitivity is the number of private records holding the most-repeated secret (found by ``detector``)."""
 
     sensitivity: Literal["record", "secret_group"] = "record"
-    detector: str | list[str] | dict[str, Any] = "regex"
+    detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
 
 
 class Config(Section):

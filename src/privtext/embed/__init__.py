@@ -52,8 +52,9 @@ def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path |
     where = f"embedder (backend {EMBEDDERS.canonical(cfg.backend)!r})"
     raw = cfg.options()
     if "model" in cls.Options.model_fields:
-        raw["model"] = cfg.model
-    elif "model" in cfg.model_fields_set:
+        if cfg.model is not None:
+            raw["model"] = cfg.model
+    elif cfg.model is not None:
         raise ConfigError(f"{where}: this backend takes no 'model' (it is not a neural model); remove the key")
     options = parse_options(cls.Options, raw, where=where)
     emb = cls.from_options(options)

@@ -1,0 +1,238 @@
+"""``privtext demo``: a small clinic-visit-notes corpus with planted secrets, run end to end offline.
+
+The corpus is made here, from templates, with a seeded generator:
+
+* ``private.csv`` — visit notes labelled by department and visit type. About a third mention a patient by name
+  with a phone number, an e-mail address, a medical record number or a date of birth; patients come back, so
+  a secret repeats across several records (the case SecPE is built for).
+* ``public.csv`` — notes of the same kind with no identifiers (e.g. a published teaching set): the offline
+  n-gram generator trains on it, and it never contains a planted secret.
+* ``patients.txt`` — the names and record numbers the data owner declares secret (the ``explicit`` detector);
+  phones, e-mails and dates of birth are found by the ``regex`` detector.
+
+The run uses the default offline backends: the n-gram generator trained on public text and the packaged MiniLM
+embedder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .data import Corpus, write_corpus
+
+DEPARTMENTS = {
+    "Cardiology": {
+        "complaints": ["chest tightness on exertion", "palpitations at night", "shortness of breath climbing stairs",
+                       "ankle swelling", "an episode of fainting"],
+        "findings": ["a regular rhythm with a soft systolic murmur", "mild bilateral ankle edema",
+                     "blood pressure of 148/92", "an irregularly irregular pulse", "clear lungs and no edema"],
+        "assessments": ["stable angina", "paroxysmal atrial fibrillation", "hypertension, not at goal",
+                        "heart failure with preserved ejection fraction", "vasovagal syncope"],
+        "plans": ["start a beta blocker and order a stress test", "arrange a 48-hour Holter monitor",
+                  "increase the diuretic and recheck electrolytes in one week",
+                  "order an echocardiogram", "review anticoagulation and return in three months"],
+    },
+    "Dermatology": {
+        "complaints": ["an itchy rash on both forearms", "a changing mole on the back", "persistent acne",
+                       "dry scaly patches on the elbows", "hair thinning"],
+        "findings": ["well demarcated plaques with silvery scale", "an asymmetric pigmented lesion of 7 mm",
+                     "inflammatory papules and pustules on the cheeks", "eczematous patches in the flexures",
+                     "diffuse thinning without scarring"],
+        "assessments": ["plaque psoriasis", "atypical nevus, rule out melanoma", "moderate acne vulgaris",
+                        "atopic dermatitis", "telogen effluvium"],
+        "plans": ["start a topical steroid and a vitamin D analogue", "perform a shave biopsy today",
+                  "begin topical retinoid and oral doxycycline", "use emollients twice daily and avoid hot showers",
+                  "check iron studies and thyroid function"],
+    },
+    "Pediatrics": {
+        "complaints": ["fever and ear pain for two days", "a barking cough at night", "poor feeding",
+                       "a wheeze after colds", "a well child check"],
+        "findings": ["a bulging red tympanic membrane", "inspiratory stridor at rest", "weight tracking below "
+                     "the curve", "expiratory wheeze with good air entry", "normal growth and development"],
+        "assessments": ["acute otitis media", "croup", "feeding difficulty", "reactive airway disease",
+                        "healthy child"],
+        "plans": ["start amoxicillin and review in ten days", "give a single dose of dexamethasone",
+                  "refer to the feeding clinic and weigh weekly", "prescribe an inhaler with a spacer",
+                  "update vaccinations and return at the next milestone"],
+    },
+    "Orthopedics": {
+        "complaints": ["knee pain after a fall", "low back pain radiating to the leg", "shoulder stiffness",
+                       "wrist pain after a sports injury", "hip pain when walking"],
+        "findings": ["a positive Lachman test", "reduced straight leg raise on the left",
+                     "limited external rotation", "snuffbox tenderness", "pain on internal rotation of the hip"],
+        "assessments": ["suspected ACL tear", "lumbar radiculopathy", "adhesive capsulitis",
+                        "possible scaphoid fracture", "hip osteoarthritis"],
+        "plans": ["order an MRI of the knee and start physiotherapy", "prescribe analgesia and core exercises",
+                  "begin a home stretching program", "apply a thumb spica cast and repeat X-ray",
+                  "discuss weight loss and a cortisone injection"],
+    },
+    "Primary Care": {
+        "complaints": ["fatigue for several weeks", "a sore throat", "headaches in the morning",
+                       "a routine diabetes review", "trouble sleeping"],
+        "findings": ["pale conjunctivae", "tonsillar exudate and tender nodes", "a normal neurological exam",
+                     "an HbA1c of 8.1 percent", "a normal physical exam"],
+        "assessments": ["iron deficiency anemia", "streptococcal pharyngitis", "tension headache",
+                        "type 2 diabetes, suboptimally controlled", "insomnia"],
+        "plans": ["start oral iron and recheck in six weeks", "treat with penicillin for ten days",
+                  "advise regular meals, hydration and sleep hygiene", "increase metformin and refer to education",
+                  "discuss sleep hygiene and a short course of therapy"],
+    },
+}
+VISITS = ["new patient", "follow-up"]
+OPENERS = [
+    "Patient seen today for {c}.", "Presents with {c}.", "{V} visit for {c}.", "Seen in clinic with {c}.",
+    "Reports {c} since last week.",
+]
+EXAMS = ["On examination there was {f}.", "Exam showed {f}.", "Findings: {f}.", "Examination notable for {f}."]
+ASSESS = ["Assessment: {a}.", "Impression is {a}.", "Most consistent with {a}.", "Working diagnosis: {a}."]
+PLANS = ["Plan: {p}.", "We will {p}.", "Plan is to {p}.", "Agreed to {p}."]
+EXTRA = [
+    "Medications reviewed and reconciled.", "No known drug allergies.", "Patient understands and agrees with the plan.",
+    "Return precautions discussed.", "Vitals otherwise within normal limits.", "Family history noncontributory.",
+]
+FIRST = ["Maria", "James", "Aisha", "Chen", "Olga", "Diego", "Fatima", "Liam", "Noor", "Tomasz", "Priya", "Kwame",
+         "Elena", "Hiro", "Sofia", "Mateo", "Ingrid", "Omar", "Grace", "Yusuf"]
+LAST = ["Lopez", "Okafor", "Lindqvist", "Novak", "Haddad", "Tanaka", "Moreau", "Castillo", "Brennan", "Sato",
+        "Kowalski", "Mensah", "Ivanova", "Dubois", "Reyes", "Abbasi", "Fischer", "Nakamura", "Quinn", "Oyelaran"]
+
+
+def _note(rng: np.random.Generator, dept: str, visit: str) -> str:
+    """One note about one condition of the department (each field strays to another condition w.p. 0.15)."""
+    d = DEPARTMENTS[dept]
+    k = int(rng.integers(len(d["complaints"])))
+
+    def field(name: str) -> str:
+        xs = d[name]
+        return xs[k] if rng.random() < 0.85 else xs[int(rng.integers(len(xs)))]
+
+    def pick(xs: list[str]) -> str:
+        return xs[int(rng.integers(len(xs)))]
+
+    parts = [
+        pick(OPENERS).format(c=field("complaints"), V=visit.capitalize()),
+        pick(EXAMS).format(f=field("findings")),
+        pick(ASSESS).format(a=field("assessments")),
+        pick(PLANS).format(p=field("plans")),
+    ]
+    if rng.random() < 0.6:
+        parts.insert(int(rng.integers(1, len(parts))), pick(EXTRA))
+    return " ".join(parts)
+
+
+def _patients(rng: np.random.Generator, n: int) -> list[dict[str, str]]:
+    out, used = [], set()
+    while len(out) < n:
+        name = f"{FIRST[int(rng.integers(len(FIRST)))]} {LAST[int(rng.integers(len(LAST)))]}"
+        if name in used:
+            continue
+        used.add(name)
+        out.append({
+            "name": name,
+            "phone": f"({rng.integers(201, 989)}) 555-{rng.integers(1000, 9999)}",
+            "email": f"{name.split()[0].lower()}.{name.split()[1].lower()}{rng.integers(10, 99)}@mailbox.example",
+            "mrn": f"MRN-{rng.integers(10**6, 10**7)}",
+            "dob": f"{rng.integers(1, 13):02d}/{rng.integers(1, 29):02d}/{rng.integers(1935, 2015)}",
+        })
+    return out
+
+
+def _with_secret(rng: np.random.Generator, note: str, p: dict[str, str]) -> str:
+    forms = [
+        f"{p['name']} ({p['mrn']}). " + note,
+        note + f" Call {p['name']} back at {p['phone']} with results.",
+        f"Patient {p['name']}, DOB {p['dob']}. " + note,
+        note + f" Results will be sent to {p['email']}.",
+        f"{p['mrn']}: " + note + f" Contact number {p['phone']}.",
+    ]
+    return forms[int(rng.integers(len(forms)))]
+
+
+def make_demo_corpora(*, n_private: int = 360, n_public: int = 1500, n_patients: int = 40,
+                      seed: int = 0) -> tuple[Corpus, Corpus, list[dict[str, str]]]:
+    rng = np.random.default_rng(seed)
+    depts = list(DEPARTMENTS)
+    patients = _patients(rng, n_patients)
+    visits_per = rng.integers(1, 6, size=n_patients)  # a patient comes back 1-5 times: secrets repeat
+    texts, dl, vl = [], [], []
+    owner = [i for i, k in enumerate(visits_per) for _ in range(k)]
+    n_secret = min(len(owner), n_private // 3)
+    owner = owner[:n_secret]
+    home = {i: depts[int(rng.integers(len(depts)))] for i in range(n_patients)}
+    for j in range(n_private):
+        dept = home[owner[j]] if j < n_secret else depts[int(rng.integers(len(depts)))]
+        visit = VISITS[int(rng.random() < 0.55)]
+        note = _note(rng, dept, visit)
+        if j < n_secret:
+            note = _with_secret(rng, note, patients[owner[j]])
+        texts.append(note)
+        dl.append(f"Department: {dept}")
+        vl.append(f"Visit: {visit}")
+    perm = rng.permutation(n_private)
+    private = Corpus.from_texts([texts[i] for i in perm], {"department": [dl[i] for i in perm],
+                                                           "visit": [vl[i] for i in perm]}, name="private")
+    prng = np.random.default_rng(seed + 1)
+    ptexts, pd_, pv = [], [], []
+    for _ in range(n_public):
+        dept = depts[int(prng.integers(len(depts)))]
+        visit = VISITS[int(prng.random() < 0.55)]
+        ptexts.append(_note(prng, dept, visit))
+        pd_.append(f"Department: {dept}")
+        pv.append(f"Visit: {visit}")
+    public = Corpus.from_texts(ptexts, {"department": pd_, "visit": pv}, name="public")
+    return private, public, patients
+
+
+def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
+    privacy: dict[str, Any] = {"secret": {"p": 1e-3, "r": 2e-2}} if method == "secpe" else {
+        "epsilon": 4.0, "delta": 1e-5}
+    return {
+        "method": method,
+        "seed": 0,
+        "data": {"private": str(folder / "private.csv"), "public": str(folder / "public.csv"),
+                 "text_column": "text", "label_columns": ["department", "visit"]},
+        "generator": {"backend": "ngram", "order": 4},
+        "embedder": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2"},
+        "privacy": privacy,
+        "evolution": {"num_samples": 120, "iterations": 3, "variations": 4, "selection": "rank",
+                      "variation": {"kind": "blank", "mask_prob": 0.4}},
+        "secpe": {"clusters": 30, "detector": ["regex", {"name": "explicit", "file": str(folder / "patients.txt")}],
+                  "sampling": "auto", "recluster_each_iteration": True},
+        "output": str(folder / f"run-{method}"),
+    }
+
+
+def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
+    import yaml
+
+    from .config import config_from_dict
+    from .errors import ConfigError
+    from .runner import run_config
+
+    if method not in ("secpe", "augpe"):
+        raise ConfigError(f"demo method must be 'secpe' or 'augpe', got {method!r}")
+    folder = Path(out).resolve()
+    run_dir = folder / f"run-{method}"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        import shutil
+
+        shutil.rmtree(run_dir)  # the demo owns this folder: a second demo replaces the first
+    folder.mkdir(parents=True, exist_ok=True)
+    private, public, patients = make_demo_corpora()
+    write_corpus(private, folder / "private.csv", include_ids=False)
+    write_corpus(public, folder / "public.csv", include_ids=False)
+    (folder / "patients.txt").write_text(
+        "".join(f"{p['name']}\n{p['mrn']}\n" for p in patients), encoding="utf-8")
+    raw = demo_config(folder, method)
+    (folder / f"{method}.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    root = run_config(config_from_dict(raw, source="demo"))
+    try:  # the report is a bonus: the demo's job is the run
+        from .report import write_report
+
+        write_report(root)
+    except ImportError:
+        pass
+    return root

@@ -1,0 +1,417 @@
+"""The Private Evolution engine: generate → embed → vote → select → vary, checkpointed.
+
+The engine knows nothing about privacy: the *scorer* (Aug-PE's DP nearest-neighbour votes, SecPE's noisy cluster
+centres, later WASP's Top-Q votes) turns the candidates into a released histogram, recording its events in the
+ledger through the :class:`~privtext.engine.state.ReleaseKeeper`. The engine only sees released values, public
+label information and the texts the generator wrote; it never hands private text to a generator.
+
+One iteration t (0 ≤ t < T):
+
+1. **candidates** — t = 0: RANDOM_API, ``n_g · initial_multiplier`` per label group g; t > 0: the samples
+   selected at t−1 (survivors keep their embeddings) plus L−1 VARIATION_API outputs each (or L, without
+   survivors);
+2. **embedding** — only texts without an embedding; optional lookahead: k variations per candidate, whose mean
+   embedding (with or without the candidate's own) is what the vote sees — the variations are reused as that
+   candidate's children when it is selected;
+3. **vote** — the scorer releases a histogram over candidates (saved before use, never redrawn on resume);
+4. **selection** — per label group, ``n_g`` candidates by ``rank`` (top noisy counts, random tie-break) or by
+   ``sample`` (with replacement, probabilities ∝ the thresholded non-negative histogram, uniform when it is
+   all zero — never the raw noisy counts);
+5. **checkpoint** — candidates, votes, selection, state; then the COMPLETE marker.
+
+The output is the selected samples of the last iteration (not their variations).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..config import EvolutionConfig
+from ..errors import ConfigError, PrivtextError
+from ..rng import derive
+from ..rundir import RunDir, StageMetrics
+from .state import IterationStore, Population, ReleaseKeeper
+from .ui import progress, say
+
+
+@dataclass(frozen=True)
+class LabelSpace:
+    """The public label groups: group index ↔ label tuple (one group ``()`` when there are no labels)."""
+
+    columns: tuple[str, ...]
+    values: tuple[tuple[str, ...], ...]
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ConfigError("the label space is empty: the public corpus has no label combinations")
+        object.__setattr__(self, "_index", {v: i for i, v in enumerate(self.values)})
+
+    @classmethod
+    def unlabeled(cls) -> LabelSpace:
+        return cls((), ((),))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def index(self, value: tuple[str, ...]) -> int:
+        return self._index.get(tuple(value), -1)  # type: ignore[attr-defined]
+
+    def groups_of(self, tuples: Sequence[tuple[str, ...]]) -> np.ndarray:
+        return np.array([self.index(t) for t in tuples], dtype=np.int64)
+
+    def info(self, g: int) -> Any:
+        if not self.columns:
+            return None
+        from ..generate import LabelInfo
+
+        return LabelInfo(columns=self.columns, values=tuple(self.values[g]))
+
+    def key(self, g: int) -> str:
+        return " | ".join(self.values[g]) if self.columns else "(all)"
+
+
+@dataclass
+class ScoreResult:
+    histogram: np.ndarray  # released (post-processed) histogram over candidates; selection uses it
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Scorer(Protocol):
+    """Turns candidates into a released histogram (the only step that touches private data)."""
+
+    name: str
+
+    def score(
+        self, *, iteration: int, population: Population, vote_emb: np.ndarray, store: IterationStore,
+        keeper: ReleaseKeeper,
+    ) -> ScoreResult: ...
+
+
+def select(
+    histogram: np.ndarray,
+    groups: np.ndarray,
+    counts: np.ndarray,
+    *,
+    mode: str,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Indices of the selected candidates: ``counts[g]`` from each group g.
+
+    ``rank``: the top counts (ties broken at random, no repeats; if a group has fewer candidates than asked,
+    all are taken). ``sample``: with replacement, probabilities ∝ max(histogram, 0) within the group (the
+    histogram given is already thresholded; negative noisy values are never used as probabilities), uniform when
+    the group's histogram has no positive entry.
+    """
+    h = np.asarray(histogram, dtype=np.float64)
+    out: list[np.ndarray] = []
+    for g, n in enumerate(counts):
+        if n <= 0:
+            continue
+        idx = np.nonzero(groups == g)[0]
+        if len(idx) == 0:
+            continue
+        if mode == "rank":
+            jitter = rng.random(len(idx))
+            order = np.lexsort((jitter, -h[idx]))
+            out.append(idx[order[: min(n, len(idx))]])
+        elif mode == "sample":
+            w = np.clip(h[idx], 0, None)
+            p = w / w.sum() if w.sum() > 0 else np.full(len(idx), 1 / len(idx))
+            out.append(rng.choice(idx, size=int(n), replace=True, p=p))
+        else:
+            raise ConfigError(f"selection must be 'rank' or 'sample', got {mode!r}")
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        run: RunDir,
+        evolution: EvolutionConfig,
+        generator: Any,
+        embedder: Any,
+        scorer: Scorer,
+        labels: LabelSpace,
+        counts: np.ndarray,
+        keeper: ReleaseKeeper,
+        metrics: StageMetrics,
+        seed: int | None,
+        secure: bool = False,
+        log: Callable[[str], None] | None = None,
+        batch_size: int = 256,
+    ):
+        self.run_dir = run
+        self.evo = evolution
+        self.generator = generator
+        self.embedder = embedder
+        self.scorer = scorer
+        self.labels = labels
+        self.counts = np.asarray(counts, dtype=np.int64)
+        if len(self.counts) != len(labels):
+            raise ConfigError(f"{len(self.counts)} sample counts for {len(labels)} label groups")
+        self.keeper = keeper
+        self.metrics = metrics
+        self.seed = seed
+        self.secure = secure
+        self.log = log or (lambda m: None)
+        self.batch_size = batch_size
+        self.gen_name = getattr(generator, "name", "generator")
+        self.L = evolution.variations
+        self.n_children = self.L - 1 if evolution.include_selected else self.L
+        if evolution.include_selected and self.L < 2 and evolution.iterations > 1:
+            self.log("variations=1 with include_selected: no new candidates are made after iteration 0")
+
+    # ------------------------------------------------------------------ helpers
+    def _rng(self, *keys: object) -> np.random.Generator:
+        return derive(self.seed, *keys, secure=self.secure)
+
+    def _variation_spec(self, t: int) -> Any:
+        from ..generate import VariationSpec
+
+        v = self.evo.variation
+        mp = v.mask_prob
+        if v.mask_prob_schedule:
+            sched = v.mask_prob_schedule
+            mp = sched[min(t - 1, len(sched) - 1)] if t > 0 else sched[0]
+            if not 0 < mp < 1:
+                raise ConfigError(f"evolution.variation.mask_prob_schedule holds {mp}; values must be in (0, 1)")
+        return VariationSpec(kind=v.kind, mask_prob=mp)
+
+    def _generate(self, t: int, what: str, jobs: list[tuple[int, list[str], int]], spec: Any) -> list[list[str]]:
+        """Run generator calls per group in batches. ``jobs``: (group, parent texts or [], n for random)."""
+        total = sum(len(txt) if txt else n for _, txt, n in jobs)
+        outs: list[list[str]] = []
+        with self.metrics.stage("generation", iteration=t) as st, progress(f"iter {t}: {what}", total) as bar:
+            for g, texts, n in jobs:
+                rng = self._rng("generate", what, t, g)
+                info = self.labels.info(g)
+                res: list[str] = []
+                if texts:
+                    for s in range(0, len(texts), self.batch_size):
+                        chunk = texts[s:s + self.batch_size]
+                        res.extend(self.generator.variation(chunk, info, spec, rng=rng))
+                        bar.advance(len(chunk))
+                else:
+                    for s in range(0, n, self.batch_size):
+                        k = min(self.batch_size, n - s)
+                        res.extend(self.generator.random(info, k, rng=rng))
+                        bar.advance(k)
+                outs.append(res)
+            st.count("texts", sum(len(r) for r in outs))
+        return outs
+
+    def _embed(self, t: int, texts: list[str]) -> np.ndarray:
+        with self.metrics.stage("embedding", iteration=t) as st:
+            emb = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), dtype=np.float32)
+            st.count("texts", len(texts))
+        return np.asarray(emb, dtype=np.float32)
+
+    def _new_pop(self, t: int, texts: list[str], group: int, origin: str, parents: list[str | None],
+                 start: int) -> Population:
+        return Population(
+            ids=[f"t{t}-{start + i}" for i in range(len(texts))],
+            texts=list(texts),
+            group=np.full(len(texts), group, dtype=np.int64),
+            origin=[origin] * len(texts),
+            parent=list(parents),
+            generator=[self.gen_name] * len(texts),
+        )
+
+    # ------------------------------------------------------------------ candidate building
+    def _initial(self) -> Population:
+        mult = self.evo.initial_multiplier or self.L
+        jobs = [(g, [], int(n) * mult) for g, n in enumerate(self.counts) if n > 0]
+        outs = self._generate(0, "random", jobs, None)
+        parts, k = [], 0
+        for (g, _, _), texts in zip(jobs, outs, strict=True):
+            parts.append(self._new_pop(0, texts, g, "random", [None] * len(texts), k))
+            k += len(texts)
+        pop = Population.concat(parts)
+        pop.emb = self._embed(0, pop.texts)
+        return pop
+
+    def _children(self, t: int, prev: Population, selected: np.ndarray,
+                  reuse: dict[str, tuple[list[str], np.ndarray]]) -> Population:
+        survivors = prev.take(selected)
+        surv_parts: list[Population] = []
+        if self.evo.include_selected:
+            survivors.ids = [f"t{t}-s{i}" for i in range(len(survivors))]
+            survivors.parent = [prev.ids[i] for i in selected]
+            survivors.origin = ["survivor"] * len(survivors)
+            surv_parts.append(survivors)
+        spec = self._variation_spec(t)
+        # reuse lookahead variations (first occurrence of each parent), generate the rest
+        seen: set[str] = set()
+        child_texts: list[list[str]] = [[] for _ in range(len(selected))]
+        child_emb: list[list[np.ndarray]] = [[] for _ in range(len(selected))]
+        for j, i in enumerate(selected):
+            pid = prev.ids[i]
+            if pid in reuse and pid not in seen:
+                texts, embs = reuse[pid]
+                take = min(self.n_children, len(texts))
+                child_texts[j] = list(texts[:take])
+                child_emb[j] = list(embs[:take])
+            seen.add(pid)
+        jobs: list[tuple[int, list[str], int]] = []
+        slots: list[tuple[int, int]] = []  # (selected position, how many) per job text
+        by_group: dict[int, list[tuple[int, int]]] = {}
+        for j, i in enumerate(selected):
+            missing = self.n_children - len(child_texts[j])
+            if missing > 0:
+                by_group.setdefault(int(prev.group[i]), []).append((j, missing))
+        for g in sorted(by_group):
+            texts = [prev.texts[selected[j]] for j, m in by_group[g] for _ in range(m)]
+            jobs.append((g, texts, 0))
+            slots.extend((j, 1) for j, m in by_group[g] for _ in range(m))
+        outs = self._generate(t, "variation", jobs, spec) if jobs else []
+        flat = [x for o in outs for x in o]
+        new_pos: list[int] = []
+        for (j, _), text in zip(slots, flat, strict=True):
+            child_texts[j].append(text)
+            new_pos.append(j)
+        new_texts = flat
+        new_emb = self._embed(t, new_texts)
+        # assemble children in selected order
+        ptr = 0
+        child_parts: list[Population] = []
+        k = 0
+        new_iter = iter(range(len(new_texts)))
+        for j, i in enumerate(selected):
+            n_reused = len(child_emb[j])
+            texts = child_texts[j]
+            embs = list(child_emb[j])
+            for _ in range(len(texts) - n_reused):
+                embs.append(new_emb[next(new_iter)])
+                ptr += 1
+            if not texts:
+                continue
+            p = self._new_pop(t, texts, int(prev.group[i]), "variation", [prev.ids[i]] * len(texts), k)
+            p.emb = np.stack(embs).astype(np.float32)
+            k += len(texts)
+            child_parts.append(p)
+        return Population.concat(surv_parts + child_parts)
+
+    def _lookahead(self, t: int, pop: Population) -> tuple[np.ndarray, dict[str, tuple[list[str], np.ndarray]]]:
+        k = self.evo.lookahead
+        assert pop.emb is not None
+        if k <= 0:
+            return pop.emb, {}
+        spec = self._variation_spec(t + 1)
+        jobs = [(int(g), [pop.texts[i] for i in np.nonzero(pop.group == g)[0] for _ in range(k)], 0)
+                for g in np.unique(pop.group)]
+        outs = self._generate(t, "lookahead", jobs, spec)
+        texts = [x for o in outs for x in o]
+        emb = self._embed(t, texts)
+        order = [i for g, _, _ in jobs for i in np.nonzero(pop.group == g)[0] for _ in range(k)]
+        vote = np.zeros_like(pop.emb, dtype=np.float64)
+        reuse: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+        for row, i in enumerate(order):
+            vote[i] += emb[row]
+            reuse.setdefault(pop.ids[i], ([], []))
+            reuse[pop.ids[i]][0].append(texts[row])
+            reuse[pop.ids[i]][1].append(emb[row])
+        if self.evo.lookahead_include_self:
+            vote = (vote + pop.emb) / (k + 1)
+        else:
+            vote = vote / k
+        return vote.astype(np.float32), {p: (tx, np.stack(e)) for p, (tx, e) in reuse.items()}
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> tuple[Population, list[dict[str, Any]]]:
+        T = self.evo.iterations
+        prev: Population | None = None
+        prev_sel: np.ndarray | None = None
+        reuse: dict[str, tuple[list[str], np.ndarray]] = {}
+        summaries: list[dict[str, Any]] = []
+        for t in range(T):
+            store = IterationStore(self.run_dir, t, self.labels.values, self.labels.columns)
+            if store.is_complete():
+                prev, _, prev_sel, state = store.load_complete()
+                summaries.append(state)
+                reuse = self._load_reuse(store)
+                self.log(f"iteration {t}: complete in checkpoint, reused")
+                continue
+            t0 = time.perf_counter()
+            if store.has_population():
+                pop, vote_emb = store.load_population()
+                reuse_next = self._load_reuse(store)
+                self.log(f"iteration {t}: candidates reloaded from checkpoint ({len(pop)})")
+            else:
+                if t == 0:
+                    pop = self._initial()
+                else:
+                    assert prev is not None and prev_sel is not None
+                    pop = self._children(t, prev, prev_sel, reuse)
+                vote_emb, reuse_next = self._lookahead(t, pop)
+                self._save_reuse(store, reuse_next)
+                store.save_population(pop, vote_emb if self.evo.lookahead > 0 else None)
+                self.log(f"iteration {t}: {len(pop)} candidates generated and embedded")
+            if vote_emb is None:
+                vote_emb = pop.emb
+            say(f"[dim]iteration {t + 1}/{T}: voting over {len(pop)} candidates[/]")
+            with self.metrics.stage("voting", iteration=t) as st:
+                result = self.scorer.score(
+                    iteration=t, population=pop, vote_emb=vote_emb, store=store, keeper=self.keeper
+                )
+                st.count("candidates", len(pop))
+            hist = np.asarray(result.histogram, dtype=np.float64)
+            if hist.shape != (len(pop),):
+                raise PrivtextError(f"scorer {self.scorer.name} returned {hist.shape} votes for {len(pop)} candidates")
+            with self.metrics.stage("selection", iteration=t):
+                sel = select(hist, pop.group, self.counts, mode=self.evo.selection, rng=self._rng("select", t))
+            state = {
+                "iteration": t,
+                "n_candidates": len(pop),
+                "n_selected": len(sel),
+                "n_unique_selected": len(np.unique(sel)),
+                "selection": self.evo.selection,
+                "votes_total": float(hist.sum()),
+                "votes_nonzero": int((hist > 0).sum()),
+                "seconds": round(time.perf_counter() - t0, 3),
+                **result.meta,
+            }
+            store.finish(pop, hist, sel, state)
+            summaries.append(state)
+            self.log(f"iteration {t}: selected {len(sel)} ({state['n_unique_selected']} distinct)")
+            prev, prev_sel, reuse = pop, sel, reuse_next
+        assert prev is not None and prev_sel is not None
+        final = prev.take(prev_sel)
+        return final, summaries
+
+    @staticmethod
+    def _save_reuse(store: IterationStore, reuse: dict[str, tuple[list[str], np.ndarray]]) -> None:
+        if not reuse:
+            return
+        import pandas as pd
+
+        from .state import _write_npy, _write_parquet
+
+        rows = [(p, x) for p, (tx, _) in reuse.items() for x in tx]
+        embs = np.concatenate([e for _, e in reuse.values()])
+        _write_npy(embs.astype(np.float32), store.folder / "lookahead_embeddings.npy")
+        _write_parquet(pd.DataFrame({"parent": [r[0] for r in rows], "text": [r[1] for r in rows]}),
+                       store.folder / "lookahead.parquet")
+
+    @staticmethod
+    def _load_reuse(store: IterationStore) -> dict[str, tuple[list[str], np.ndarray]]:
+        path = store.folder / "lookahead.parquet"
+        if not path.exists():
+            return {}
+        import pandas as pd
+
+        from .state import read_npy
+
+        df = pd.read_parquet(path)
+        emb = read_npy(store.folder / "lookahead_embeddings.npy")
+        out: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+        for row, (p, x) in enumerate(zip(df["parent"], df["text"], strict=True)):
+            out.setdefault(str(p), ([], []))
+            out[str(p)][0].append(str(x))
+            out[str(p)][1].append(emb[row])
+        return {p: (tx, np.stack(e)) for p, (tx, e) in out.items()}

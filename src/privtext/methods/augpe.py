@@ -1,0 +1,163 @@
+"""Aug-PE: Private Evolution for text with DP nearest-neighbour votes (the baseline of all three papers).
+
+Privacy (record-level, add/remove one private record)
+-----------------------------------------------------
+Each iteration releases one vote histogram with L2 sensitivity Δ = 1 (see
+:mod:`privtext.mechanisms.voting`) and Gaussian noise N(0, σ²Δ²): a Gaussian mechanism with noise multiplier
+σ. T iterations are the T-fold composition (plus one Gaussian label histogram when
+``evolution.label_distribution.kind = dp``). Budget forms:
+
+* ``{epsilon, delta}`` — σ is the smallest value whose composition meets (ε, δ) under the PLD accountant
+  (tight); ``privacy.calibration: paper`` uses σ = √T/μ with μ from (ε, δ) by GDP duality instead.
+* ``{mu}`` — μ-GDP composes exactly: σ = √T/μ (Dong et al.; the Aug-PE calibration).
+* ``{secret: {p, r}}`` — μ = Φ⁻¹(1−p) − Φ⁻¹(1−r) (SecPE Eq 4 / Lemma 3.2), then as ``{mu}``: every secret gets
+  (p, r)-protection *when each secret sits in one record*. A secret repeated in k records needs group sensitivity
+  k (``augpe.sensitivity: secret_group``, SecPE's second GDP baseline), which multiplies the noise by k.
+* ``{noise_multiplier}`` — σ as given; the ledger only reports ε at δ = 1e-5.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..engine.loop import LabelSpace, ScoreResult
+from ..engine.state import IterationStore, Population, ReleaseKeeper
+from ..errors import ConfigError
+from ..mechanisms.voting import dp_vote_histogram, vote_event
+from .base import Inputs, MethodRun
+
+
+class DPVoteScorer:
+    """Aug-PE's scorer: one DP nearest-neighbour vote histogram per iteration."""
+
+    name = "dp_nn_votes"
+
+    def __init__(self, *, run: MethodRun, private_emb: np.ndarray, private_groups: np.ndarray, sigma: float,
+                 sensitivity: float = 1.0, sensitivity_note: str = "one record casts one vote (Δ=1)"):
+        self.run = run
+        self.private_emb = private_emb
+        self.private_groups = private_groups
+        self.sigma = float(sigma)
+        self.sensitivity = float(sensitivity)
+        self.note = sensitivity_note
+        self.voting = run.config.voting
+        self.threshold = run.config.evolution.threshold
+
+    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray, store: IterationStore,
+              keeper: ReleaseKeeper) -> ScoreResult:
+        from ..privacy import Release
+
+        key = f"votes/iter_{iteration:03d}"
+        v = self.voting
+
+        def make() -> Any:
+            return Release(
+                key=key, mechanism="dp_nn_vote_histogram", event=vote_event(self.sigma),
+                noise_std=self.sigma * self.sensitivity, sensitivity=self.sensitivity, iteration=iteration,
+                description=f"noisy nearest-neighbour vote histogram over {len(population)} candidates; {self.note}",
+                meta={"metric": v.metric, "backend": v.backend, "threshold": self.threshold},
+            )
+
+        def compute() -> dict[str, np.ndarray]:
+            rel, _ = dp_vote_histogram(
+                self.private_emb, vote_emb, noise_multiplier=self.sigma, sensitivity=self.sensitivity,
+                rng=self.run.rng("noise", key), private_groups=self.private_groups,
+                candidate_groups=population.group, threshold=self.threshold, metric=v.metric,
+                backend=v.backend, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe, hnsw_m=v.hnsw_m,
+                ef_search=v.ef_search,
+            )
+            return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}
+
+        vals = keeper.release(key, make, compute, store.release_path(key))
+        return ScoreResult(vals["noisy"], meta={"sigma": self.sigma, "noise_std": self.sigma * self.sensitivity,
+                                                "release": key})
+
+
+def label_sigma_ratio(fraction: float, compositions: int) -> float:
+    """σ_label/σ so that the label release takes ``fraction`` of the GDP budget μ²:
+    1/σ_l² = f·μ² and T/σ² = (1−f)·μ²  ⇒  σ_l = σ·√((1−f)/(f·T))."""
+    return float(np.sqrt((1 - fraction) / (fraction * compositions)))
+
+
+class AugPE(MethodRun):
+    name = "augpe"
+
+    def make_ledger(self) -> Any:
+        from ..privacy import Budget, Ledger, mu_from_pr
+
+        p = self.config.privacy
+        if p.kind == "secret":
+            assert p.secret is not None
+            mu = float(mu_from_pr(p.secret.p, p.secret.r))
+            self.privacy_notes["secret_budget"] = {
+                "p": p.secret.p, "r": p.secret.r, "mu": mu,
+                "note": "Aug-PE meets (p, r) through μ-GDP with μ = Φ⁻¹(1−p) − Φ⁻¹(1−r) (SecPE Eq 4)",
+            }
+            budget = Budget.gdp(mu)
+        else:
+            budget = Budget.from_config(p)
+        self.budget = budget
+        return Ledger.load(self.run.ledger, budget)
+
+    def calibrate(self, compositions: int, label_fraction: float | None) -> tuple[float, float | None]:
+        """σ for T vote releases (+ an optional label release taking ``label_fraction`` of the budget)."""
+        import dp_accounting
+
+        from ..privacy import DpTarget, GdpTarget, calibrate, gaussian_noise_multiplier
+
+        p = self.config.privacy
+        if p.kind == "noise":
+            assert p.noise_multiplier is not None
+            if p.noise_multiplier == 0:
+                self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
+            sigma = float(p.noise_multiplier)
+            return sigma, (sigma / label_sigma_ratio(label_fraction, compositions) if label_fraction else None)
+        b = self.budget
+        ratio = label_sigma_ratio(label_fraction, compositions) if label_fraction else None
+        if p.calibration == "paper" and ratio is None:
+            return float(gaussian_noise_multiplier(b, compositions=compositions, method="paper")), None
+
+        def make(s: float) -> Any:
+            votes = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), compositions)
+            if ratio is None:
+                return votes
+            return dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(s * ratio), votes])
+
+        target = GdpTarget(b.mu) if b.kind == "gdp" else DpTarget(b.epsilon, b.delta)
+        sigma = float(calibrate(make, target))
+        return sigma, (sigma * ratio if ratio is not None else None)
+
+    def group_sensitivity(self, inputs: Inputs) -> tuple[float, str]:
+        mode = self.config.augpe.sensitivity
+        if mode == "record":
+            return 1.0, "record sensitivity: one record casts one vote (Δ=1)"
+        from ..secrets import build_detector
+
+        matrix = build_detector(self.config.augpe.detector).detect(list(inputs.private.texts))
+        per_secret = np.asarray(matrix.matrix.sum(axis=0)).ravel()
+        k = int(per_secret.max()) if per_secret.size else 1
+        k = max(k, 1)
+        self.privacy_notes["gdp_baseline"] = {
+            "sensitivity": "secret_group", "group_size": k, "secrets": int(matrix.matrix.shape[1]),
+            "note": "removing a secret removes every record holding it; all k may vote for one candidate, so Δ=k",
+        }
+        return float(k), f"secret-group sensitivity: the most-repeated secret sits in {k} records (Δ={k})"
+
+    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Any,
+                        keeper: ReleaseKeeper) -> tuple[Any, float | None]:
+        T = self.config.evolution.iterations
+        ld = self.config.evolution.label_distribution
+        frac = ld.budget_fraction if (ld.kind == "dp" and space.columns) else None
+        sigma, label_sigma = self.calibrate(T, frac)
+        sens, note = self.group_sensitivity(inputs)
+        self.log(f"noise multiplier σ={sigma:.4f} for {T} vote releases; {note}")
+        self.privacy_notes["noise_multiplier"] = sigma
+        with self.metrics.stage("embedding_private"):
+            private_emb = embedder.embed(list(inputs.private.texts))
+        if len(private_emb) != len(inputs.private):
+            raise ConfigError("embedder returned the wrong number of private embeddings")
+        scorer = DPVoteScorer(run=self, private_emb=private_emb, private_groups=private_groups, sigma=sigma,
+                              sensitivity=sens, sensitivity_note=note)
+        return scorer, label_sigma

@@ -1,0 +1,264 @@
+"""What every method shares: loading data, the label plan, backends, the ledger and the run directory's files.
+
+A method subclasses :class:`MethodRun` and implements :meth:`MethodRun.prepare_privacy` (calibrate noise, build
+the scorer) and, if it needs to, :meth:`MethodRun.split_data` (SecPE decides public/private by secrets).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Config
+from ..data import Corpus, load_corpus, split_corpus, write_corpus
+from ..engine.loop import Engine, LabelSpace, Scorer
+from ..engine.state import ReleaseKeeper
+from ..engine.ui import say
+from ..errors import ConfigError, DataError
+from ..guard import PrivateGuard
+from ..mechanisms.labels import allocate, dp_label_histogram, label_event
+from ..rng import derive
+from ..rundir import PromptLog, RunDir, StageMetrics, atomic_write_json, read_jsonl
+
+
+@dataclass
+class Inputs:
+    private: Corpus
+    public: Corpus | None
+    heldout: Corpus | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class MethodRun:
+    """One run of a method in a run directory (fresh or resumed)."""
+
+    name = "method"
+
+    def __init__(self, config: Config, run: RunDir):
+        self.config = config
+        self.run = run
+        self.metrics = StageMetrics()
+        self._wall_before = 0.0
+        self._llm_before: dict[str, float] = {}
+        if run.metrics.exists():  # resumed: keep the earlier processes' times and counts
+            try:
+                prev = json.loads(run.metrics.read_text(encoding="utf-8"))
+                self.metrics = StageMetrics.from_dict(prev)
+                self._wall_before = float(prev.get("wall_seconds", 0.0))
+                self._llm_before = {k: v for k, v in prev.get("counters", {}).items() if k.startswith("llm_")}
+            except (OSError, ValueError):
+                pass
+        self.seed = config.seed
+        self.secure = config.privacy.secure
+        self.label_columns = tuple(config.data.label_columns)
+        self.privacy_notes: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def log(self, msg: str) -> None:
+        self.run.log(msg)
+
+    def rng(self, *keys: object) -> np.random.Generator:
+        return derive(self.seed, *keys, secure=self.secure)
+
+    # ------------------------------------------------------------------ data
+    def load_inputs(self) -> Inputs:
+        d = self.config.data
+        with self.metrics.stage("loading"):
+            private = load_corpus(d.private, text_column=d.text_column, label_columns=d.label_columns,
+                                  id_column=d.id_column, name="private")
+            if d.max_private and len(private) > d.max_private:
+                idx = np.sort(self.rng("max_private").choice(len(private), d.max_private, replace=False))
+                private = private.subset(idx)
+            public = heldout = None
+            if d.public:
+                public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
+                                     label_columns=d.label_columns, name="public")
+                if d.public_holdout:
+                    ho = d.public_holdout
+                    n_ho = round(ho * len(public)) if isinstance(ho, float) and ho < 1 else int(ho)
+                    if not 0 < n_ho < len(public):
+                        raise ConfigError(f"data.public_holdout={ho} leaves no public text ({len(public)} records)")
+                    public, heldout = split_corpus(public, [len(public) - n_ho, n_ho], seed=_seed_int(self.seed))
+                if d.max_public and len(public) > d.max_public:
+                    idx = np.sort(self.rng("max_public").choice(len(public), d.max_public, replace=False))
+                    public = public.subset(idx)
+        self.log(f"data: {len(private)} private records, {len(public) if public else 0} public"
+                 + (f", {len(heldout)} held out" if heldout else ""))
+        return Inputs(private=private, public=public, heldout=heldout)
+
+    def split_data(self, inputs: Inputs) -> Inputs:
+        """Hook: SecPE moves secret-free records to the public side. Aug-PE keeps the split as configured."""
+        return inputs
+
+    def label_space(self, public: Corpus | None) -> LabelSpace:
+        if not self.label_columns:
+            return LabelSpace.unlabeled()
+        ld = self.config.evolution.label_distribution
+        if ld.kind == "given":
+            if not ld.weights:
+                raise ConfigError("evolution.label_distribution.kind=given needs weights: {'a|b': w, ...}")
+            values = tuple(tuple(k.split("|")) for k in ld.weights)
+            bad = [k for k, v in zip(ld.weights, values, strict=True) if len(v) != len(self.label_columns)]
+            if bad:
+                raise ConfigError(f"label weights keys {bad} do not have {len(self.label_columns)} '|'-separated parts")
+            return LabelSpace(self.label_columns, values)
+        if public is None:
+            raise ConfigError(
+                "labelled runs need the label values from public information: give data.public (with the label "
+                "columns) or evolution.label_distribution: {kind: given, weights: {...}}"
+            )
+        values = tuple(sorted(set(public.label_tuples(self.label_columns))))
+        return LabelSpace(self.label_columns, values)
+
+    def public_label_weights(self, space: LabelSpace, public: Corpus | None) -> np.ndarray:
+        ld = self.config.evolution.label_distribution
+        if not space.columns:
+            return np.ones(1)
+        if ld.kind == "uniform":
+            return np.ones(len(space))
+        if ld.kind == "given":
+            assert ld.weights is not None
+            w = np.array([float(ld.weights[" | ".join(v)] if " | ".join(v) in ld.weights else ld.weights["|".join(v)])
+                          for v in space.values])
+            if (w < 0).any():
+                raise ConfigError(f"label weights must be ≥ 0, got {list(w)}")
+            return w
+        assert public is not None
+        groups = space.groups_of(public.label_tuples(space.columns))
+        return np.bincount(groups[groups >= 0], minlength=len(space)).astype(np.float64)
+
+    def label_counts(self, space: LabelSpace, public: Corpus | None, private_groups: np.ndarray,
+                     keeper: ReleaseKeeper, label_sigma: float | None) -> np.ndarray:
+        n = self.config.evolution.num_samples
+        ld = self.config.evolution.label_distribution
+        if ld.kind != "dp" or not space.columns:
+            w = self.public_label_weights(space, public)
+            return allocate(w, n, min_each=1 if n >= len(space) else 0)
+        if label_sigma is None:
+            raise ConfigError(f"method {self.name} cannot release a DP label histogram")
+        key = "labels/histogram"
+        from ..privacy import Release
+
+        def make() -> Any:
+            return Release(key=key, mechanism="dp_label_histogram", event=label_event(label_sigma),
+                           noise_std=label_sigma, sensitivity=1.0, iteration=None,
+                           description="noisy count of private records per public label group (Δ=1)")
+
+        def compute() -> dict[str, np.ndarray]:
+            return {"noisy": dp_label_histogram(private_groups, len(space), noise_multiplier=label_sigma,
+                                                rng=self.rng("noise", key))}
+
+        vals = keeper.release(key, make, compute, self.run.checkpoints / "labels.npz")
+        return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
+
+    # ------------------------------------------------------------------ backends
+    def build_backends(self, public: Corpus | None, guard: PrivateGuard, prompt_log: PromptLog) -> tuple[Any, Any]:
+        from ..embed import build_embedder
+        from ..generate import GeneratorContext, build_generator
+
+        with self.metrics.stage("setup_generator"):
+            gen = build_generator(
+                self.config.generator,
+                GeneratorContext(public=public, label_columns=self.label_columns, prompt_log=prompt_log,
+                                 family=self.config.generator.prompt_family, guard=guard, seed=self.seed,
+                                 cache_dir=self.run.root / "cache"),
+            )
+        emb = build_embedder(self.config.embedder, cache_dir=self.run.embed_cache if self.config.embedder.cache else None)
+        return gen, emb
+
+    # ------------------------------------------------------------------ method hooks
+    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Any,
+                        keeper: ReleaseKeeper) -> tuple[Scorer, Any, float | None]:
+        """Return (scorer, ledger budget description, σ for a DP label histogram or None)."""
+        raise NotImplementedError
+
+    def make_ledger(self) -> Any:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the run
+    def execute(self) -> Path:
+        t_start = time.perf_counter()
+        run = self.run
+        inputs = self.split_data(self.load_inputs())
+        if inputs.heldout is not None and not (run.root / "heldout.jsonl").exists():
+            write_corpus(inputs.heldout, run.root / "heldout.jsonl")
+        public = inputs.public
+        space = self.label_space(public)
+        private_groups = (space.groups_of(inputs.private.label_tuples(space.columns)) if space.columns
+                          else np.zeros(len(inputs.private), dtype=np.int64))
+        outside = int((private_groups < 0).sum())
+        if outside:
+            self.log(f"{outside} private records have label combinations absent from the public label space; "
+                     "they cast no vote")
+        guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
+        ledger = self.make_ledger()
+        keeper = ReleaseKeeper(ledger, self.log)
+        prompt_log = PromptLog(run.prompts)
+        try:
+            gen, emb = self.build_backends(public, guard, prompt_log)
+            scorer, label_sigma = self.prepare_privacy(inputs, space, private_groups, emb, keeper)
+            counts = self.label_counts(space, public, private_groups, keeper, label_sigma)
+            self.log("samples per label: " + ", ".join(f"{space.key(g)}={c}" for g, c in enumerate(counts)))
+            engine = Engine(run=run, evolution=self.config.evolution, generator=gen, embedder=emb, scorer=scorer,
+                            labels=space, counts=counts, keeper=keeper, metrics=self.metrics, seed=self.seed,
+                            secure=self.secure, log=self.log)
+            final, summaries = engine.run()
+        finally:
+            prompt_log.close()
+            self._save_metrics(t_start, locals().get("gen"))
+        out = Corpus(
+            ids=tuple(f"syn-{i}" for i in range(len(final))),
+            texts=tuple(final.texts),
+            labels={c: tuple(space.values[g][j] for g in final.group) for j, c in enumerate(space.columns)},
+            name="synthetic",
+        )
+        write_corpus(out, run.synthetic, include_ids=True)
+        audit = guard.scan(rec for rec in read_jsonl(run.prompts))
+        statement = self.privacy_statement(ledger, audit.to_dict(), summaries)
+        atomic_write_json(run.privacy, statement)
+        self._save_metrics(t_start, gen, final=True, records=len(out))
+        run.log(f"done: {len(out)} synthetic records; prompt audit clean={audit.clean}")
+        say(f"[green]done[/]: {len(out)} records → {run.synthetic}")
+        return run.root
+
+    def privacy_statement(self, ledger: Any, audit: dict[str, Any], summaries: list[dict[str, Any]]) -> dict[str, Any]:
+        st = dict(ledger.statement())
+        st["method"] = self.name
+        st["iterations"] = self.config.evolution.iterations
+        st["prompt_audit"] = audit
+        st["noise_randomness"] = (
+            "OS entropy (secure mode)" if self.secure else
+            f"seeded PRNG (seed={self.seed}): reproducible for experiments; anyone with the seed can recompute "
+            "the noise, so use privacy.secure: true for a release"
+        )
+        st.update(self.privacy_notes)
+        return st
+
+    def _save_metrics(self, t_start: float, gen: Any, *, final: bool = False, records: int | None = None) -> None:
+        d = self.metrics.to_dict()
+        d["method"] = self.name
+        d["wall_seconds"] = round(self._wall_before + time.perf_counter() - t_start, 3)
+        d["resumed"] = self._wall_before > 0
+        stats = getattr(gen, "stats", None)
+        if stats is not None:
+            for k in ("calls", "prompts", "prompt_tokens", "completion_tokens", "texts", "retries"):
+                key = f"llm_{k}"
+                d["counters"][key] = self._llm_before.get(key, 0) + getattr(stats, k, 0)
+        if records is not None:
+            d["counters"]["synthetic_records"] = records
+        d["complete"] = final
+        atomic_write_json(self.run.metrics, d)
+
+
+def _seed_int(seed: int | None) -> int:
+    return 0 if seed is None else int(seed)
+
+
+def check_nonempty(corpus: Corpus, what: str) -> None:
+    if len(corpus) == 0:
+        raise DataError(f"{what} is empty")

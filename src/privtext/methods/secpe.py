@@ -1,0 +1,190 @@
+"""SecPE: Secret-Protected Evolution (SecPE paper, Alg 1-3).
+
+1. **Secrets** — a detector marks which records hold which declared secrets (sparse records × secrets matrix).
+   Records holding none are *public* (with any external public corpus); the others are *private*.
+2. **SecretNoise** (Alg 1) — the LP of Eq 6 gives weights w, hence sampling probabilities ρ; σ is the smallest
+   noise whose blow-up at prior p_j stays ≤ r_j for every secret, over all compositions
+   (:func:`privtext.privacy.secret_noise`).
+3. **Secret Clustering** (Alg 2, Eq 7) — public k-means centres shifted by Bernoulli(ρ)-sampled, clipped private
+   embeddings; noisy centres ẽ_k and counts ñ_k are released (two releases per clustering, see
+   :mod:`privtext.mechanisms.clustering`).
+4. **Protected Evolution** (Alg 3) — each noisy centre gives ñ_k to its nearest candidate; the engine selects by
+   rank or by sampling (sampling is needed when K < N_syn) and varies. With
+   ``secpe.recluster_each_iteration: false`` the clusters are released once and reused (post-processing:
+   2 compositions in the accounting instead of 2T).
+
+The generator trains only on public text (secret-free records and the external public corpus).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..data import Corpus
+from ..engine.loop import LabelSpace, ScoreResult
+from ..engine.state import IterationStore, Population, ReleaseKeeper
+from ..errors import ConfigError, DataError
+from ..mechanisms.clustering import PublicClusters, centre_votes, public_kmeans, secret_clustering
+from ..mechanisms.voting import threshold_histogram, vote_event
+from .base import Inputs, MethodRun
+
+
+class ClusterScorer:
+    name = "secret_cluster_votes"
+
+    def __init__(self, *, run: SecPE, clusters: PublicClusters, private_emb: np.ndarray, private_groups: np.ndarray,
+                 rho: np.ndarray, sigma: float, noise: Any):
+        self.run = run
+        self.clusters = clusters
+        self.private_emb = private_emb
+        self.private_groups = private_groups
+        self.rho = rho
+        self.sigma = float(sigma)
+        self.noise = noise
+        self.cfg = run.config.secpe
+        self.metric = run.config.voting.metric
+        self.threshold = run.config.evolution.threshold
+
+    def _releases(self, t_rel: int) -> list[Any]:
+        from ..privacy import Release
+
+        sec = self.noise.events(self.sigma)
+        K = len(self.clusters)
+        out = []
+        for what, desc in (
+            ("cluster_counts", f"noisy sizes ñ_k of {K} clusters (Eq 7; Δ = sampled secret holders, noise σ)"),
+            ("cluster_centres", f"noisy centres ẽ_k of {K} clusters (Eq 7; shift ≤ 2R·S/n_k, noise (2R/n_k)·σ)"),
+        ):
+            out.append(Release(
+                key=f"{what}/iter_{t_rel:03d}", mechanism=f"secret_clustering.{what}",
+                event=vote_event(self.sigma), noise_std=self.sigma, sensitivity=1.0, iteration=t_rel,
+                description=desc, secret_events=sec,
+                meta={"clusters": K, "clip_radius": self.cfg.clip_radius},
+            ))
+        return out
+
+    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray, store: IterationStore,
+              keeper: ReleaseKeeper) -> ScoreResult:
+        t_rel = iteration if self.cfg.recluster_each_iteration else 0
+        rels = self._releases(t_rel)
+        key = rels[0].key
+        folder_store = store if t_rel == iteration else IterationStore(self.run.run, t_rel, store.label_values,
+                                                                       store.label_columns)
+        path = folder_store.release_path(f"clusters/iter_{t_rel:03d}")
+        ledger = keeper.ledger
+        def compute() -> dict[str, np.ndarray]:
+            rel = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
+                                    sigma=self.sigma, rng=self.run.rng("noise", key),
+                                    radius=self.cfg.clip_radius, metric=self.metric)
+            return {"centres": rel.centres, "counts": rel.counts}
+
+        vals = keeper.release(key, lambda: _record_second_first(ledger, rels), compute, path)
+        hist = centre_votes(vals["centres"], vals["counts"], self.clusters.group, vote_emb, population.group,
+                            metric=self.metric)
+        hist = threshold_histogram(hist, self.threshold)
+        return ScoreResult(hist, meta={"sigma": self.sigma, "clusters": len(self.clusters),
+                                       "release": f"clusters/iter_{t_rel:03d}",
+                                       "centres_with_votes": int((vals["counts"] > 0).sum())})
+
+
+def _record_second_first(ledger: Any, rels: list[Any]) -> Any:
+    """Record the centres event, then hand the counts event to the keeper (which records it).
+
+    Both are appended before the clustering draws any noise; if the centres event is already there (a process
+    died between the two appends) it is not written twice."""
+    if not ledger.has(rels[1].key):
+        ledger.record(rels[1])
+    return rels[0]
+
+
+class SecPE(MethodRun):
+    name = "secpe"
+
+    def make_ledger(self) -> Any:
+        from ..privacy import Budget, Ledger
+
+        p = self.config.privacy
+        if p.kind != "secret":
+            raise ConfigError(
+                f"method secpe needs privacy: {{secret: {{p: ..., r: ...}}}} (got a {p.kind!r} budget); "
+                "for a DP guarantee use method: augpe"
+            )
+        self.budget = Budget.from_config(p)
+        return Ledger.load(self.run.ledger, self.budget)
+
+    def split_data(self, inputs: Inputs) -> Inputs:
+        from ..secrets import build_detector
+
+        with self.metrics.stage("secret_detection"):
+            detector = build_detector(self.config.secpe.detector)
+            matrix = detector.detect(list(inputs.private.texts))
+        mask = np.asarray(matrix.private_mask(), dtype=bool)
+        if len(mask) != len(inputs.private):
+            raise DataError(f"detector returned {len(mask)} rows for {len(inputs.private)} records")
+        priv_idx, pub_idx = np.nonzero(mask)[0], np.nonzero(~mask)[0]
+        private = inputs.private.subset(priv_idx, name="private")
+        secret_free = inputs.private.subset(pub_idx, name="secret_free")
+        public = secret_free if inputs.public is None else secret_free.concat(
+            Corpus(tuple(f"ext-{i}" for i in inputs.public.ids), inputs.public.texts, inputs.public.labels),
+            name="public")
+        summary = matrix.summary()
+        self.matrix = matrix.subset_records(priv_idx)
+        self.privacy_notes["secrets"] = {
+            "detector": self.config.secpe.detector,
+            "records": len(inputs.private),
+            "records_with_secrets": len(priv_idx),
+            "records_public": len(pub_idx),
+            "external_public_records": 0 if inputs.public is None else len(inputs.public),
+            **summary,
+        }
+        self.log(f"secrets: {len(priv_idx)} of {len(inputs.private)} records hold a declared secret; "
+                 f"{self.matrix.matrix.shape[1]} distinct secrets")
+        if len(private) == 0:
+            self.log("no record holds a secret: every record is public; clusters carry no private signal")
+        return Inputs(private=private, public=public, heldout=inputs.heldout, extra={"secret_free": secret_free})
+
+    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Any,
+                        keeper: ReleaseKeeper) -> tuple[Any, float | None]:
+        from ..privacy import secret_noise
+
+        cfg = self.config.secpe
+        p = self.config.privacy.secret
+        assert p is not None and inputs.public is not None
+        if self.config.evolution.label_distribution.kind == "dp":
+            raise ConfigError("secpe uses the public label distribution (secret-free records are public); "
+                              "set evolution.label_distribution.kind to public, uniform or given")
+        T = self.config.evolution.iterations
+        compositions = 2 * (T if cfg.recluster_each_iteration else 1)
+        with self.metrics.stage("secret_noise"):
+            noise = secret_noise(self.matrix.matrix, p=p.p, r=p.r, compositions=compositions,
+                                 sampling=cfg.sampling, eta=cfg.eta, blowup=cfg.blowup)
+        sigma = float(noise.sigma)
+        rho = np.asarray(noise.rho, dtype=np.float64)
+        self.log(f"SecretNoise: σ={sigma:.4f} over {compositions} releases; ρ mean={rho.mean() if len(rho) else 0:.4f}"
+                 f" ({noise.mode})")
+        with self.metrics.stage("embedding_private"):
+            private_emb = embedder.embed(list(inputs.private.texts)) if len(inputs.private) else np.zeros(
+                (0, embedder.dim), dtype=np.float32)
+            public_emb = embedder.embed(list(inputs.public.texts))
+        public_groups = (space.groups_of(inputs.public.label_tuples(space.columns)) if space.columns
+                         else np.zeros(len(inputs.public), dtype=np.int64))
+        with self.metrics.stage("public_kmeans"):
+            clusters = public_kmeans(public_emb, public_groups, len(space), cfg.clusters,
+                                     seed=0 if self.seed is None else int(self.seed), radius=cfg.clip_radius,
+                                     iters=cfg.kmeans_iters, backend=cfg.kmeans, metric=self.config.voting.metric)
+        self.privacy_notes.update({
+            "noise_multiplier": sigma,
+            "compositions": compositions,
+            "clusters": len(clusters),
+            "clip_radius": cfg.clip_radius,
+            "sampling": {"mode": noise.mode, "rho_mean": float(rho.mean()) if len(rho) else None,
+                         "rho_max": float(rho.max()) if len(rho) else None,
+                         "expected_sampled": float(rho.sum())},
+            "blowup": cfg.blowup,
+            "recluster_each_iteration": cfg.recluster_each_iteration,
+        })
+        scorer = ClusterScorer(run=self, clusters=clusters, private_emb=private_emb,
+                               private_groups=private_groups, rho=rho, sigma=sigma, noise=noise)
+        return scorer, None
