@@ -27,6 +27,8 @@ class STOptions(BackendOptions):
     device: str = Field(default="auto", description="auto, cpu, cuda, cuda:1, mps")
     batch_size: int = Field(default=64, ge=1)
     max_seq_length: int | None = Field(default=None, ge=1, description="tokens; longer texts are truncated")
+    torch_threads: int | None = Field(default=None, ge=1, description="CPU threads while embedding (restored "
+                                      "after each call); 1 is often fastest on a busy machine")
 
 
 def resolve_model_path(model: str) -> tuple[str, str]:
@@ -47,7 +49,7 @@ class SentenceTransformerEmbedder:
     Options = STOptions
 
     def __init__(self, *, model: str = "all-MiniLM-L6-v2", device: str = "auto", batch_size: int = 64,
-                 max_seq_length: int | None = None):
+                 max_seq_length: int | None = None, torch_threads: int | None = None):
         try:
             import torch
             from sentence_transformers import SentenceTransformer
@@ -74,6 +76,8 @@ class SentenceTransformerEmbedder:
         self.max_seq_length = int(self.model.max_seq_length) if self.model.max_seq_length else None
         self.name = model_id + (f"@max_seq_length={max_seq_length}" if max_seq_length is not None else "")
         self.device = device
+        self.torch_threads = torch_threads
+        self._torch = torch
         self.calls = 0
 
     @classmethod
@@ -85,6 +89,14 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.calls += 1
-        vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=show_progress,
-                                 convert_to_numpy=True, normalize_embeddings=True)
+        torch = self._torch
+        threads = torch.get_num_threads()
+        try:
+            if self.torch_threads:
+                torch.set_num_threads(self.torch_threads)
+            vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=show_progress,
+                                     convert_to_numpy=True, normalize_embeddings=True)
+        finally:
+            if self.torch_threads:
+                torch.set_num_threads(threads)
         return l2_normalize(np.asarray(vecs), what=self.name)

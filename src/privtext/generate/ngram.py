@@ -276,6 +276,26 @@ class KNModel:
             p = (1.0 - g) * c / kept + g * p
         return p
 
+    def dist(self, rids: Sequence[int]) -> np.ndarray:
+        """The whole distribution P_s(. | context) as a vector over the vocabulary (O(V): used only when rejection
+        sampling keeps hitting forbidden words)."""
+        s_ = self.scale
+        p = np.full(self.V, 1.0 / (self.V - 1))
+        p[BOS] = 0.0
+        for k in range(1, len(rids) + 1):
+            rid = rids[k - 1]
+            off = self.offsets[k]
+            s = int(off[rid])
+            e = int(off[rid + 1])
+            tot = float(self.total[k][rid])
+            kept = float(self.kept[k][rid])
+            g = s_ * (tot - kept) / tot
+            cum = self.cum[k][s:e]
+            disc = np.diff(cum, prepend=0.0)
+            p *= g
+            p[self.words[k][s:e]] += (1.0 - g) * disc / kept
+        return p
+
     def ngrams(self) -> int:
         return self.n_entries
 
@@ -310,17 +330,35 @@ class _Mixture:
         self.weights = (w / w.sum()).tolist()
         self.cw = np.cumsum(w / w.sum()).tolist()
         self.cw[-1] = 1.0
-        self.penalised = penalised or set()
         self.accept = accept
+        self.pen2: dict[int, set[int]] = {}
+        self.pen3: dict[tuple[int, int], set[int]] = {}
+        for g in penalised or ():
+            if len(g) == 2:
+                self.pen2.setdefault(g[0], set()).add(g[1])
+            elif len(g) == 3:
+                self.pen3.setdefault((g[0], g[1]), set()).add(g[2])
+        self.penalises = bool(self.pen2 or self.pen3)
 
     def pick(self, u: float) -> KNModel:
         if len(self.models) == 1:
             return self.models[0]
         return self.models[min(bisect.bisect_right(self.cw, u), len(self.models) - 1)]
 
+    def penalised(self, hist: Sequence[int], w: int) -> bool:
+        return w in self.pen2.get(hist[-1], ()) or w in self.pen3.get((hist[-2], hist[-1]), ())
+
     def prob(self, hist: Sequence[int], w: int, *, scale: float | None = None) -> float:
         return sum(wt * m.prob(m.chain(hist), w, scale=scale)
                    for m, wt in zip(self.models, self.weights, strict=True))
+
+    def dist(self, hist: Sequence[int]) -> np.ndarray:
+        p = sum(wt * m.dist(m.chain(hist)) for m, wt in zip(self.models, self.weights, strict=True))
+        assert isinstance(p, np.ndarray)
+        if self.penalises:
+            for w in self.pen2.get(hist[-1], ()) | self.pen3.get((hist[-2], hist[-1]), set()):
+                p[w] *= self.accept
+        return p
 
 
 class NgramLM:
@@ -414,20 +452,25 @@ class NgramLM:
 
     # -------------------------------------------------------------------------------------------- drawing
     def _next(self, mix: _Mixture, hist: list[int], u: _Uniforms, forbid: frozenset[int] | set[int]) -> int:
-        pen = mix.penalised
-        for _ in range(100):
+        """One word from the mixture given ``hist``, never a word in ``forbid`` (nor ``<s>``/``<unk>``), with
+        penalised n-grams accepted with probability ``mix.accept``: rejection sampling, then (when the forbidden
+        words hold most of the mass) an exact draw from the renormalised distribution."""
+        pen = mix.penalises
+        for _ in range(8):
             m = mix.pick(u())
             w = m.draw(m.chain(hist), u())
             if w in forbid or w == UNK or w == BOS:
                 continue
-            if pen and ((hist[-1], w) in pen or (hist[-2], hist[-1], w) in pen) and u() >= mix.accept:
+            if pen and mix.penalised(hist, w) and u() >= mix.accept:
                 continue
             return w
-        # pathological context: fall back to a frequent allowed word
-        for w in range(3, len(self.vocab)):
-            if w not in forbid:
-                return w
-        return EOS
+        p = mix.dist(hist)
+        p[[UNK, BOS, *forbid]] = 0.0
+        total = p.sum()
+        if not total > 0:  # pragma: no cover - every allowed word has mass through the uniform base
+            return 3
+        c = np.cumsum(p)
+        return min(int(np.searchsorted(c, u() * c[-1], side="right")), len(p) - 1)
 
     def _free(self, mix: _Mixture, hist: list[int], u: _Uniforms, min_words: int, max_words: int,
               out: list[int]) -> None:
