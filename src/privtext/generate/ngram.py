@@ -18,8 +18,13 @@ by-product of the lookup of the longest one); each context's entries are a slice
 cumulative discounted counts.
 
 Sampling is exact and costs O(order) array look-ups per word: draw ``u`` uniform; at the longest known context,
-if ``u * c(h)`` falls below the discounted mass, pick the word by ``searchsorted`` on the cumulative counts, else
-rescale ``u`` to the back-off mass and recurse to the shorter context (the uniform distribution at the bottom).
+if ``u`` falls in the kept (discounted) share, pick the word by ``searchsorted`` on the cumulative counts, else
+rescale ``u`` to the back-off share and recurse to the shorter context (the uniform distribution at the bottom).
+``backoff_scale`` s (default 0.5) multiplies every back-off weight gamma(h) by s when *sampling* (the kept
+counts are scaled up to compensate): s = 1 samples the Kneser-Ney model itself, smaller values give more fluent
+text that stays closer to the public corpus. Perplexity is always that of the Kneser-Ney model (s = 1). Words
+that may not be drawn at a step (``</s>`` before the target length, ``<unk>``) are rejected and redrawn; after a
+few rejections the step draws from the exactly renormalised distribution instead.
 
 Label conditioning: when the public corpus has the run's label columns, one model is trained per label value
 (per column) and per label combination; generation for a label samples each word from the mixture
@@ -31,8 +36,8 @@ Operations
   to the end of the sentence;
 * ``variation(blank)`` — every token is masked with probability ``mask_prob``; each run of masks is refilled with
   about as many words (± ``length_noise``) sampled from the left context; ``blank_candidates`` candidates are
-  scored by the probability of the words that follow the blank and one is drawn in proportion to it
-  (sampling-importance-resampling), so the fill agrees with its right context;
+  scored by the global model's probability of the (up to ``order - 1``) words that follow the blank and one is
+  drawn in proportion to it (sampling-importance-resampling), so the fill agrees with its right context;
 * ``variation(paraphrase)`` — the text's content words (outside the most frequent public words) are kept with
   probability ``paraphrase_keep`` as anchors and a new text of about the same length is written around them;
 * ``seeded`` — the keyphrases are placed in order with sampled gaps between them (filled as above), then the
@@ -260,20 +265,23 @@ class KNModel:
         """P_s(w | context) (``scale=None`` uses the model's sampling scale; 1.0 is Kneser-Ney)."""
         s_ = self.scale if scale is None else scale
         p = 1.0 / (self.V - 1)
+        offsets, words_, cum_, total_, kept_ = self.offsets, self.words, self.cum, self.total, self.kept
         for k in range(1, len(rids) + 1):
             rid = rids[k - 1]
-            off = self.offsets[k]
+            off = offsets[k]
             s = int(off[rid])
             e = int(off[rid + 1])
-            words = self.words[k]
+            words = words_[k]
             i = s + int(words[s:e].searchsorted(w))
-            tot = float(self.total[k][rid])
-            kept = float(self.kept[k][rid])
+            tot = total_[k][rid]
+            kept = kept_[k][rid]
             g = s_ * (tot - kept) / tot
-            c = 0.0
             if i < e and words[i] == w:
-                c = float(self.cum[k][i] - (self.cum[k][i - 1] if i > s else 0.0))
-            p = (1.0 - g) * c / kept + g * p
+                cum = cum_[k]
+                c = cum[i] - cum[i - 1] if i > s else cum[i]
+                p = float((1.0 - g) * c / kept + g * p)
+            else:
+                p = float(g * p)
         return p
 
     def dist(self, rids: Sequence[int]) -> np.ndarray:
@@ -499,8 +507,11 @@ class NgramLM:
 
     def _span(self, mix: _Mixture, hist: list[int], u: _Uniforms, length: int, right: Sequence[int],
               candidates: int) -> list[int]:
-        """``length`` tokens after ``hist``; ``candidates`` draws scored by P(right | hist + draw)."""
+        """``length`` tokens after ``hist``; ``candidates`` draws (from the mixture) are scored by the probability
+        of the ``right`` tokens under the global model (the best-estimated judge of local fit) and one is drawn in
+        proportion to it (sampling-importance-resampling)."""
         forbid = frozenset({EOS, self.vocab.para})
+        scorer = self.global_model
         best: list[list[int]] = []
         scores: list[float] = []
         for _ in range(candidates if right else 1):
@@ -514,7 +525,7 @@ class NgramLM:
             if right:
                 lp = 0.0
                 for r in right:
-                    lp += math.log(max(mix.prob(h, r), 1e-300))
+                    lp += math.log(max(scorer.prob(scorer.chain(h), r), 1e-300))
                     h.append(r)
                 scores.append(lp)
         if len(best) == 1:
@@ -658,10 +669,11 @@ class NgramGenerator(BaseGenerator):
         u = _Uniforms(rng)
         mix = self.lm.mixture(label)
         prompt = self.family.random_prompt(label, None)
+        meta = {k: v for k, v in prompt.meta.items() if k != "persona"}  # the n-gram model has no persona
         out = []
         for _ in range(n):
             length = self.lm.sample_length(label, u)
-            self._log("random", prompt.user, {**prompt.meta, "ngram": self._meta(label, target_words=length)})
+            self._log("random", prompt.user, {**meta, "ngram": self._meta(label, target_words=length)})
             out.append(self.lm.sample(u, label=label, length=length, max_words=self.options.max_words, mix=mix))
         self.stats.calls += 1
         self.stats.prompts += n
