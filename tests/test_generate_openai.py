@@ -197,13 +197,17 @@ def test_missing_key_for_the_openai_service_is_a_config_error(monkeypatch: pytes
                         GeneratorContext())
 
 
-def test_local_server_without_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_server_without_key(monkeypatch: pytest.MonkeyPatch, server: OpenAIServer) -> None:
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     with OpenAIServer() as srv:
         g = build_generator({"backend": "openai", "model": "test-model", "base_url": srv.url,
                              "api_key_env": "NO_SUCH_KEY_VAR"}, GeneratorContext())
         assert len(g.random(None, 1, rng=rng())) == 1
         g.close()
+    # a server that wants a key says so, and the error says which variable was empty
+    g = make(server, api_key_env="NO_SUCH_KEY_VAR")
+    with pytest.raises(BackendError, match=r"HTTP 401.*'NO_SUCH_KEY_VAR' is empty"):
+        g.random(None, 1, rng=rng())
 
 
 def test_unknown_option_suggests_the_right_one(server: OpenAIServer) -> None:

@@ -102,6 +102,8 @@ class OpenAIClient:
                     "(or name another one with api_key_env)"
                 )
             key = "EMPTY"  # local servers (vLLM, Ollama) accept any key
+            log.info("%s: environment variable %r is empty; sending no real API key to %s", what,
+                     opts.api_key_env, opts.base_url)
         self._secret = key
         try:
             import openai
@@ -185,6 +187,8 @@ class OpenAIClient:
                 last = f"HTTP {status}: {detail}"
                 if not (status in RETRY_STATUS or status >= 500):
                     fatal = last
+                    if status == 401 and self._secret == "EMPTY":
+                        fatal += f" (no API key was sent: the environment variable {self.opts.api_key_env!r} is empty)"
                 else:
                     wait = parse_retry_after(getattr(e.response, "headers", None))
                     if wait is not None and wait > self.opts.max_retry_after:
