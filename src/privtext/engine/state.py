@@ -18,7 +18,9 @@ A released value is saved atomically before it is used. On resume it is read bac
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,8 +220,17 @@ class ReleaseKeeper:
             self.log(f"release {key}: event already in the ledger; its value never reached disk, drawing it now")
         else:
             self.ledger.record(make_release())
+        _fault(f"after_record:{key}")
         values = compute()
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.savez(f, **values)
+        _fault(f"after_save:{key}")
         return values
+
+
+def _fault(point: str) -> None:
+    """Test hook: ``PRIVTEXT_FAULT=after_record:votes/iter_002`` kills the process (SIGKILL) at that point, to
+    prove that a crash between recording an event and saving its value neither loses nor duplicates anything."""
+    if os.environ.get("PRIVTEXT_FAULT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,3 @@
+from privtext.cli import main
+
+main()
