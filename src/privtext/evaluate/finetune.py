@@ -78,6 +78,9 @@ class HFEncoderClassifier:
     def _load(self, transformers: Any, num_labels: int) -> tuple[Any, Any]:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         tok = self.tokenizer
+        hf_logging = transformers.logging
+        level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the head is re-initialised on purpose; no load report
         try:
             if tok is None:
                 tok = transformers.AutoTokenizer.from_pretrained(self.model_name)
@@ -91,6 +94,8 @@ class HFEncoderClassifier:
                 f"cannot load classifier model {self.model_name!r} offline ({e}); pass a local folder or a model "
                 "already in the Hugging Face cache"
             ) from None
+        finally:
+            hf_logging.set_verbosity(level)
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token or tok.unk_token
             model.config.pad_token_id = tok.pad_token_id

@@ -69,7 +69,7 @@ def vote_distribution(candidates: Any, *, label_columns: Sequence[str], max_poin
 # ------------------------------------------------------------------------------------------------ runtime
 
 STAGE_GROUPS = {
-    "generation": ("generation", "generate", "random", "variation", "llm", "sampling"),
+    "generation": ("generation", "generate", "generator", "random", "variation", "llm", "sampling"),
     "embedding": ("embedding", "embed"),
     "histogram": ("voting", "vote", "histogram", "clustering", "cluster", "kmeans", "selection", "select", "knn",
                   "secret", "lp"),
@@ -115,8 +115,9 @@ def runtime_split(metrics: Mapping[str, Any]) -> dict[str, Any]:
         "per_iteration": per_it,
         "wall_seconds": float(wall) if isinstance(wall, (int, float)) else total_stage,
         "llm_calls": counters.get("llm_calls"),
-        "prompt_tokens": counters.get("prompt_tokens"),
-        "completion_tokens": counters.get("completion_tokens"),
+        "llm_prompts": counters.get("llm_prompts"),
+        "prompt_tokens": counters.get("prompt_tokens", counters.get("llm_prompt_tokens")),
+        "completion_tokens": counters.get("completion_tokens", counters.get("llm_completion_tokens")),
         "counters": counters,
     }
 

@@ -59,12 +59,30 @@ def corpus_fingerprint(corpus: Corpus) -> str:
     return h.hexdigest()
 
 
+def privacy_facts(privacy: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """(plain-words statement, guarantee numbers) from ``privacy.json``.
+
+    Accepts both shapes: ``{"guarantee": {kind, numbers...}, "statement": words}`` and the ledger's
+    ``{"guarantee": words, "budget": {kind, numbers...}, "spent": {...}}``.
+    """
+    g = privacy.get("guarantee")
+    statement = privacy.get("statement")
+    if isinstance(g, str):
+        statement = statement or g
+        g = None
+    numbers = dict(g) if isinstance(g, Mapping) else dict(privacy.get("budget") or {})
+    return (str(statement) if statement else None), numbers
+
+
 def guarantee_text(privacy: Mapping[str, Any]) -> str:
     """A short label for the guarantee in ``privacy.json`` (table cell): ``(ε=4, δ=1e-05)-DP`` etc."""
-    g = privacy.get("guarantee") or {}
+    _, g = privacy_facts(privacy)
     kind = str(g.get("kind") or "").lower()
 
     def f(x: Any) -> str:
+        if isinstance(x, (list, tuple)):
+            vals = sorted({f(v) for v in x})
+            return vals[0] if len(vals) == 1 else "per-secret"
         return f"{x:.3g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
 
     if kind == "dp":
@@ -161,9 +179,9 @@ def evaluate_run(
         "run": str(view.root),
         "name": view.name,
         "method": view.method,
-        "guarantee": view.privacy.get("guarantee"),
+        "guarantee": privacy_facts(view.privacy)[1],
         "guarantee_text": guarantee_text(view.privacy),
-        "statement": view.privacy.get("statement"),
+        "statement": privacy_facts(view.privacy)[0],
         "noise_multiplier": view.privacy.get("noise_multiplier"),
         "iterations": view.privacy.get("iterations", len(view.iterations())),
         "real": {"path": real_path, "n": len(real_corpus), "fingerprint": corpus_fingerprint(real_corpus),
@@ -315,4 +333,4 @@ def headline(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["DEFAULT_CLASSIFIERS", "EVALUATION", "corpus_fingerprint", "evaluate_run", "guarantee_text", "headline",
-           "load_real"]
+           "load_real", "privacy_facts"]

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import RunError
 from ..evaluate.runinfo import RunView
 from ..evaluate.runstats import runtime_split, vote_distribution
-from ..evaluate.suite import guarantee_text
+from ..evaluate.suite import guarantee_text, privacy_facts
 from ..rng import derive
 from ..rundir import atomic_write_text
 from . import plots
@@ -106,20 +106,33 @@ def _missing(what: str, run: Path) -> str:
 # ------------------------------------------------------------------------------------------------- sections
 
 
+_PRIVACY_SKIP = ("guarantee", "statement", "prompt_audit", "secrets", "release_list", "ledger", "warning",
+                 "noise_randomness")
+
+
 def _privacy_section(view: RunView) -> str:
     p = view.privacy
     if not p:
         return ('<div class="card warn">This run has no <code>privacy.json</code>: it did not finish, so no '
                 "guarantee is stated.</div>")
-    parts = [f'<div class="card statement">{_e(p.get("statement") or "(no statement recorded)")}</div>']
+    statement, numbers = privacy_facts(p)
+    parts = [f'<div class="card statement">{_e(statement or "(no statement recorded)")}</div>']
+    for key in ("warning", "noise_randomness"):
+        if p.get(key):
+            cls = "card warn" if key == "warning" or "seed" in str(p[key]).lower() else "card"
+            parts.append(f'<div class="{cls}">{_e(p[key])}</div>')
     facts: dict[str, Any] = {"guarantee": guarantee_text(p)}
-    for k in ("method", "noise_multiplier", "iterations"):
-        if k in p:
-            facts[k] = p[k]
-    g = p.get("guarantee")
-    if isinstance(g, Mapping):
-        facts["guarantee (numbers)"] = dict(g)
+    if numbers:
+        facts["guarantee (numbers)"] = numbers
+    for k, v in p.items():
+        if k not in _PRIVACY_SKIP and k not in facts and not (k == "budget" and v == numbers):
+            facts[k] = v
     parts.append(_kv(facts))
+    releases = p.get("release_list")
+    if isinstance(releases, list) and releases and isinstance(releases[0], Mapping):
+        cols = [c for c in releases[0] if c != "key"][:6]
+        rows = [[_e(r.get("key", i)), *[_num(r.get(c)) for c in cols]] for i, r in enumerate(releases[:50])]
+        parts.append("<h3>Noisy releases (ledger)</h3>" + _table(["release", *cols], rows, left=2))
     audit = p.get("prompt_audit")
     if isinstance(audit, Mapping) and audit:
         clean = audit.get("clean")
@@ -238,7 +251,7 @@ def _runtime_section(rt: Mapping[str, Any]) -> str:
     fr = rt.get("fractions") or {}
     header = ["stage group", "seconds", "share"]
     rows = [[_e(g), _num(float(groups.get(g, 0.0))), _num(fr.get(g), pct=True)] for g in groups]
-    usage = {"wall seconds": rt.get("wall_seconds"), "LLM calls": rt.get("llm_calls"),
+    usage = {"wall seconds": rt.get("wall_seconds"), "LLM calls": rt.get("llm_calls"), "prompts": rt.get("llm_prompts"),
              "prompt tokens": rt.get("prompt_tokens"), "completion tokens": rt.get("completion_tokens")}
     stage_rows = [[_e(k), _num(v)] for k, v in sorted((rt.get("stages") or {}).items())]
     return (_img(plots.runtime_plot(rt), "runtime split") + _table(header, rows) + _kv(usage)
@@ -319,7 +332,7 @@ def build_report(
         f"<title>privtext report: {_e(view.name)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>privtext report: {_e(view.name)}</h1>",
         f'<p class="meta">method <b>{_e(view.method)}</b> · {_num(len(view.iterations()))} complete iteration(s) · '
-        f"run <code>{_e(view.root)}</code> · written {_e(now)}</p>",
+        f"run <code>{_e(view.root.resolve())}</code> · written {_e(now)}</p>",
         "<h2>Privacy guarantee</h2>", _privacy_section(view),
         "<h2>Summary</h2>", _kpis(ev, syn_n),
     ]

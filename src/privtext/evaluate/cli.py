@@ -1,0 +1,200 @@
+"""``privtext evaluate``, ``privtext compare`` and ``privtext report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+RealOpt = Annotated[Path, typer.Option("--real", help="real corpus to compare with (CSV/TSV/JSONL/Parquet)")]
+EmbOpt = Annotated[str | None, typer.Option(
+    "--embedder", help="embedder: backend[:model], e.g. sentence-transformers, hashing (default: the run's)")]
+MaxRealOpt = Annotated[int | None, typer.Option("--max-real", help="use a seeded sample of at most N real records")]
+ClfOpt = Annotated[list[str] | None, typer.Option(
+    "--classifier", help="downstream classifier (repeatable): embedding-logreg, tfidf-logreg, hf-finetune")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * float(x):.2f}%"
+
+
+def _g(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.4g}"
+
+
+def _print_evaluation(ev: dict[str, Any], path: Path) -> None:
+    from rich.table import Table
+
+    from ..cli import out
+
+    out.print(f"[bold]{ev['name']}[/] ({ev['method']}, {ev['guarantee_text']}) — "
+              f"{ev['synthetic']['n']} synthetic vs {ev['real']['n']} real, embedder {ev['embedder']['name']}",
+              highlight=False)
+    t = Table(title="distribution", show_header=False, title_justify="left")
+    t.add_column("metric", style="bold")
+    t.add_column("value", justify="right")
+    t.add_row("FID (synthetic)", _g(ev["fid"]["fid"]))
+    if ev.get("fid_zero_shot"):
+        t.add_row("FID (zero-shot)", _g(ev["fid_zero_shot"]["fid"]))
+    if ev.get("fid", {}).get("rank_deficient"):
+        t.add_row("FID ridge (n ≤ d)", _g(ev["fid"]["ridge"]))
+    pr = ev.get("precision_recall")
+    if pr:
+        t.add_row(f"precision / recall (k={pr['k']})", f"{_pct(pr['precision'])} / {_pct(pr['recall'])}")
+    if ev.get("mauve"):
+        t.add_row("MAUVE", _g(ev["mauve"]["mauve"]))
+    L = ev.get("lengths") or {}
+    if L:
+        t.add_row("mean length synthetic / real (words)", f"{L['synthetic_mean']:.1f} / {L['real_mean']:.1f}")
+        t.add_row("length Wasserstein / KS", f"{L['wasserstein']:.3g} / {L['ks_statistic']:.3g}")
+    rt = ev.get("runtime") or {}
+    if rt.get("llm_calls") is not None:
+        t.add_row("LLM calls", str(rt["llm_calls"]))
+    s = ev.get("secrets")
+    if s:
+        base = "" if s.get("baseline_exposed") is None else f" (zero-shot baseline {s['baseline_exposed']})"
+        t.add_row("secrets found verbatim", f"{s['exposed']} of {s['n_secrets']}{base}")
+    out.print(t)
+    ds = ev.get("downstream")
+    if ds:
+        for cname, per_set in ds["results"].items():
+            labels = sorted({c for r in per_set.values() for c in r})
+            dt = Table(title=f"downstream accuracy on real data: {cname}", title_justify="left")
+            dt.add_column("trained on", style="bold")
+            for c in labels:
+                dt.add_column(c, justify="right")
+            for sname, res in per_set.items():
+                dt.add_row(sname.replace("_", "-"), *[_pct(res.get(c, {}).get("accuracy")) for c in labels])
+            maj = [next((r[c]["majority_accuracy"] for r in per_set.values() if c in r), None) for c in labels]
+            dt.add_row("[dim]majority class[/]", *[_pct(m) for m in maj])
+            out.print(dt)
+    nw = ev.get("next_word")
+    if nw:
+        nt = Table(title="next-word prediction on real text", title_justify="left")
+        for col in ("trained on", "accuracy", "in-vocabulary", "OOV rate", "most frequent word"):
+            nt.add_column(col, justify="left" if col == "trained on" else "right")
+        for sname, r in nw.items():
+            nt.add_row(sname.replace("_", "-"), _pct(r["accuracy"]), _pct(r["accuracy_in_vocab"]),
+                       _pct(r["oov_rate"]), _pct(r["unigram_accuracy"]))
+        out.print(nt)
+    per_it = ev.get("per_iteration") or []
+    if per_it:
+        labels = sorted({c for r in per_it for c in (r.get("accuracy") or {})})
+        it = Table(title="per iteration (selected samples)", title_justify="left")
+        it.add_column("t", justify="right")
+        it.add_column("selected", justify="right")
+        it.add_column("FID", justify="right")
+        for c in labels:
+            it.add_column(c, justify="right")
+        for r in per_it:
+            it.add_row(str(r["iteration"]), str(r["n_selected"]), _g(r.get("fid")),
+                       *[_pct((r.get("accuracy") or {}).get(c)) for c in labels])
+        out.print(it)
+    for n in ev.get("notes") or []:
+        out.print(f"[dim]{n}[/]", highlight=False)
+    out.print(f"[bold]written[/] {path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    from ..cli import handle_errors, out, print_json
+
+    @app.command("evaluate")
+    @handle_errors
+    def evaluate_cmd(
+        run_dir: Annotated[Path, typer.Argument(help="run directory")],
+        real: RealOpt,
+        embedder: EmbOpt = None,
+        max_real: MaxRealOpt = None,
+        classifier: ClfOpt = None,
+        no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
+        next_word: Annotated[bool | None, typer.Option(
+            "--next-word/--no-next-word", help="next-word LM accuracy (default: only for unlabelled data)")] = None,
+        secrets: Annotated[Path | None, typer.Option(
+            "--secrets", help="file of declared secrets (one per line, or a JSON list) to count verbatim")] = None,
+        mauve: Annotated[bool, typer.Option("--mauve", help="also compute MAUVE (needs privtext[mauve])")] = False,
+        knn_k: Annotated[int, typer.Option("--knn-k", help="k of kNN precision/recall")] = 3,
+        private: Annotated[Path | None, typer.Option(
+            "--private", help="private corpus for the OnlyPrivate baseline (default: the run's data.private)")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help="evaluation seed (default: the run's)")] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Evaluate a run against real data; writes RUN_DIR/evaluation.json."""
+        from .runstats import load_secrets
+        from .suite import DEFAULT_CLASSIFIERS, evaluate_run
+
+        ev = evaluate_run(
+            run_dir, real=real, embedder=embedder, max_real=max_real,
+            classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, baselines=not no_baselines,
+            private=str(private) if private else None, next_word=next_word, knn_k=knn_k, mauve=mauve,
+            secrets=load_secrets(str(secrets)) if secrets else None, seed=seed,
+        )
+        path = Path(run_dir) / "evaluation.json"
+        if as_json:
+            print_json(ev)
+        else:
+            _print_evaluation(ev, path)
+
+    @app.command("compare")
+    @handle_errors
+    def compare_cmd(
+        configs: Annotated[list[Path], typer.Argument(help="YAML configurations and/or existing run directories")],
+        real: RealOpt,
+        csv: Annotated[Path | None, typer.Option("--csv", help="also save the table as CSV here")] = None,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", help="override a key in every configuration: a.b=value (repeatable)")] = None,
+        out_dir: Annotated[Path | None, typer.Option(
+            "--out-dir", help="put each run in OUT_DIR/<name> (default: each config's output)")] = None,
+        embedder: EmbOpt = None,
+        max_real: MaxRealOpt = None,
+        classifier: ClfOpt = None,
+        no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
+        seed: Annotated[int, typer.Option("--seed", help="seed for the real sample and the classifiers")] = 0,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Run several configurations on the same data and print one comparison table."""
+        from .compare import compare_configs
+        from .suite import DEFAULT_CLASSIFIERS
+
+        table = compare_configs(
+            [str(c) for c in configs], real=real, out_dir=out_dir, overrides=set_ or [], embedder=embedder,
+            max_real=max_real, classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, seed=seed,
+            baselines=not no_baselines,
+        )
+        if csv is not None:
+            table.to_csv(csv)
+        if as_json:
+            print_json({**table.to_dict(), "csv": str(csv) if csv else None})
+            return
+        out.print(table.to_rich())
+        for w in table.warnings:
+            out.print(f"[yellow]warning:[/] {w}", highlight=False)
+        if csv is not None:
+            out.print(f"[bold]written[/] {csv}", highlight=False)
+
+    @app.command("report")
+    @handle_errors
+    def report_cmd(
+        run_dir: Annotated[Path, typer.Argument(help="run directory")],
+        output: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file (default RUN_DIR/report.html)")] = None,
+        real: Annotated[Path | None, typer.Option(
+            "--real", help="evaluate against this corpus first (else use RUN_DIR/evaluation.json if present)")] = None,
+        embedder: EmbOpt = None,
+        max_real: MaxRealOpt = None,
+        samples: Annotated[int, typer.Option("--samples", help="sample outputs per label")] = 2,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Write a self-contained HTML report (privacy statement, metrics, plots, samples)."""
+        from ..report import build_report
+        from .suite import evaluate_run
+
+        ev = evaluate_run(run_dir, real=real, embedder=embedder, max_real=max_real) if real is not None else None
+        path = build_report(run_dir, evaluation=ev, out=output, samples_per_label=samples)
+        if as_json:
+            print_json({"report": str(path), "bytes": path.stat().st_size, "evaluated": ev is not None})
+        else:
+            out.print(f"[bold]report[/] {path}", highlight=False)
+
+
+__all__ = ["register"]
