@@ -140,8 +140,15 @@ def test_groups_split_by_rho_multiset_and_budget() -> None:
     assert len(g) == 3  # {1,1}; {1} at r = 0.5; {1} at r = 0.01
     assert res.groups[1] != res.groups[2]
     mu_loose, mu_tight = mu_from_pr(1e-4, 0.5), mu_from_pr(1e-4, 0.01)
-    np.testing.assert_allclose(res.secret_sigma, [2 / mu_loose, 1 / mu_loose, 1 / mu_tight], rtol=2e-6)
-    assert res.sigma == pytest.approx(max(2 / mu_loose, 1 / mu_tight), rel=2e-6)
+    want = np.array([2 / mu_loose, 1 / mu_loose, 1 / mu_tight])
+    assert res.sigma == pytest.approx(want.max(), rel=2e-6)
+    # by default only the group that sets the maximum is calibrated; the others are bounded by it
+    np.testing.assert_array_equal(res.secret_sigma_exact, [False, False, True])
+    np.testing.assert_allclose(res.secret_sigma, [res.sigma] * 3)
+    full = secret_noise(m, p=[1e-4, 1e-4, 1e-4], r=[0.5, 0.5, 0.01], compositions=1, sampling="max", eta=5.0,
+                        exact_per_secret=True)
+    np.testing.assert_allclose(full.secret_sigma, want, rtol=2e-6)
+    assert full.secret_sigma_exact.all() and full.sigma == pytest.approx(res.sigma, rel=1e-12)
 
 
 def test_secret_with_no_sampled_holder_costs_nothing() -> None:
@@ -206,3 +213,26 @@ def test_mixture_event_equals_direct_blowup() -> None:
     ev = mixture_event([0.2, 0.7], 1.5)
     assert blowup_of(dp_accounting.SelfComposedDpEvent(ev, 2), 1e-3) == pytest.approx(
         secret_blowup([0.2, 0.7], sigma=1.5, p=1e-3, compositions=2), rel=1e-12)
+
+
+def test_sampling_alone_can_protect_and_the_ledger_agrees() -> None:
+    """One holder sampled with probability q: without noise B = q + (1 − q)p. If that is ≤ r, σ_j = 0 (the
+    paper's ρ rule does this at r/p ≥ 50 in Fig 3's set-up), and the ledger accepts the zero-noise release."""
+    m = sp.csr_matrix(np.array([[1], [0]]))
+    q = 0.002
+    assert q + (1 - q) * 1e-4 <= 5e-3
+    res = secret_noise(m, p=1e-4, r=5e-3, compositions=1, sampling="scaled:0.002", eta=1.0)
+    np.testing.assert_allclose(res.rho, [q, 1.0])
+    assert res.sigma == 0.0
+    led = Ledger(None, Budget.secret(1e-4, 5e-3))
+    led.record(Release(key="c0", mechanism="clusters", event=dp_accounting.GaussianDpEvent(0.0), noise_std=0.0,
+                       sensitivity=1.0, secret_events=res.secret_events()))
+    assert led.spent()["groups"]["g0000"]["posterior"] == pytest.approx(q + (1 - q) * 1e-4, rel=1e-12)
+    # two zero-noise releases: 1 − (1 − q)²(1 − p) ≈ 0.0041 ≤ r; three: ≈ 0.0061 > r
+    led.record(Release(key="c1", mechanism="clusters", event=dp_accounting.GaussianDpEvent(0.0), noise_std=0.0,
+                       sensitivity=1.0, secret_events=res.secret_events()))
+    from privtext.errors import BudgetExceededError
+
+    with pytest.raises(BudgetExceededError):
+        led.record(Release(key="c2", mechanism="clusters", event=dp_accounting.GaussianDpEvent(0.0), noise_std=0.0,
+                           sensitivity=1.0, secret_events=res.secret_events()))

@@ -47,7 +47,7 @@ from dp_accounting.pld import privacy_loss_mechanism as _plm
 from scipy.special import ndtr, ndtri
 
 from ..errors import InvalidPrivacyParameter, PrivacyError
-from .conversions import check_delta, check_prior, gdp_epsilon, r_from_mu_p
+from .conversions import check_delta, check_prior, gdp_delta, gdp_epsilon, r_from_mu_p
 from .events import DpEvent, Leaves, _mog_support, event_from_dict, event_key, flatten
 
 #: value_discretization_interval of every PLD we build. With connect-the-dots, 1e-3 agrees with 1e-4 to ~1e-7
@@ -270,15 +270,16 @@ def _leaf_pld(e: DpEvent, count: int, h: float, both: bool) -> PrivacyLossDistri
         return _pld.from_gaussian_mechanism(float(e.noise_multiplier) / math.sqrt(count),
                                             value_discretization_interval=h)
     if isinstance(e, _dpe.LaplaceDpEvent):
-        return _pld.from_laplace_mechanism(float(e.noise_multiplier),
-                                           value_discretization_interval=h).self_compose(count)
+        lap = _pld.from_laplace_mechanism(float(e.noise_multiplier), value_discretization_interval=h)
+        return lap if count == 1 else lap.self_compose(count)
     if isinstance(e, _dpe.MixtureOfGaussiansDpEvent):
         sens, probs = _mog_support(e)
         zero = 1.0 - sum(probs)
         if zero > 0:
             sens, probs = [0.0, *sens], [zero, *probs]
-        return mixture_pld(float(e.standard_deviation), sens, probs, value_discretization_interval=h,
-                           both_directions=both).self_compose(count)
+        pld = mixture_pld(float(e.standard_deviation), sens, probs, value_discretization_interval=h,
+                          both_directions=both)
+        return pld if count == 1 else pld.self_compose(count)
     if isinstance(e, _dpe.PoissonSampledDpEvent) and isinstance(e.event, (_dpe.GaussianDpEvent, _dpe.LaplaceDpEvent)):
         q = float(e.sampling_probability)
         if isinstance(e.event, _dpe.GaussianDpEvent):
@@ -319,6 +320,11 @@ def _as_leaves(events: DpEvent | Sequence[DpEvent] | Leaves) -> Leaves:
     return events if isinstance(events, Leaves) else flatten(events)
 
 
+def _zero_noise(lv: Leaves) -> bool:
+    """Some mixture leaf adds no noise (the secret is revealed whenever sampled)."""
+    return any(isinstance(e, _dpe.MixtureOfGaussiansDpEvent) and not e.standard_deviation > 0 for e, _ in lv.others)
+
+
 def epsilon_for_delta(
     events: DpEvent | Sequence[DpEvent] | Leaves, delta: float, *,
     value_discretization_interval: float = DEFAULT_DISCRETIZATION,
@@ -326,7 +332,7 @@ def epsilon_for_delta(
     """ε at δ of the composition of ``events`` (add-or-remove-one neighbours), from dp_accounting's PLD."""
     check_delta(delta)
     lv = _as_leaves(events)
-    if lv.non_private:
+    if lv.non_private or _zero_noise(lv):
         return math.inf
     pld = composed_pld(lv, value_discretization_interval=value_discretization_interval)
     if pld is None:
@@ -339,7 +345,7 @@ def delta_for_epsilon(
     value_discretization_interval: float = DEFAULT_DISCRETIZATION,
 ) -> float:
     lv = _as_leaves(events)
-    if lv.non_private:
+    if lv.non_private or _zero_noise(lv):
         return 1.0
     pld = composed_pld(lv, value_discretization_interval=value_discretization_interval)
     if pld is None:
@@ -400,14 +406,68 @@ def blowup_argmin(pld: PrivacyLossDistribution, p: float) -> tuple[float, float]
     return float(min(1.0, max(p, best))), arg
 
 
+#: a mixture component whose shift is at least this many σ is perfectly distinguishable from N(0, σ²) (the
+#: overlap is ~Φ(−20) ≈ 3e-89): for such events the "revealed whenever sampled" bound is exact
+SEPARATED_SHIFTS = 40.0
+#: largest loss grid of a single-release mixture PLD; beyond it the discretisation is coarsened (still pessimistic)
+MAX_GRID_POINTS = 200_000
+
+
+def sampled_upper_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float) -> float:
+    """``1 − Π π₀^c · (1 − p)``: the blow-up if every release whose secret was sampled revealed it.
+
+    For a composition of mixtures with Pr[S = 0] = π₀ (count c each): P^⊗ = Π π₀^c · Q^⊗ + (1 − Π π₀^c)·R, so
+    any event of Q-probability ≤ p has P-probability ≤ Π π₀^c·p + 1 − Π π₀^c. Valid for every σ; exact when
+    the shifts are far apart (≥ :data:`SEPARATED_SHIFTS` σ) and for σ = 0. Gaussian or other leaves make it 1."""
+    lv = _as_leaves(events)
+    if lv.non_private or not math.isinf(lv.gaussian_z):
+        return 1.0
+    log_keep = 0.0
+    for e, c in lv.others:
+        if not isinstance(e, _dpe.MixtureOfGaussiansDpEvent):
+            return 1.0
+        _, probs = _mog_support(e)
+        pi0 = max(0.0, 1.0 - sum(probs))
+        if pi0 <= 0:
+            return 1.0
+        log_keep += c * math.log(pi0)
+    return float(min(1.0, -math.expm1(log_keep) + math.exp(log_keep) * p))
+
+
+def _separated(lv: Leaves) -> bool:
+    if lv.non_private or not math.isinf(lv.gaussian_z) or not lv.others:
+        return False
+    for e, _ in lv.others:
+        if not isinstance(e, _dpe.MixtureOfGaussiansDpEvent) or not e.standard_deviation > 0:
+            return False
+        sens, _ = _mog_support(e)
+        if min(sens) / float(e.standard_deviation) < SEPARATED_SHIFTS:
+            return False
+    return True
+
+
+def _grid_interval(lv: Leaves, h: float) -> float:
+    """``h``, coarsened so that no single-release mixture PLD exceeds :data:`MAX_GRID_POINTS` (a deterministic
+    function of the events, so calibration and the ledger use the same grid)."""
+    span = 0.0
+    for e, _ in lv.others:
+        if isinstance(e, _dpe.MixtureOfGaussiansDpEvent) and e.standard_deviation > 0:
+            sens, _ = _mog_support(e)
+            if sens:
+                a = max(sens) / float(e.standard_deviation)
+                span = max(span, a * (20.0 + a))  # loss range over ±10σ around the shifts
+    return max(h, span / MAX_GRID_POINTS)
+
+
 def blowup_of(
     events: DpEvent | Sequence[DpEvent] | Leaves, p: float, *,
     value_discretization_interval: float = BLOWUP_DISCRETIZATION,
 ) -> float:
     """The posterior bound B(p) of the composition of ``events`` (P = with the secret, Q = without).
 
-    Gaussian-only compositions use Lemma 3.2 in closed form (exact); anything else uses the pessimistic PLD
-    (an upper bound on the true blow-up)."""
+    Gaussian-only compositions use Lemma 3.2 in closed form (exact); mixtures whose shifts are all ≥ 40σ use the
+    exact "revealed when sampled" value (:func:`sampled_upper_bound`); anything else uses the pessimistic PLD
+    (an upper bound on the true blow-up), capped by :func:`sampled_upper_bound`."""
     check_prior(p)
     lv = _as_leaves(events)
     if lv.non_private:
@@ -416,9 +476,13 @@ def blowup_of(
         return float(p)
     if lv.only_gaussian:
         return float(r_from_mu_p(p, lv.gaussian_mu))
-    pld = composed_pld(lv, value_discretization_interval=value_discretization_interval, both_directions=False)
+    ub = sampled_upper_bound(lv, p)
+    if _separated(lv) or _zero_noise(lv):
+        return ub
+    h = _grid_interval(lv, float(value_discretization_interval))
+    pld = composed_pld(lv, value_discretization_interval=h, both_directions=False)
     assert pld is not None
-    return blowup_from_pld(pld, float(p))
+    return min(ub, blowup_from_pld(pld, float(p)))
 
 
 def blowup_lower_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float) -> float | None:
@@ -432,7 +496,7 @@ def blowup_lower_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float) -
     if lv.non_private or not math.isinf(lv.gaussian_z) or len(lv.others) != 1:
         return None
     e, count = lv.others[0]
-    if not isinstance(e, _dpe.MixtureOfGaussiansDpEvent):
+    if not isinstance(e, _dpe.MixtureOfGaussiansDpEvent) or not e.standard_deviation > 0:
         return None
     sens, probs = _mog_support(e)
     zero = max(0.0, 1.0 - sum(probs))
@@ -456,6 +520,144 @@ def blowup_lower_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float) -
     k = np.arange(total.size)
     z = float(e.standard_deviation) * math.sqrt(count)
     return float(np.dot(total, ndtr(k / z + ndtri(p))))
+
+
+def _single_mixture(lv: Leaves) -> tuple[np.ndarray, float, int] | None:
+    """(pmf over integer shifts 0..K, σ, count) when the composition is ``count`` copies of one mixture event."""
+    if lv.non_private or not math.isinf(lv.gaussian_z) or len(lv.others) != 1:
+        return None
+    e, count = lv.others[0]
+    if not isinstance(e, _dpe.MixtureOfGaussiansDpEvent) or not e.standard_deviation > 0:
+        return None
+    sens, probs = _mog_support(e)
+    if not sens or any(abs(s_ - round(s_)) > 1e-9 for s_ in sens):
+        return None
+    pmf = np.zeros(round(max(sens)) + 1)
+    pmf[0] = max(0.0, 1.0 - sum(probs))
+    for s_, q in zip(sens, probs, strict=True):
+        pmf[round(s_)] += q
+    return pmf, float(e.standard_deviation), int(count)
+
+
+def convexity_upper_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float, *, grid: int = 256) -> float:
+    """A cheap *upper* bound on B(p) for T releases of one mixture event (1.0 for other compositions).
+
+    Write P^⊗T = a·Q^⊗T + (1 − a)·R with a = Pr[S_1 = … = S_T = 0] and R the mixture of N(s, σ²I) over s ≠ 0.
+    Then H_{γ'}(P^⊗T ‖ Q^⊗T) = (1 − a)·H_γ(R ‖ Q^⊗T) with γ = (γ' − a)/(1 − a) (exact: amplification by
+    sampling), and by joint convexity H_γ(R ‖ Q^⊗T) ≤ Σ_{s≠0} π(s)/(1 − a)·δ_G(log γ; ‖s‖/σ), with δ_G of
+    Remark C.1 and ‖s‖² = Σ_t S_t² — as if the adversary also learnt which records were sampled. Minimised over
+    a grid of ε' = log γ' ≥ 0 (any ε' gives a valid bound). Exact for one holder and one release; tight when the
+    shift is almost deterministic."""
+    got = _single_mixture(_as_leaves(events))
+    if got is None:
+        return 1.0
+    pmf, sigma, count = got
+    sq = np.zeros((len(pmf) - 1) ** 2 + 1)
+    sq[np.arange(len(pmf)) ** 2] = pmf
+    total, base, n = np.ones(1), sq, count
+    while n:
+        if n & 1:
+            total = np.clip(_fftconv(total, base), 0, None)
+        n >>= 1
+        if n:
+            base = np.clip(_fftconv(base, base), 0, None)
+    a = float(total[0])
+    keep = total > 1e-18
+    keep[0] = False
+    dropped = float(total[1:][~keep[1:]].sum())
+    v = np.flatnonzero(keep)
+    w = total[keep]
+    root = np.sqrt(v)
+    if root.size > 1024:  # bin ‖s‖ to at most 1024 values, each rounded up (δ_G grows with μ: still an upper bound)
+        edges = np.linspace(root[0], root[-1], 1025)
+        idx = np.searchsorted(edges, root, side="left")
+        w = np.bincount(idx, weights=w, minlength=edges.size)
+        nz = w > 0
+        root, w = edges[nz], w[nz]
+    mus = root / sigma
+    eps_out = np.linspace(0.0, math.log(1.0 / p), grid)
+    eps_in = np.log((np.exp(eps_out) - a) / (1.0 - a)) if a < 1 else eps_out
+    dg = np.asarray(gdp_delta(eps_in[:, None], mus[None, :]), dtype=np.float64) if mus.size else np.zeros((grid, 0))
+    vals = np.exp(eps_out) * p + dg @ w + dropped
+    return float(min(1.0, vals.min()))
+
+
+def _fftconv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if min(a.size, b.size) < 64:
+        return np.convolve(a, b)
+    from scipy.signal import fftconvolve
+
+    return fftconvolve(a, b)
+
+
+def worst_gaussian_upper_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float) -> float:
+    """B(p) of N(K·Δ, σ²)^⊗T — every mixture shift replaced by its largest value K (valid; 1.0 otherwise)."""
+    got = _single_mixture(_as_leaves(events))
+    if got is None:
+        return 1.0
+    pmf, sigma, count = got
+    return float(r_from_mu_p(p, math.sqrt(count) * (len(pmf) - 1) / sigma))
+
+
+#: proven facts "B(p) ≤ r for this mixture at σ ≥ s over ≤ c releases": (shifts, probs, p, r) -> [(c, s, bound)]
+_CERTIFICATES: dict[tuple, list[tuple[int, float, float]]] = {}
+_MAX_CERT_KEYS = 100_000
+
+
+def _cert_key(lv: Leaves, p: float, r: float) -> tuple | None:
+    if lv.non_private or not math.isinf(lv.gaussian_z) or len(lv.others) != 1:
+        return None
+    e, _ = lv.others[0]
+    if not isinstance(e, _dpe.MixtureOfGaussiansDpEvent):
+        return None
+    return (tuple(map(float, e.sensitivities)), tuple(map(float, e.sampling_probs)), float(p), float(r))
+
+
+def secret_check(events: DpEvent | Sequence[DpEvent] | Leaves, p: float, r: float) -> tuple[bool, float, str]:
+    """Is B(p) ≤ r for the composition of ``events``? Returns (ok, the bound used, how it was obtained).
+
+    Cheap bounds first, the PLD only when they cannot decide: a lower bound above r refuses
+    (``lower_bound``); a cheap upper bound at most r accepts (``upper_bound``); otherwise the value is
+    :func:`blowup_of` (``exact``: closed form or pessimistic PLD). It only accepts what a valid upper bound
+    proves, and only refuses what a valid lower bound (or the PLD) shows. Calibration (:class:`SecretTarget`) and
+    the ledger both decide with this function, so a calibrated σ always passes the ledger.
+
+    Accepted checks of c releases of one mixture at noise σ are remembered (in this process) as certificates:
+    B is monotone — larger for more releases, smaller for more noise — so a later check with ≤ c releases and
+    ≥ σ noise is accepted at once (``certificate``; the bound reported is the certified one)."""
+    lv = _as_leaves(events)
+    if lv.only_gaussian or lv.empty or lv.non_private:
+        b = blowup_of(lv, p)
+        return b <= r, b, "exact"
+    key = _cert_key(lv, p, r)
+    if key is not None:
+        e, c = lv.others[0]
+        s_ = float(e.standard_deviation)
+        for cc, cs, cb in _CERTIFICATES.get(key, ()):
+            if cc >= c and cs <= s_:
+                return True, cb, "certificate"
+    ok, b, how = _secret_check_uncached(lv, p, r)
+    if ok and key is not None:
+        if len(_CERTIFICATES) > _MAX_CERT_KEYS:
+            _CERTIFICATES.clear()
+        e, c = lv.others[0]
+        certs = _CERTIFICATES.setdefault(key, [])
+        certs.append((int(c), float(e.standard_deviation), b))
+        if len(certs) > 16:  # keep the most useful: most releases, least noise
+            certs.sort(key=lambda t: (-t[0], t[1]))
+            del certs[16:]
+    return ok, b, how
+
+
+def _secret_check_uncached(lv: Leaves, p: float, r: float) -> tuple[bool, float, str]:
+    lb = blowup_lower_bound(lv, p)
+    if lb is not None and lb > r:
+        return False, lb, "lower_bound"
+    ub = min(sampled_upper_bound(lv, p), worst_gaussian_upper_bound(lv, p), convexity_upper_bound(lv, p))
+    if ub <= r:
+        return True, ub, "upper_bound"
+    b = blowup_of(lv, p)
+    return b <= r, b, "exact"
 
 
 def equivalent_mu(blowup: float, p: float) -> float:

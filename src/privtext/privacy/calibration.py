@@ -37,7 +37,7 @@ from typing import Any, Literal
 import dp_accounting
 
 from ..errors import InvalidPrivacyParameter, PrivacyError
-from .accounting import blowup_lower_bound, blowup_of, epsilon_for_delta, equivalent_mu, gdp_mu_of
+from .accounting import blowup_of, epsilon_for_delta, equivalent_mu, gdp_mu_of, secret_check
 from .conversions import check_delta, check_epsilon, check_pr, gdp_mu_for_dp, mu_from_pr
 from .events import DpEvent, flatten
 
@@ -111,12 +111,11 @@ class SecretTarget:
         return blowup_of(event, self.p)
 
     def gap(self, event: DpEvent | list[DpEvent]) -> float:
-        # far on the failing side a cheap lower bound already exceeds r: no PLD needed (the sign is what
-        # calibration decides on; every σ reported as meeting the target was measured by the PLD)
-        lb = blowup_lower_bound(event, self.p)
-        if lb is not None and lb > self.r:
-            return equivalent_mu(lb, self.p) - self.gaussian_mu
-        return equivalent_mu(self.value(event), self.p) - self.gaussian_mu
+        # cheap bounds decide far from the boundary (no PLD); the sign always agrees with secret_check, which is
+        # also what the ledger uses
+        ok, value, _ = secret_check(event, self.p, self.r)
+        g = equivalent_mu(value, self.p) - self.gaussian_mu
+        return min(g, 0.0) if ok else max(g, 1e-300)
 
     @property
     def gaussian_mu(self) -> float:

@@ -200,10 +200,12 @@ def flatten(events: DpEvent | Sequence[DpEvent]) -> Leaves:
             sens, probs = _mog_support(e)
             if len(sens) == 0:
                 return
-            if e.standard_deviation == 0:
-                non_private = True
+            if e.standard_deviation == 0 and len(sens) == 1 and probs[0] >= 1 - 1e-15:
+                non_private = True  # a deterministic shift without noise
                 return
-            if len(sens) == 1 and probs[0] >= 1 - 1e-15:
+            # (a zero-noise mixture that may not sample the secret stays a leaf: the blow-up of "revealed when
+            # sampled" is finite; ε-DP accounting treats it as non-private)
+            if e.standard_deviation > 0 and len(sens) == 1 and probs[0] >= 1 - 1e-15:
                 z = float(e.standard_deviation) / sens[0]
                 gauss[z] = gauss.get(z, 0) + count
                 return
@@ -253,22 +255,28 @@ class SecretEvent:
     ``event`` is the per-secret dominating event (a ``MixtureOfGaussiansDpEvent`` for SecPE); ``p``/``r`` the
     group's budget; ``secrets`` optionally the column indices of the group's secrets (reporting; checked
     against a per-secret budget when given); ``approximate`` marks the paper's single-Gaussian stand-in, which
-    the ledger accounts for as given but flags in its statement."""
+    the ledger accounts for as given but flags in its statement; ``planned`` is how many releases of this event
+    the noise was calibrated for — the ledger first checks that many (monotone: if they pass, every prefix
+    passes) so that one check serves the whole run."""
 
     event: DpEvent
     p: float
     r: float
     secrets: tuple[int, ...] = ()
     approximate: bool = False  # True for the paper's single-Gaussian stand-in (not a proven bound)
+    planned: int | None = None  # releases of this event the noise was calibrated for (a hint for the ledger)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"event": event_to_dict(self.event), "p": float(self.p), "r": float(self.r),
-             "secrets": [int(s) for s in self.secrets]}
+        d: dict[str, Any] = {"event": event_to_dict(self.event), "p": float(self.p), "r": float(self.r),
+                             "secrets": [int(s) for s in self.secrets]}
         if self.approximate:
             d["approximate"] = True
+        if self.planned is not None:
+            d["planned"] = int(self.planned)
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SecretEvent:
         return cls(event=event_from_dict(d["event"]), p=float(d["p"]), r=float(d["r"]),
-                   secrets=tuple(int(s) for s in d.get("secrets", ())), approximate=bool(d.get("approximate", False)))
+                   secrets=tuple(int(s) for s in d.get("secrets", ())), approximate=bool(d.get("approximate", False)),
+                   planned=None if d.get("planned") is None else int(d["planned"]))

@@ -19,7 +19,9 @@ Accounting per budget kind (:mod:`privtext.privacy.accounting`):
 * ``gdp`` — μ = (Σ (Δ/σ_i)²)^½ over Gaussian events (exact); other events are refused with a clear error.
 * ``secret`` — per secret group g: the composition of g's :class:`SecretEvent` events (from every release that
   names g) and of the record-level events of releases that name no group (those are taken to affect every
-  secret: their sensitivity must already cover all records holding one secret); B_g(p_g) ≤ r_g. Groups a
+  secret: their sensitivity must already cover all records holding one secret); B_g(p_g) ≤ r_g, decided by
+  :func:`~privtext.privacy.accounting.secret_check` (a cheap valid upper bound when it suffices, else the
+  pessimistic PLD). The reported ``posterior`` is that bound (``bound`` says which). Groups a
   release does not name are unaffected by it. With no group recorded at all, the record-level events are
   checked at every (p, r) pair of the budget.
 * ``noise`` — never refuses; ε at ``report_delta`` is reported.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import threading
 import time
@@ -39,10 +42,10 @@ from typing import Any, TypeVar
 
 from ..errors import BudgetExceededError, PrivacyError, RunError
 from ..rundir import append_jsonl
-from .accounting import blowup_of, epsilon_for_delta, gdp_mu_of
+from .accounting import epsilon_for_delta, gdp_mu_of, secret_check
 from .budget import Budget
 from .conversions import gdp_epsilon
-from .events import DpEvent, SecretEvent, event_from_dict, event_to_dict
+from .events import DpEvent, SecretEvent, event_from_dict, event_key, event_to_dict
 
 T = TypeVar("T")
 
@@ -77,9 +80,9 @@ class Release:
             raise PrivacyError(f"a release key must be a non-empty one-line string, got {self.key!r}")
         if not isinstance(self.event, DpEvent):
             raise PrivacyError(f"release {self.key!r}: event must be a dp_accounting DpEvent, got {self.event!r}")
-        if not (isinstance(self.noise_std, (int, float)) and self.noise_std >= 0 and math.isfinite(self.noise_std)):
+        if not (isinstance(self.noise_std, numbers.Real) and self.noise_std >= 0 and math.isfinite(self.noise_std)):
             raise PrivacyError(f"release {self.key!r}: noise_std must be a finite number ≥ 0, got {self.noise_std!r}")
-        if not (isinstance(self.sensitivity, (int, float)) and self.sensitivity > 0):
+        if not (isinstance(self.sensitivity, numbers.Real) and self.sensitivity > 0):
             raise PrivacyError(f"release {self.key!r}: sensitivity must be positive, got {self.sensitivity!r}")
         if self.secret_events is not None:
             for gid, se in self.secret_events.items():
@@ -287,7 +290,8 @@ class Ledger:
                 g = groups.get(gid)
                 if g is None:
                     self._check_pair(gid, se)
-                    groups[gid] = {"p": se.p, "r": se.r, "secrets": se.secrets, "events": [se.event], "releases": 1}
+                    groups[gid] = {"p": se.p, "r": se.r, "secrets": se.secrets, "events": [se.event], "releases": 1,
+                                   "planned": se.planned}
                 else:
                     if not (_close(g["p"], se.p) and _close(g["r"], se.r)) or (
                             se.secrets and g["secrets"] and tuple(se.secrets) != tuple(g["secrets"])):
@@ -300,20 +304,34 @@ class Ledger:
         out: dict[str, dict[str, Any]] = {}
         exceeded = False
         for gid, g in groups.items():
-            bu = blowup_of(g["events"] + global_events, g["p"])
-            out[gid] = {"p": g["p"], "r": g["r"], "posterior": bu, "releases": g["releases"] + len(global_events),
-                        "secrets": len(g["secrets"])}
-            exceeded |= bu > g["r"]
+            ok, bu, how = self._group_check(g["events"], global_events, g["planned"], g["p"], g["r"])
+            out[gid] = {"p": g["p"], "r": g["r"], "posterior": bu, "bound": how,
+                        "releases": g["releases"] + len(global_events), "secrets": len(g["secrets"])}
+            exceeded |= not ok
         if not groups and global_events:
             for i, (p, r) in enumerate(b.pairs):
-                bu = blowup_of(global_events, p)
-                out[f"all:{i}"] = {"p": p, "r": r, "posterior": bu, "releases": len(global_events), "secrets": None}
-                exceeded |= bu > r
+                ok, bu, how = secret_check(global_events, p, r)
+                out[f"all:{i}"] = {"p": p, "r": r, "posterior": bu, "bound": how, "releases": len(global_events),
+                                   "secrets": None}
+                exceeded |= not ok
         worst = max(out.items(), key=lambda kv: kv[1]["posterior"] / kv[1]["r"], default=None)
         return {"kind": "secret", "groups": out, "releases": len(releases),
                 "worst_group": None if worst is None else worst[0],
                 "max_posterior_over_r": 0.0 if worst is None else worst[1]["posterior"] / worst[1]["r"],
                 "exceeded": bool(exceeded)}
+
+    @staticmethod
+    def _group_check(events: list[DpEvent], global_events: list[DpEvent], planned: int | None, p: float,
+                     r: float) -> tuple[bool, float, str]:
+        """secret_check of a group's composition; when all its events are one identical event and the release
+        plan says ``planned`` of them, check ``planned`` first: if that many pass, so do fewer (monotone)."""
+        if planned is not None and not global_events and 0 < len(events) < planned:
+            keys = {event_key(e) for e in events}
+            if len(keys) == 1:
+                ok, bu, how = secret_check([events[0]] * int(planned), p, r)
+                if ok:
+                    return ok, bu, f"{how} (all {planned} planned releases)"
+        return secret_check(events + global_events, p, r)
 
     def _check_pair(self, gid: str, se: SecretEvent) -> None:
         b = self.budget

@@ -54,12 +54,13 @@ import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
+from scipy.special import ndtr, ndtri
 
 from ..errors import DataError, InvalidPrivacyParameter, PrivacyError
-from .accounting import blowup_of
+from .accounting import blowup_of, secret_check
 from .calibration import SecretTarget, _check_compositions, calibrate
 from .conversions import check_pr, mu_from_pr, r_from_mu_p
-from .events import MixtureOfGaussiansDpEvent, SecretEvent
+from .events import MixtureOfGaussiansDpEvent, SecretEvent, SelfComposedDpEvent
 
 #: scalings c of ρ = c·w/max w tried by ``sampling="auto"`` (besides ``paper``)
 AUTO_SCALES = (1.0, 0.5, 0.25, 0.1, 0.05, 0.02)
@@ -146,6 +147,12 @@ def _group_sigma(rho_key: tuple[float, ...], p: float, r: float, compositions: i
     if math.isinf(mu):
         return 0.0
     es, m = float(rho.sum()), int(rho.size)
+    # sampling alone may already give (p, r): with no noise the secret is revealed exactly when one of its holders
+    # is sampled, B = 1 − π₀^T (1 − p) (π₀ = Π(1 − ρ_i)); then σ_j = 0
+    if float(rho.max()) < 1:
+        log_pi0 = compositions * float(np.sum(np.log1p(-rho)))
+        if -math.expm1(log_pi0) * (1 - p) + p <= r:
+            return 0.0
     if method == "paper":
         return math.sqrt(compositions) * es / mu
     if method == "worst":
@@ -253,8 +260,9 @@ class SecretGroup:
     rho: tuple[float, ...]  # sorted, positive; element-wise max over the members
     p: float
     r: float
-    sigma: float  # σ_j for unit sensitivity
+    sigma: float  # σ_j for unit sensitivity (an upper bound on it when ``exact`` is False)
     secrets: tuple[int, ...]
+    exact: bool = True
 
     @property
     def expected_count(self) -> float:
@@ -267,13 +275,16 @@ class SecretNoiseResult:
 
     ``sigma`` is the noise multiplier (std per unit sensitivity) for every one of the ``compositions`` releases;
     ``rho``/``w`` are per record (records holding no secret: ρ = 1, w = 0, ``in_lp`` False);
-    ``secret_sigma``, ``eta``, ``groups`` are per secret (``groups[j]`` is a key of ``group_info``)."""
+    ``secret_sigma``, ``eta``, ``groups`` are per secret (``groups[j]`` is a key of ``group_info``);
+    ``secret_sigma_exact[j]`` is False where σ_j was only bounded (σ_j ≤ ``secret_sigma[j]`` ≤ ``sigma``): such
+    a secret could not set the maximum, so it was checked rather than calibrated."""
 
     sigma: float
     rho: np.ndarray
     w: np.ndarray
     in_lp: np.ndarray
     secret_sigma: np.ndarray
+    secret_sigma_exact: np.ndarray
     groups: tuple[str, ...]
     group_info: Mapping[str, SecretGroup]
     eta: np.ndarray
@@ -319,7 +330,8 @@ class SecretNoiseResult:
                 ev = dp_accounting.GaussianDpEvent(s / sum(g.rho))
             else:
                 raise InvalidPrivacyParameter(f"accounting must be exact, worst or paper; got {how!r}")
-            out[gid] = SecretEvent(event=ev, p=g.p, r=g.r, secrets=g.secrets, approximate=how == "paper")
+            out[gid] = SecretEvent(event=ev, p=g.p, r=g.r, secrets=g.secrets, approximate=how == "paper",
+                                   planned=self.compositions)
         return out
 
     def blowups(self, sigma: float | None = None, *, method: BlowupMethod = "exact") -> dict[str, float]:
@@ -355,29 +367,91 @@ def _groups_for(csr_t: sp.csr_matrix, rho: np.ndarray, p: np.ndarray, r: np.ndar
     return out
 
 
+def _sigma_lower(rho: tuple[float, ...], p: float, r: float, compositions: int) -> float:
+    """A cheap lower bound on σ_j: the largest σ (to 1e-6) at which the test on the sum of the T outputs
+    (:func:`~privtext.privacy.accounting.blowup_lower_bound`) still succeeds with probability > r."""
+    if not rho:
+        return 0.0
+    pmf = poisson_binomial_pmf(rho)
+    total, base, n = np.ones(1), pmf, compositions
+    while n:
+        if n & 1:
+            total = np.clip(np.convolve(total, base), 0, None)
+        n >>= 1
+        if n:
+            base = np.clip(np.convolve(base, base), 0, None)
+    k = np.arange(total.size)
+    zp = float(ndtri(p))
+    lb = lambda s: float(np.dot(total, ndtr(k / (s * math.sqrt(compositions)) + zp)))  # noqa: E731
+    mu = float(mu_from_pr(p, r))
+    hi = math.sqrt(compositions) * len(rho) / mu if math.isfinite(mu) else 0.0  # LB(hi) ≤ B_worst(hi) = r
+    lo = hi * 1e-9
+    if hi == 0 or lb(lo) <= r:
+        return 0.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        if lb(mid) > r:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-6:
+            break
+    return lo
+
+
 def _evaluate(csr_t: sp.csr_matrix, rho: np.ndarray, p: np.ndarray, r: np.ndarray, compositions: int,
-              method: str) -> tuple[float, dict[str, SecretGroup], tuple[str, ...], np.ndarray]:
+              method: str, exact_all: bool = False
+              ) -> tuple[float, dict[str, SecretGroup], tuple[str, ...], np.ndarray, np.ndarray]:
+    """σ = max_j σ_j over the groups. With ``exact``, groups are visited by decreasing cheap lower bound on σ_j;
+    a group whose lower bound does not exceed the current maximum σ* is only *checked* at σ* (cheap bounds,
+    then one PLD) — if protected there, σ_j ≤ σ* and it is not calibrated (its reported σ_j is then the upper
+    bound σ*, flagged not exact). Only groups that can set the maximum get a full calibration."""
     groups = _groups_for(csr_t, rho, p, r)
-    info: dict[str, SecretGroup] = {}
-    per_secret = np.zeros(csr_t.shape[0])
-    labels: list[str] = [""] * csr_t.shape[0]
-    for n, key in enumerate(sorted(groups, key=lambda k: (len(k[0]), k[0], k[1], k[2]))):
-        members = groups[key]
+    keys = sorted(groups, key=lambda k: (len(k[0]), k[0], k[1], k[2]))
+    reps: dict[tuple, tuple[float, ...]] = {}
+    for key in keys:
         # element-wise max of the members' sorted ρ (rounding merged values within 5e-13)
         rep = np.zeros(len(key[0]))
-        for j in members:
+        for j in groups[key]:
             idx = csr_t.indices[csr_t.indptr[j]:csr_t.indptr[j + 1]]
             v = np.sort(rho[idx][rho[idx] > 0])
             rep = np.maximum(rep, v)
-        rep_t = tuple(float(min(1.0, x)) for x in rep)
-        s = _group_sigma(rep_t, key[1], key[2], compositions, method)
+        reps[key] = tuple(float(min(1.0, x)) for x in rep)
+    sig: dict[tuple, tuple[float, bool]] = {}
+    if method == "exact" and not exact_all:
+        lows = {key: _sigma_lower(reps[key], key[1], key[2], compositions) for key in keys}
+        best = 0.0
+        for key in sorted(keys, key=lambda k: -lows[k]):
+            rep = reps[key]
+            if not rep:
+                sig[key] = (0.0, True)
+                continue
+            if lows[key] <= best and best > 0:
+                ev = SelfComposedDpEvent(mixture_event(rep, best), compositions)
+                if secret_check(ev, key[1], key[2])[0]:
+                    sig[key] = (best, False)
+                    continue
+            s_ = _group_sigma(rep, key[1], key[2], compositions, method)
+            sig[key] = (s_, True)
+            best = max(best, s_)
+    else:
+        for key in keys:
+            sig[key] = (_group_sigma(reps[key], key[1], key[2], compositions, method), True)
+    info: dict[str, SecretGroup] = {}
+    per_secret = np.zeros(csr_t.shape[0])
+    exact = np.ones(csr_t.shape[0], dtype=bool)
+    labels: list[str] = [""] * csr_t.shape[0]
+    for n, key in enumerate(keys):
         gid = f"g{n:04d}"
-        info[gid] = SecretGroup(id=gid, rho=rep_t, p=key[1], r=key[2], sigma=s, secrets=tuple(members))
-        for j in members:
-            per_secret[j] = s
+        s_, ex = sig[key]
+        info[gid] = SecretGroup(id=gid, rho=reps[key], p=key[1], r=key[2], sigma=s_, secrets=tuple(groups[key]),
+                                exact=ex)
+        for j in groups[key]:
+            per_secret[j] = s_
+            exact[j] = ex
             labels[j] = gid
     sigma = float(per_secret.max()) if per_secret.size else 0.0
-    return sigma, info, tuple(labels), per_secret
+    return sigma, info, tuple(labels), per_secret, exact
 
 
 def secret_noise(
@@ -389,6 +463,7 @@ def secret_noise(
     sampling: Sampling = "auto",
     eta: Any = None,
     blowup: BlowupMethod = "exact",
+    exact_per_secret: bool = False,
 ) -> SecretNoiseResult:
     """SecretNoise (SecPE Alg 1): LP weights, sampling probabilities and the noise multiplier.
 
@@ -396,7 +471,9 @@ def secret_noise(
     such as :class:`privtext.secrets.SecretMatrix`). ``p``, ``r``: scalars or per-secret vectors.
     ``compositions``: number of releases sharing σ (2·T for SecPE's counts + centres). ``eta``: LP capacities
     (default Φ⁻¹(1−p_j) − Φ⁻¹(1−r_j)). ``sampling``: paper | max | scaled:c | auto. ``blowup``: exact | paper |
-    worst. See the module docstring for every step.
+    worst. ``exact_per_secret``: calibrate every group (slow with many groups); by default a group that cannot
+    set the maximum is only checked at the current maximum and reported with that upper bound
+    (``secret_sigma_exact`` False). See the module docstring for every step.
     """
     t0 = time.perf_counter()
     _check_compositions(compositions)
@@ -428,17 +505,19 @@ def secret_noise(
     best = None
     for mode in modes:
         rho = sampling_probabilities(w, in_lp, mode)
-        sigma, info, labels, per_secret = _evaluate(csr_t, rho, pa, ra, compositions, blowup)
+        sigma, info, labels, per_secret, exact = _evaluate(csr_t, rho, pa, ra, compositions, blowup,
+                                                           exact_per_secret)
         signal = float(rho[in_lp].sum())
         score = signal / sigma if sigma > 0 else (math.inf if signal > 0 else 0.0)
         cands.append({"mode": mode, "sigma": sigma, "signal": signal, "score": score})
         if best is None or score > best[0] * (1 + 1e-12):
-            best = (score, mode, rho, sigma, info, labels, per_secret)
+            best = (score, mode, rho, sigma, info, labels, per_secret, exact)
     assert best is not None
-    _, mode, rho, sigma, info, labels, per_secret = best
+    _, mode, rho, sigma, info, labels, per_secret, exact = best
     t_total = time.perf_counter() - t0
     return SecretNoiseResult(
-        sigma=sigma, rho=_ro(rho), w=_ro(w), in_lp=_ro(in_lp), secret_sigma=_ro(per_secret), groups=labels,
+        sigma=sigma, rho=_ro(rho), w=_ro(w), in_lp=_ro(in_lp), secret_sigma=_ro(per_secret),
+        secret_sigma_exact=_ro(exact), groups=labels,
         group_info=dict(info), eta=_ro(eta_a), p=_ro(pa), r=_ro(ra), mode=mode, sampling=str(sampling),
         blowup=blowup, compositions=int(compositions), candidates=tuple(cands),
         timings={"lp_s": round(t_lp, 4), "noise_s": round(t_total - t_lp, 4), "total_s": round(t_total, 4)},
