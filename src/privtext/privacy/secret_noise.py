@@ -21,7 +21,8 @@ Steps (equation numbers from secpe.txt):
    * ``scaled:c``: ρ_i = c·w_i/max w for c ∈ (0, 1];
    * ``auto``: the candidate among ``paper``, ``max`` and ``scaled:c`` for c ∈ :data:`AUTO_SCALES` with the
      largest **expected signal over noise**, Σ_{i in LP} ρ_i / σ(ρ): the expected number of secret-holding
-     records that reach the release per unit of noise std on each released count.
+     records that reach the release per unit of noise std on each released count (candidates that need no noise
+     at all, σ = 0, rank first, by Σ ρ).
 3. **Noise** (Alg 1 lines 5–6) — for secret j the released shift is S_j·Δ + N(0, σ²) with
    S_j = Σ_{i ∈ D_j} Bern(ρ_i) (Poisson-binomial), against N(0, σ²) without the secret. Over ``compositions``
    releases: P_j = (Σ_k Pr[S_j = k]·N(kΔ, σ²))^⊗T, Q_j = N(0, σ²)^⊗T, and
@@ -148,8 +149,8 @@ def _group_sigma(rho_key: tuple[float, ...], p: float, r: float, compositions: i
         return 0.0
     es, m = float(rho.sum()), int(rho.size)
     # sampling alone may already give (p, r): with no noise the secret is revealed exactly when one of its holders
-    # is sampled, B = 1 − π₀^T (1 − p) (π₀ = Π(1 − ρ_i)); then σ_j = 0
-    if float(rho.max()) < 1:
+    # is sampled, B = 1 − π₀^T (1 − p) (π₀ = Π(1 − ρ_i)); then σ_j = 0 (the paper's approximation cannot see this)
+    if method == "exact" and float(rho.max()) < 1:
         log_pi0 = compositions * float(np.sum(np.log1p(-rho)))
         if -math.expm1(log_pi0) * (1 - p) + p <= r:
             return 0.0
@@ -510,8 +511,10 @@ def secret_noise(
         signal = float(rho[in_lp].sum())
         score = signal / sigma if sigma > 0 else (math.inf if signal > 0 else 0.0)
         cands.append({"mode": mode, "sigma": sigma, "signal": signal, "score": score})
-        if best is None or score > best[0] * (1 + 1e-12):
-            best = (score, mode, rho, sigma, info, labels, per_secret, exact)
+        # rank: noise-free candidates first (by signal), then by signal/σ
+        rank = (1, signal) if math.isinf(score) else (0, score)
+        if best is None or rank > best[0]:
+            best = (rank, mode, rho, sigma, info, labels, per_secret, exact)
     assert best is not None
     _, mode, rho, sigma, info, labels, per_secret, exact = best
     t_total = time.perf_counter() - t0
