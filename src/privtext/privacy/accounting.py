@@ -19,16 +19,16 @@ reflected, mu_lower = the Gaussian); ADD is H(Q‖P). :func:`blowup_of` reads th
 tests/test_privacy_accounting.py checks the direction against numerical integration of ∫(p − e^ε q)₊.
 
 We minimise over ε ≥ 0 only (a pessimistic PLD dominates the true pair at every ε ≥ 0, which is what
-dp_accounting guarantees); for r > p the minimiser is positive in every case we met, and restricting can only
-make the bound larger (still valid).
+dp_accounting guarantees); restricting the minimum can only make the bound larger (still valid).
 
 Speed
 -----
 ``PrivacyLossDistribution.from_mixture_gaussian_mechanism`` spends its time in a recursive Python bisection
 (``_inverse_privacy_losses_with_range``): 2–32 s per build. :class:`FastMixtureGaussianPrivacyLoss` overrides
-that one method with the same bisection vectorised over all losses (identical output: the smallest multiple of
-``precision`` on the safe side, so the PLD stays pessimistic); everything else — tail truncation,
-connect-the-dots, the δ values — is dp_accounting's code. A build then takes tens of milliseconds.
+that one method (same contract: the smallest multiple of ``precision`` at which the loss is at most l), and
+:func:`_connect_dots_pmf` builds dp_accounting's pessimistic connect-the-dots PMF on an adaptive grid; the tail
+truncation, the δ values and the discretisation are dp_accounting's code. A build takes 10–100 ms. Cheap valid
+bounds (:func:`secret_check`) avoid most PLDs during calibration and in the ledger.
 """
 
 from __future__ import annotations
