@@ -14,6 +14,28 @@ MaxRealOpt = Annotated[int | None, typer.Option("--max-real", help="use a seeded
 ClfOpt = Annotated[list[str] | None, typer.Option(
     "--classifier", help="downstream classifier (repeatable): embedding-logreg, tfidf-logreg, hf-finetune")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+ClfOptOpt = Annotated[list[str] | None, typer.Option(
+    "--classifier-option", help="CLASSIFIER.KEY=VALUE (repeatable), e.g. hf-finetune.model=/models/roberta-base")]
+
+
+def parse_classifier_options(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``["hf-finetune.model=roberta-base", "hf-finetune.epochs=2"]`` → ``{"hf-finetune": {...}}``."""
+    import yaml
+
+    from ..errors import ConfigError
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        name, dot, opt = key.partition(".")
+        if not (eq and dot and name.strip() and opt.strip()):
+            raise ConfigError(f"--classifier-option expects CLASSIFIER.KEY=VALUE, got {item!r}")
+        try:
+            parsed = yaml.safe_load(value) if value != "" else ""
+        except yaml.YAMLError:
+            parsed = value
+        out.setdefault(name.strip(), {})[opt.strip()] = parsed
+    return out
 
 
 def _pct(x: Any) -> str:
@@ -108,12 +130,15 @@ def register(app: typer.Typer) -> None:
         embedder: EmbOpt = None,
         max_real: MaxRealOpt = None,
         classifier: ClfOpt = None,
+        classifier_option: ClfOptOpt = None,
         no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
         next_word: Annotated[bool | None, typer.Option(
             "--next-word/--no-next-word", help="next-word LM accuracy (default: only for unlabelled data)")] = None,
+        next_word_steps: Annotated[int | None, typer.Option(
+            "--next-word-steps", help="training steps of the next-word LM (default 300)")] = None,
         secrets: Annotated[Path | None, typer.Option(
             "--secrets", help="file of declared secrets (one per line, or a JSON list) to count verbatim")] = None,
-        mauve: Annotated[bool, typer.Option("--mauve", help="also compute MAUVE (needs privtext[mauve])")] = False,
+        mauve: Annotated[bool, typer.Option("--mauve", help="also compute MAUVE (needs the mauve extra)")] = False,
         knn_k: Annotated[int, typer.Option("--knn-k", help="k of kNN precision/recall")] = 3,
         private: Annotated[Path | None, typer.Option(
             "--private", help="private corpus for the OnlyPrivate baseline (default: the run's data.private)")] = None,
@@ -127,7 +152,9 @@ def register(app: typer.Typer) -> None:
         ev = evaluate_run(
             run_dir, real=real, embedder=embedder, max_real=max_real,
             classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, baselines=not no_baselines,
+            classifier_options=parse_classifier_options(classifier_option),
             private=str(private) if private else None, next_word=next_word, knn_k=knn_k, mauve=mauve,
+            next_word_options={"steps": next_word_steps} if next_word_steps else None,
             secrets=load_secrets(str(secrets)) if secrets else None, seed=seed,
         )
         path = Path(run_dir) / "evaluation.json"
@@ -149,25 +176,35 @@ def register(app: typer.Typer) -> None:
         embedder: EmbOpt = None,
         max_real: MaxRealOpt = None,
         classifier: ClfOpt = None,
+        classifier_option: ClfOptOpt = None,
         no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
+        secrets: Annotated[Path | None, typer.Option(
+            "--secrets", help="file of declared secrets to count verbatim in each run's output")] = None,
         seed: Annotated[int, typer.Option("--seed", help="seed for the real sample and the classifiers")] = 0,
         as_json: JsonOpt = False,
     ) -> None:
         """Run several configurations on the same data and print one comparison table."""
         from .compare import compare_configs
+        from .runstats import load_secrets
         from .suite import DEFAULT_CLASSIFIERS
 
         table = compare_configs(
             [str(c) for c in configs], real=real, out_dir=out_dir, overrides=set_ or [], embedder=embedder,
             max_real=max_real, classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, seed=seed,
-            baselines=not no_baselines,
+            baselines=not no_baselines, secrets=load_secrets(str(secrets)) if secrets else None,
+            classifier_options=parse_classifier_options(classifier_option),
         )
         if csv is not None:
             table.to_csv(csv)
         if as_json:
             print_json({**table.to_dict(), "csv": str(csv) if csv else None})
             return
-        out.print(table.to_rich())
+        if out.is_terminal:
+            out.print(table.to_rich())
+        else:  # piped or captured: do not squeeze the table into 80 columns
+            from rich.console import Console
+
+            Console(width=200, highlight=False).print(table.to_rich())
         for w in table.warnings:
             out.print(f"[yellow]warning:[/] {w}", highlight=False)
         if csv is not None:

@@ -54,15 +54,18 @@ class ComparisonTable:
         return {"columns": self.columns, "rows": self.rows, "warnings": self.warnings, "real": self.real}
 
     def to_rich(self) -> Any:
+        """A compact table for people (tokens and paths stay in the CSV/JSON)."""
         from rich.table import Table
 
-        t = Table(title="privtext compare", show_lines=False)
-        for c in self.columns:
-            if c == "run":
-                continue
-            t.add_column(c, justify="left" if c in ("name", "method", "guarantee") else "right")
+        short = {"n_synthetic": "N", "fid": "FID", "generation_s": "gen s", "embedding_s": "embed s",
+                 "histogram_s": "hist s", "other_s": "other s", "wall_s": "wall s", "llm_calls": "LLM calls"}
+        cols = [c for c in self.columns if c not in ("run", "prompt_tokens", "completion_tokens")]
+        t = Table(title="privtext compare", title_justify="left")
+        for c in cols:
+            head = short.get(c, c.removeprefix("acc:") + (" acc" if c.startswith("acc:") else ""))
+            t.add_column(head, justify="left" if c in ("name", "method", "guarantee") else "right", no_wrap=True)
         for r in self.rows:
-            t.add_row(*[_fmt(c, r.get(c)) for c in self.columns if c != "run"])
+            t.add_row(*[_fmt(c, r.get(c)) for c in cols])
         return t
 
 
@@ -105,7 +108,9 @@ def build_table(evaluations: Sequence[Mapping[str, Any]], *, warnings: Sequence[
         for k in r:
             if (k.startswith("acc:") or k == "next_word") and k not in middle:
                 middle.append(k)
-    return ComparisonTable(rows=rows, columns=[*BASE_COLUMNS, *middle, *TAIL_COLUMNS], warnings=list(warnings))
+    columns = [*BASE_COLUMNS, *middle, *TAIL_COLUMNS]
+    rows = [{c: r.get(c) for c in columns} for r in rows]
+    return ComparisonTable(rows=rows, columns=columns, warnings=list(warnings))
 
 
 def _reusable(ev: Mapping[str, Any], fingerprint: str, embedder_name: str, classifiers: Sequence[str]) -> bool:

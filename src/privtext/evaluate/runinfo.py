@@ -28,7 +28,7 @@ class RunView:
     """Lazy accessors over one run directory; nothing here writes."""
 
     def __init__(self, root: str | os.PathLike[str]):
-        self.dir = RunDir(root)
+        self.dir = RunDir(Path(root).resolve())
         self.root = self.dir.root
         if not self.root.is_dir():
             raise RunError(f"{self.root}: no such run directory")

@@ -159,6 +159,17 @@ def _scan(texts: Sequence[str], pat: re.Pattern[str], *, case_sensitive: bool) -
     return found, records
 
 
+def _nested(found: set[str], secrets: set[str], *, case_sensitive: bool) -> set[str]:
+    """Declared secrets that occur (as whole words) inside a longer secret that was matched in its place."""
+    out: set[str] = set()
+    flags = 0 if case_sensitive else re.IGNORECASE
+    for m in found:
+        for s in secrets:
+            if len(s) < len(m) and s not in out and re.search(r"(?<!\w)" + re.escape(s) + r"(?!\w)", m, flags):
+                out.add(s)
+    return out
+
+
 def secret_exposure(
     texts: Sequence[str], secrets: Sequence[str], *, baseline: Sequence[str] | None = None,
     case_sensitive: bool = False, show: int = 0,
@@ -175,12 +186,12 @@ def secret_exposure(
     norm = {s if case_sensitive else s.lower() for s in cleaned}
     pat = _secret_pattern(cleaned, case_sensitive=case_sensitive)
     found, recs = _scan(texts, pat, case_sensitive=case_sensitive)
-    found &= norm
+    found = (found | _nested(found, norm, case_sensitive=case_sensitive)) & norm
     base_found: set[str] | None = None
     base_recs = None
     if baseline is not None:
         base_found, base_recs = _scan(baseline, pat, case_sensitive=case_sensitive)
-        base_found &= norm
+        base_found = (base_found | _nested(base_found, norm, case_sensitive=case_sensitive)) & norm
     n = len(norm)
     return SecretExposure(
         n_secrets=n, exposed=len(found), exposed_rate=len(found) / n, records_with_secret=recs,

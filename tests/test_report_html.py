@@ -1,0 +1,154 @@
+"""The run report: self-contained, escaped, complete; and it renders in headless Chromium without errors."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import privtext.cli as cli
+from privtext.data import write_corpus
+from privtext.evaluate import evaluate_run
+from privtext.evaluate.fakerun import toy_corpora, write_fake_run
+from privtext.report import build_report, write_report
+from privtext.report.chromium import find_chromium, render
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = '<script>alert("x")</script> & <img src="https://example.com/t.png">'
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("report")
+    rng = np.random.default_rng(0)
+    priv, pool, real = toy_corpora(rng=rng, n_private=40, n_pool=160)
+    write_corpus(priv, root / "private.csv")
+    write_corpus(real, root / "real.csv")
+    r = write_fake_run(root / "run", private=priv, pool=pool, rng=rng, iterations=3, num_samples=20,
+                       private_path=str(root / "private.csv"), guarantee={"kind": "gdp", "mu": 1.0})
+    # a synthetic text that would be markup if it were not escaped
+    lines = (r / "synthetic.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["text"] = HOSTILE
+    lines[0] = json.dumps(rec)
+    (r / "synthetic.jsonl").write_text("\n".join(lines) + "\n")
+    evaluate_run(r, real=root / "real.csv", quiet=True, classifiers=("tfidf-logreg",),
+                 secrets=["pizza", "lobby"])
+    return r
+
+
+@pytest.fixture(scope="module")
+def page(run: Path) -> Path:
+    path = build_report(run)
+    assert path == run / "report.html"
+    return path
+
+
+def _attrs(html: str, name: str) -> list[str]:
+    return re.findall(rf'\b{name}\s*=\s*"([^"]*)"', html)
+
+
+def test_report_is_self_contained(page: Path) -> None:
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html
+    srcs = _attrs(html, "src")
+    assert len(srcs) >= 5 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    for s in srcs:
+        png = base64.b64decode(s.split(",", 1)[1])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    assert not _attrs(html, "href")
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html)
+
+
+def test_report_escapes_run_text(page: Path) -> None:
+    html = page.read_text(encoding="utf-8")
+    assert HOSTILE not in html and "<script>alert" not in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;img" in html
+
+
+def test_report_has_every_section(run: Path, page: Path) -> None:
+    html = page.read_text(encoding="utf-8")
+    ev = json.loads((run / "evaluation.json").read_text())
+    for heading in ("Privacy guarantee", "Summary", "Downstream utility", "Per iteration", "Lengths", "Votes",
+                    "Runtime and LLM usage", "Secret exposure", "Sample outputs"):
+        assert f"<h2>{heading}</h2>" in html, heading
+    assert "Fabricated test run: no privacy guarantee." in html  # the plain-words statement
+    assert "μ=1-GDP" in html
+    assert f"{ev['fid']['fid']:.4g}" in html  # headline FID as computed
+    for t in ev["per_iteration"]:
+        assert f"{t['fid']:.4g}" in html
+    assert "only-private" in html and "zero-shot" in html and "majority class" in html
+    assert "LLM calls" in html and "Prompt audit" in html
+    # only synthetic text is shown: no real record appears in the page
+    real = (run.parent / "real.csv").read_text().splitlines()[1:]
+    assert not any(line.split(",")[1] in html for line in real if line.count(",") >= 3)
+
+
+def test_report_without_evaluation_says_how_to_get_one(run: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    shutil.copytree(run, bare)
+    (bare / "evaluation.json").unlink()
+    html = write_report(bare).read_text(encoding="utf-8")
+    assert "privtext evaluate" in html and "<h2>Votes</h2>" in html
+    assert "data:image/png;base64," in html  # votes and runtime still drawn from the run itself
+
+
+def test_report_of_an_unfinished_run(run: Path, tmp_path: Path) -> None:
+    partial = tmp_path / "partial"
+    shutil.copytree(run, partial)
+    for f in ("evaluation.json", "privacy.json", "synthetic.jsonl", "metrics.json"):
+        (partial / f).unlink()
+    html = build_report(partial).read_text(encoding="utf-8")
+    assert "did not finish" in html and "<h2>Sample outputs</h2>" in html
+
+
+def test_cli_report(run: Path, tmp_path: Path) -> None:
+    if not any(c.name == "report" for c in cli.app.registered_commands):
+        cli._mount()
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(cli.app, ["report", str(run), "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["report"] == str(out) and out.exists() and d["bytes"] == out.stat().st_size
+
+
+# -------------------------------------------------------------------------------------- headless Chromium
+
+needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="chromium not installed (apt-get install chromium)")
+
+
+@pytest.mark.chromium
+@needs_chromium
+def test_report_renders_in_headless_chromium_without_errors(page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    res = render(page, screenshot=shot, width=1200)
+    assert res.ok, res.errors
+    assert res.title.startswith("privtext report")
+    assert res.images >= 5 and res.broken_images == 0 and res.page_height > 2000
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+    art = ROOT / "artifacts"
+    art.mkdir(exist_ok=True)
+    shutil.copyfile(shot, art / "report.png")
+
+
+@pytest.mark.chromium
+@needs_chromium
+def test_chromium_check_catches_errors(tmp_path: Path) -> None:
+    """The renderer must see what a broken page does: console errors, exceptions, external requests."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!DOCTYPE html><html><head><title>bad</title></head><body><p>x</p>'
+                   '<img src="http://127.0.0.1:9/missing.png">'
+                   '<script>console.error("boom"); undefinedFunction();</script></body></html>')
+    res = render(bad)
+    assert not res.ok
+    assert any("boom" in e for e in res.console_errors)
+    assert res.exceptions and "undefinedFunction" in res.exceptions[0]
+    assert res.external_requests == ["http://127.0.0.1:9/missing.png"] and res.broken_images == 1
