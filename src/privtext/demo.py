@@ -7,7 +7,7 @@ The corpus is made here, from templates, with a seeded generator:
   a secret repeats across several records (the case SecPE is built for).
 * ``public.csv`` — notes of the same kind with no identifiers (e.g. a published teaching set): the offline
   n-gram generator trains on it, and it never contains a planted secret.
-* ``patients.txt`` — the names and record numbers the data owner declares secret (the ``explicit`` detector);
+* ``patient_names.txt``, ``record_numbers.txt`` — what the data owner declares secret (``explicit`` detector);
   phones, e-mails and dates of birth are found by the ``regex`` detector.
 
 The run uses the default offline backends: the n-gram generator trained on public text and the packaged MiniLM
@@ -199,7 +199,10 @@ def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
         "privacy": privacy,
         "evolution": {"num_samples": 120, "iterations": 3, "variations": 4, "selection": "rank",
                       "variation": {"kind": "blank", "mask_prob": 0.4}},
-        "secpe": {"clusters": 30, "detector": ["regex", {"name": "explicit", "file": str(folder / "patients.txt")}],
+        "secpe": {"clusters": 30,
+                  "detector": ["regex",
+                               {"name": "explicit", "file": str(folder / "patient_names.txt"), "type": "PATIENT_NAME"},
+                               {"name": "explicit", "file": str(folder / "record_numbers.txt"), "type": "MRN"}],
                   "sampling": "auto", "recluster_each_iteration": True},
         "output": str(folder / f"run-{method}"),
     }
@@ -224,8 +227,8 @@ def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
     private, public, patients = make_demo_corpora()
     write_corpus(private, folder / "private.csv", include_ids=False)
     write_corpus(public, folder / "public.csv", include_ids=False)
-    (folder / "patients.txt").write_text(
-        "".join(f"{p['name']}\n{p['mrn']}\n" for p in patients), encoding="utf-8")
+    (folder / "patient_names.txt").write_text("".join(f"{p['name']}\n" for p in patients), encoding="utf-8")
+    (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients), encoding="utf-8")
     raw = demo_config(folder, method)
     (folder / f"{method}.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     root = run_config(config_from_dict(raw, source="demo"))

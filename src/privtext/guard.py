@@ -5,18 +5,18 @@ hashes, never text:
 
 * the hash of every private record (normalised whitespace and case), and
 * the hashes of every word ``n``-gram (default n = 8) that occurs in some private record and in *no* public
-  record — a span a public-text generator could not have produced by copying public text.
+  record, split into those holding a *private-only word* (a word that occurs in no public text: a name, a
+  number, a rare term — content that can only have come from private data) and the rest.
 
 Two uses:
 
 * :meth:`assert_public` — the offline n-gram generator calls it on its training corpus and refuses to train on
   any record equal to a private one;
-* :meth:`scan` — the run audits ``prompts.jsonl`` at the end: the number of prompts holding a whole private record
-  or a private-only 8-gram is written to ``privacy.json`` (``prompt_audit``). Zero is what the run proves.
-
-A hit is not always a leak (a generator may write a common 8-gram that happens to occur in one private record
-and in no public one); the audit reports hits so that a person can look, and tests assert zero on runs built
-from data where that cannot happen by chance.
+* :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds a whole
+  private record, or a private-only 8-gram with a private-only word. ``privacy.json`` (``prompt_audit``) gives
+  both counts; zero is what the run proves. Private-only 8-grams made only of public words are counted too
+  (``prompts_with_recombined_ngram``) but not flagged: a generator trained on similar public text recombines
+  public phrases, and some recombinations happen to occur in a private record (common in templated text).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class AuditResult:
     prompts: int = 0
     record_hits: int = 0
     ngram_hits: int = 0
+    recombined_hits: int = 0
     flagged: list[int] = field(default_factory=list)
 
     @property
@@ -53,6 +54,7 @@ class AuditResult:
             "prompts_checked": self.prompts,
             "prompts_with_private_record": self.record_hits,
             "prompts_with_private_only_ngram": self.ngram_hits,
+            "prompts_with_recombined_ngram": self.recombined_hits,
             "flagged_prompt_lines": self.flagged[:50],
             "clean": self.clean,
         }
@@ -64,7 +66,14 @@ class PrivateGuard:
         self._salt = _secrets.token_bytes(16)
         self._records: set[bytes] = set()
         self._short_lengths: set[int] = set()
-        priv_grams: set[bytes] = set()
+        pub: set[bytes] = set()
+        pub_words: set[bytes] = set()
+        for t in public_texts:
+            words = _norm_words(t)
+            pub.update(self._grams(words))
+            pub_words.update(self._h(w) for w in words)
+        self._grams_rare: set[bytes] = set()  # private-only n-grams holding a private-only word
+        self._grams_only: set[bytes] = set()  # private-only n-grams of public words
         for t in private_texts:
             words = _norm_words(t)
             if not words:
@@ -72,11 +81,13 @@ class PrivateGuard:
             self._records.add(self._h(" ".join(words)))
             if len(words) < n:
                 self._short_lengths.add(len(words))
-            priv_grams.update(self._grams(words))
-        pub: set[bytes] = set()
-        for t in public_texts:
-            pub.update(self._grams(_norm_words(t)))
-        self._grams_only = priv_grams - pub
+            rare = [self._h(w) not in pub_words for w in words]
+            for i in range(len(words) - n + 1):
+                g = self._h(" ".join(words[i:i + n]))
+                if g in pub:
+                    continue
+                (self._grams_rare if any(rare[i:i + n]) else self._grams_only).add(g)
+        self._grams_only -= self._grams_rare
         self.private_records = len(self._records)
 
     def _h(self, s: str) -> bytes:
@@ -98,8 +109,9 @@ class PrivateGuard:
                     "prompted with private text"
                 )
 
-    def hits(self, text: str) -> tuple[bool, bool]:
-        """(contains a whole private record, contains a private-only n-gram).
+    def hits(self, text: str) -> tuple[bool, bool, bool]:
+        """(holds a whole private record, holds a private-only n-gram with a private-only word,
+        holds a private-only n-gram of public words).
 
         Whole-record containment is checked for every window whose length equals a private record shorter than
         ``n`` words (longer records are caught by their private-only n-grams) and for the whole text.
@@ -113,8 +125,10 @@ class PrivateGuard:
                 ):
                     record = True
                     break
-        gram = len(words) >= self.n and any(g in self._grams_only for g in self._grams(words))
-        return record, gram
+        grams = self._grams(words) if len(words) >= self.n else set()
+        rare = any(g in self._grams_rare for g in grams)
+        recombined = any(g in self._grams_only for g in grams)
+        return record, rare, recombined
 
     def scan(self, prompts: Iterable[Any]) -> AuditResult:
         """Audit prompts (strings, chat message lists, or prompts.jsonl records)."""
@@ -122,11 +136,10 @@ class PrivateGuard:
         for i, p in enumerate(prompts):
             res.prompts += 1
             text = _prompt_text(p)
-            rec, gram = self.hits(text)
-            if rec:
-                res.record_hits += 1
-            if gram:
-                res.ngram_hits += 1
+            rec, gram, recombined = self.hits(text)
+            res.record_hits += rec
+            res.ngram_hits += gram
+            res.recombined_hits += recombined
             if rec or gram:
                 res.flagged.append(i + 1)
         return res

@@ -237,7 +237,17 @@ class MethodRun:
             "the noise, so use privacy.secure: true for a release"
         )
         st.update(self.privacy_notes)
+        st["statement"] = self.plain_statement(st)
         return st
+
+    def plain_statement(self, st: dict[str, Any]) -> str:
+        g = st.get("guarantee", "")
+        sigma = st.get("noise_multiplier")
+        noise = f" Noise multiplier σ = {sigma:.4g}." if isinstance(sigma, (int, float)) else ""
+        audit = st.get("prompt_audit", {})
+        a = (f" {audit.get('prompts_checked', 0)} prompts were audited: none holds private text."
+             if audit.get("clean") else " The prompt audit FLAGGED prompts: see prompt_audit.")
+        return f"{g}{noise}{a}"
 
     def _save_metrics(self, t_start: float, gen: Any, *, final: bool = False, records: int | None = None) -> None:
         d = self.metrics.to_dict()

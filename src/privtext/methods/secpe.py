@@ -50,7 +50,7 @@ class ClusterScorer:
     def _releases(self, t_rel: int) -> list[Any]:
         from ..privacy import Release
 
-        sec = self.noise.events(self.sigma)
+        sec = self.noise.secret_events(self.sigma)
         K = len(self.clusters)
         out = []
         for what, desc in (
@@ -101,6 +101,19 @@ def _record_second_first(ledger: Any, rels: list[Any]) -> Any:
 
 class SecPE(MethodRun):
     name = "secpe"
+
+    def plain_statement(self, st: dict[str, Any]) -> str:
+        sec = st.get("secrets", {})
+        budget = st.get("budget", {})
+        types = ", ".join(f"{t}: {v['secrets']} in {v['records']} records"
+                          for t, v in sorted(sec.get("by_type", {}).items()))
+        head = (f"SecPE protected {sec.get('n_secrets', 0)} declared secrets ({types or 'none found'}) held by "
+                f"{sec.get('records_with_secrets', 0)} of {sec.get('records', 0)} records with "
+                f"(p={budget.get('p')}, r={budget.get('r')})-secret protection, using noise σ = "
+                f"{st.get('noise_multiplier', float('nan')):.4g} over {st.get('compositions')} releases "
+                f"({len(self.run.complete_iterations()) if self.config.secpe.recluster_each_iteration else 1} "
+                "clusterings × noisy counts and centres). ")
+        return head + super().plain_statement(st)
 
     def make_ledger(self) -> Any:
         from ..privacy import Budget, Ledger

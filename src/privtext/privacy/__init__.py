@@ -14,55 +14,77 @@ where we depart from the papers.
 
 from __future__ import annotations
 
-from .accounting import (
-    BLOWUP_DISCRETIZATION,
-    DEFAULT_DISCRETIZATION,
-    blowup_from_pld,
-    blowup_lower_bound,
-    blowup_of,
-    delta_for_epsilon,
-    epsilon_for_delta,
-    equivalent_mu,
-    gdp_mu_of,
-    mixture_pld,
-)
-from .budget import Budget
-from .calibration import (
-    DpTarget,
-    GdpTarget,
-    SecretTarget,
-    augpe_noise_multiplier,
-    calibrate,
-    gaussian_noise_multiplier,
-    laplace_scale,
-    wasp_noise_multiplier,
-)
-from .conversions import (
-    compose_pr,
-    dp_blowup,
-    dp_to_pr,
-    gdp_delta,
-    gdp_epsilon,
-    gdp_mu_for_dp,
-    gdp_tradeoff,
-    mu_from_pr,
-    r_from_mu_p,
-)
-from .events import SecretEvent, event_from_dict, event_key, event_to_dict, flatten, gaussian_event
-from .ledger import DuplicateReleaseError, Ledger, LedgerEntry, Release
-from .secret_noise import (
-    SecretGroup,
-    SecretNoiseResult,
-    lp_weights,
-    mixture_event,
-    poisson_binomial_pmf,
-    sampling_probabilities,
-    secret_blowup,
-    secret_noise,
-)
+import importlib
+from typing import Any
 
-#: alias: the blow-up of a composition of events at prior p
-blowup = blowup_of
+# Exports load on first use (PEP 562): importing privtext.privacy (e.g. for the CLI) stays cheap, and
+# dp_accounting (several seconds to import) loads only when an accounting function is used.
+_LAZY: dict[str, str] = {
+    "BLOWUP_DISCRETIZATION": "accounting",
+    "Budget": "budget",
+    "DEFAULT_DISCRETIZATION": "accounting",
+    "DpTarget": "calibration",
+    "DuplicateReleaseError": "ledger",
+    "GdpTarget": "calibration",
+    "Ledger": "ledger",
+    "LedgerEntry": "ledger",
+    "Release": "ledger",
+    "SecretEvent": "events",
+    "SecretGroup": "secret_noise",
+    "SecretNoiseResult": "secret_noise",
+    "SecretTarget": "calibration",
+    "augpe_noise_multiplier": "calibration",
+    "blowup_from_pld": "accounting",
+    "blowup_lower_bound": "accounting",
+    "blowup_of": "accounting",
+    "calibrate": "calibration",
+    "compose_pr": "conversions",
+    "delta_for_epsilon": "accounting",
+    "dp_blowup": "conversions",
+    "dp_to_pr": "conversions",
+    "epsilon_for_delta": "accounting",
+    "equivalent_mu": "accounting",
+    "event_from_dict": "events",
+    "event_key": "events",
+    "event_to_dict": "events",
+    "flatten": "events",
+    "gaussian_event": "events",
+    "gaussian_noise_multiplier": "calibration",
+    "gdp_delta": "conversions",
+    "gdp_epsilon": "conversions",
+    "gdp_mu_for_dp": "conversions",
+    "gdp_mu_of": "accounting",
+    "gdp_tradeoff": "conversions",
+    "laplace_scale": "calibration",
+    "lp_weights": "secret_noise",
+    "mixture_event": "secret_noise",
+    "mixture_pld": "accounting",
+    "mu_from_pr": "conversions",
+    "poisson_binomial_pmf": "secret_noise",
+    "r_from_mu_p": "conversions",
+    "sampling_probabilities": "secret_noise",
+    "secret_blowup": "secret_noise",
+    "secret_noise": "secret_noise",
+    "wasp_noise_multiplier": "calibration",
+}
+_ALIASES = {"blowup": ("accounting", "blowup_of")}  # the blow-up of a composition of events at prior p
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    elif name in _ALIASES:
+        mod, attr = _ALIASES[name]
+        value = getattr(importlib.import_module(f".{mod}", __name__), attr)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "BLOWUP_DISCRETIZATION",
