@@ -123,7 +123,7 @@ def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def time_calibration() -> None:
-    from privtext.privacy.secret_noise import _group_sigma
+    from privtext.privacy.secretnoise import _group_sigma
 
     print("\ncalibration of σ for one secret held by 100 records (exact mixture blow-up, p=1e-4, r=1e-3):")
     for rho in (0.05, 0.3, 0.9):

@@ -157,7 +157,7 @@ def test_wasp_classical_bound_fails_for_large_epsilon() -> None:
 
 def test_calibrating_a_secret_held_by_100_records_is_fast() -> None:
     """Loose ceiling only (timings belong in benchmarks/secret_noise_ratio.py, which prints them)."""
-    from privtext.privacy.secret_noise import _group_sigma
+    from privtext.privacy.secretnoise import _group_sigma
 
     _group_sigma.cache_clear()
     t0 = time.perf_counter()

@@ -7,7 +7,7 @@ where we depart from the papers.
 * :mod:`.events` — dp_accounting events, their JSON form, flattening; :class:`SecretEvent`
 * :mod:`.accounting` — ε(δ), μ, and the blow-up B(p) from pessimistic PLDs
 * :mod:`.calibration` — one generic :func:`calibrate`; the papers' formulas for comparison
-* :mod:`.secret_noise` — SecPE Alg 1 (LP, sampling probabilities, per-secret noise)
+* :mod:`.secretnoise` — SecPE Alg 1 (LP, sampling probabilities, per-secret noise)
 * :mod:`.ledger` — :class:`Release`, :class:`Ledger` (append-only, fsync'd, checked before data is touched)
 * :mod:`.cli` — ``privtext budget ...`` calculators
 """
@@ -30,8 +30,8 @@ _LAZY: dict[str, str] = {
     "LedgerEntry": "ledger",
     "Release": "ledger",
     "SecretEvent": "events",
-    "SecretGroup": "secret_noise",
-    "SecretNoiseResult": "secret_noise",
+    "SecretGroup": "secretnoise",
+    "SecretNoiseResult": "secretnoise",
     "SecretTarget": "calibration",
     "augpe_noise_multiplier": "calibration",
     "blowup_from_pld": "accounting",
@@ -56,15 +56,15 @@ _LAZY: dict[str, str] = {
     "gdp_mu_of": "accounting",
     "gdp_tradeoff": "conversions",
     "laplace_scale": "calibration",
-    "lp_weights": "secret_noise",
-    "mixture_event": "secret_noise",
+    "lp_weights": "secretnoise",
+    "mixture_event": "secretnoise",
     "mixture_pld": "accounting",
     "mu_from_pr": "conversions",
-    "poisson_binomial_pmf": "secret_noise",
+    "poisson_binomial_pmf": "secretnoise",
     "r_from_mu_p": "conversions",
-    "sampling_probabilities": "secret_noise",
-    "secret_blowup": "secret_noise",
-    "secret_noise": "secret_noise",
+    "sampling_probabilities": "secretnoise",
+    "secret_blowup": "secretnoise",
+    "secret_noise": "secretnoise",
     "wasp_noise_multiplier": "calibration",
 }
 _ALIASES = {"blowup": ("accounting", "blowup_of")}  # the blow-up of a composition of events at prior p

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from ..errors import InvalidPrivacyParameter
 from .conversions import mu_from_pr
-from .secret_noise import secret_noise
+from .secretnoise import secret_noise
 
 
 def fig3_membership(*, records: int, secrets: int, rate: float, rng: np.random.Generator) -> sp.csr_matrix:
