@@ -167,7 +167,7 @@ def runtime_plot(runtime: Mapping[str, Any]) -> bytes | None:
         ax2.set_xlabel("iteration")
         ax2.set_ylabel("seconds")
         ax2.set_xticks([int(t) for t in its])
-        ax2.legend(fontsize=8)
+        ax2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         ax2.set_title("Runtime per iteration")
     return _png(fig)
 
