@@ -140,3 +140,24 @@ def test_before_release_runs_before_any_data_access() -> None:
     with pytest.raises(Refused):
         dp_vote_histogram(priv, np.zeros((2, 3), dtype=np.float32), noise_multiplier=1.0,
                           rng=np.random.default_rng(0), before_release=hook)
+
+
+def test_centering_keeps_one_vote_per_record_and_breaks_hubs(any_seed: int) -> None:
+    """A 'hub' candidate at the centre of the cloud collects votes under plain search; centring on the
+    candidates' mean spreads them, and every record still casts exactly one vote (sensitivity unchanged)."""
+    rng = np.random.default_rng(any_seed)
+    d = 16
+    offset = np.zeros(d)
+    offset[0] = 3.0  # the whole cloud sits away from the origin, as sentence embeddings do
+    cand = rng.normal(size=(40, d)) + offset
+    cand[0] = offset  # the hub: the cloud's centre
+    priv = rng.normal(size=(2000, d)) + offset
+    cand = cand / np.linalg.norm(cand, axis=1, keepdims=True)
+    priv = priv / np.linalg.norm(priv, axis=1, keepdims=True)
+    plain, n1 = nearest_votes(priv, cand)
+    centred, n2 = nearest_votes(priv, cand, center=cand.mean(0))
+    assert plain.sum() == centred.sum() == n1 == n2 == 2000
+    assert plain[0] == plain.max() and plain[0] > 0.1 * 2000  # the hub wins most without centring (1/40 fair)
+    assert centred[0] < plain[0] / 4
+    rel, _ = dp_vote_histogram(priv, cand, noise_multiplier=0.0, rng=rng, center=cand.mean(0))
+    assert np.array_equal(rel.noisy, centred.astype(float))

@@ -59,6 +59,9 @@ class EmbedderConfig(OpenSection):
     model: str | None = Field(default=None, description="model name or path; backend default when omitted "
                               "(all-MiniLM-L6-v2 for sentence-transformers)")
     cache: bool = True
+    cache_dir: str | None = Field(
+        default=None, description="embedding cache folder shared across runs (default RUN/cache/embeddings); it "
+        "holds embeddings of private texts: keep it where the private data may be")
 
 
 class SecretBudget(Section):
@@ -155,8 +158,13 @@ class EvolutionConfig(Section):
 
 
 class VotingConfig(Section):
+    """Nearest-neighbour search for votes. ``center: candidates`` centres private and candidate embeddings on
+    the candidates' mean (public) and renormalises before the search, which removes hub candidates
+    (see privtext.mechanisms.voting); ``none`` is Aug-PE's plain search."""
+
     backend: Literal["auto", "faiss", "numpy", "torch", "ivf", "hnsw"] = "auto"
     metric: Literal["l2", "cosine"] = "l2"
+    center: Literal["candidates", "none"] = "candidates"
     chunk_size: int = Field(default=4096, gt=0)
     nprobe: int = Field(default=16, gt=0)
     nlist: int | None = Field(default=None, gt=0)

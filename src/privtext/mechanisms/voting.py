@@ -21,6 +21,14 @@ per iteration (Dong et al.; SecPE Def 2.2), and T iterations compose to μ = √
   records may vote for one candidate). Pass ``sensitivity=k``; the noise std is σ·k.
 * Threshold H (Aug-PE/PE): ``max(h̃, H) − H`` = ``max(h̃ − H, 0)`` — post-processing, no privacy cost; it
   removes the noise floor so that sampling probabilities are non-negative.
+* Centring (``center``, beyond Aug-PE): both sides are mapped by x ↦ (x − c)/‖x − c‖ with a *public* vector c
+  (by default the mean of the candidates' embeddings) before the search. Nearest-neighbour votes in embedding
+  space pile onto "hub" candidates — generic, long texts near the centre of the cloud (hubness, Radovanović et
+  al. 2010; centring as its cure, Suzuki et al. 2013). The map is a fixed public function applied to every
+  record, and each record still casts exactly one vote, so Δ = 1 is unchanged. Measured on Yelp (5000 private
+  reviews, 3000 n-gram candidates, 500 selected by rank, σ = 1.87): FID to the private set 0.126 without
+  centring, 0.093 with it (a random 500 of the candidates: 0.114); mean length of the selected reviews 144
+  words without, 103 with (private: 104).
 """
 
 from __future__ import annotations
@@ -63,6 +71,13 @@ def threshold_histogram(h: np.ndarray, threshold: float) -> np.ndarray:
     return np.maximum(h, threshold) - threshold if threshold > 0 else h.copy()
 
 
+def center_rows(x: np.ndarray, center: np.ndarray) -> np.ndarray:
+    """x ↦ (x − c)/‖x − c‖ (rows equal to c map to 0)."""
+    y = np.asarray(x, dtype=np.float32) - np.asarray(center, dtype=np.float32)[None, :]
+    n = np.linalg.norm(y, axis=1, keepdims=True)
+    return (y / np.maximum(n, 1e-12)).astype(np.float32)
+
+
 def nearest_votes(
     private_emb: np.ndarray,
     candidate_emb: np.ndarray,
@@ -71,9 +86,14 @@ def nearest_votes(
     candidate_groups: Sequence[int] | np.ndarray | None = None,
     metric: Metric = "l2",
     backend: Backend = "auto",
+    center: np.ndarray | None = None,
     **nn_kwargs: Any,
 ) -> tuple[np.ndarray, int]:
-    """Exact (noise-free) vote counts per candidate, voting within label groups. Returns (counts, n_voting)."""
+    """Exact (noise-free) vote counts per candidate, voting within label groups. Returns (counts, n_voting).
+
+    ``center``: a public vector; both sides are centred on it and renormalised before the search."""
+    if center is not None:
+        private_emb, candidate_emb = center_rows(private_emb, center), center_rows(candidate_emb, center)
     n_c = len(candidate_emb)
     pg = np.zeros(len(private_emb), dtype=np.int64) if private_groups is None else np.asarray(private_groups)
     cg = np.zeros(n_c, dtype=np.int64) if candidate_groups is None else np.asarray(candidate_groups)
@@ -106,6 +126,7 @@ def dp_vote_histogram(
     threshold: float = 0.0,
     metric: Metric = "l2",
     backend: Backend = "auto",
+    center: np.ndarray | None = None,
     before_release: Callable[[Any], None] | None = None,
     **nn_kwargs: Any,
 ) -> tuple[VoteRelease, Any]:
@@ -125,7 +146,7 @@ def dp_vote_histogram(
         before_release(event)
     counts, n_voting = nearest_votes(
         private_emb, candidate_emb, private_groups=private_groups, candidate_groups=candidate_groups,
-        metric=metric, backend=backend, **nn_kwargs,
+        metric=metric, backend=backend, center=center, **nn_kwargs,
     )
     std = float(noise_multiplier) * float(sensitivity)
     raw = counts.astype(np.float64) + (rng.normal(0.0, std, size=len(counts)) if std > 0 else 0.0)

@@ -57,16 +57,18 @@ class DPVoteScorer:
                 key=key, mechanism="dp_nn_vote_histogram", event=vote_event(self.sigma),
                 noise_std=self.sigma * self.sensitivity, sensitivity=self.sensitivity, iteration=iteration,
                 description=f"noisy nearest-neighbour vote histogram over {len(population)} candidates; {self.note}",
-                meta={"metric": v.metric, "backend": v.backend, "threshold": self.threshold},
+                meta={"metric": v.metric, "backend": v.backend, "threshold": self.threshold, "center": v.center},
             )
+
+        center = vote_emb.mean(axis=0) if v.center == "candidates" and len(vote_emb) else None
 
         def compute() -> dict[str, np.ndarray]:
             rel, _ = dp_vote_histogram(
                 self.private_emb, vote_emb, noise_multiplier=self.sigma, sensitivity=self.sensitivity,
                 rng=self.run.rng("noise", key), private_groups=self.private_groups,
                 candidate_groups=population.group, threshold=self.threshold, metric=v.metric,
-                backend=v.backend, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe, hnsw_m=v.hnsw_m,
-                ef_search=v.ef_search,
+                backend=v.backend, center=center, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe,
+                hnsw_m=v.hnsw_m, ef_search=v.ef_search,
             )
             return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}
 

@@ -168,7 +168,9 @@ class MethodRun:
                                  family=self.config.generator.prompt_family, guard=guard, seed=self.seed,
                                  cache_dir=self.run.root / "cache"),
             )
-        emb = build_embedder(self.config.embedder, cache_dir=self.run.embed_cache if self.config.embedder.cache else None)
+        ec = self.config.embedder
+        cache = (Path(ec.cache_dir) if ec.cache_dir else self.run.embed_cache) if ec.cache else None
+        emb = build_embedder(ec, cache_dir=cache)
         return gen, emb
 
     # ------------------------------------------------------------------ method hooks
@@ -240,10 +242,10 @@ class MethodRun:
         st["statement"] = self.plain_statement(st)
         return st
 
-    def plain_statement(self, st: dict[str, Any]) -> str:
+    def plain_statement(self, st: dict[str, Any], *, with_noise: bool = True) -> str:
         g = st.get("guarantee", "")
         sigma = st.get("noise_multiplier")
-        noise = f" Noise multiplier σ = {sigma:.4g}." if isinstance(sigma, (int, float)) else ""
+        noise = f" Noise multiplier σ = {sigma:.4g}." if with_noise and isinstance(sigma, (int, float)) else ""
         audit = st.get("prompt_audit", {})
         a = (f" {audit.get('prompts_checked', 0)} prompts were audited: none holds private text."
              if audit.get("clean") else " The prompt audit FLAGGED prompts: see prompt_audit.")

@@ -81,7 +81,13 @@ class ClusterScorer:
             return {"centres": rel.centres, "counts": rel.counts}
 
         vals = keeper.release(key, lambda: _record_second_first(ledger, rels), compute, path)
-        hist = centre_votes(vals["centres"], vals["counts"], self.clusters.group, vote_emb, population.group,
+        centres, cands = vals["centres"], vote_emb
+        if self.run.config.voting.center == "candidates" and len(vote_emb):
+            from ..mechanisms.voting import center_rows
+
+            mu = vote_emb.mean(axis=0)  # public: post-processing of released centres and generated texts
+            centres, cands = center_rows(centres, mu), center_rows(vote_emb, mu)
+        hist = centre_votes(centres, vals["counts"], self.clusters.group, cands, population.group,
                             metric=self.metric)
         hist = threshold_histogram(hist, self.threshold)
         return ScoreResult(hist, meta={"sigma": self.sigma, "clusters": len(self.clusters),
@@ -113,7 +119,7 @@ class SecPE(MethodRun):
                 f"{st.get('noise_multiplier', float('nan')):.4g} over {st.get('compositions')} releases "
                 f"({len(self.run.complete_iterations()) if self.config.secpe.recluster_each_iteration else 1} "
                 "clusterings × noisy counts and centres). ")
-        return head + super().plain_statement(st)
+        return head + super().plain_statement(st, with_noise=False)
 
     def make_ledger(self) -> Any:
         from ..privacy import Budget, Ledger
