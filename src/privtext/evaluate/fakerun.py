@@ -92,7 +92,7 @@ def write_fake_run(
                 raise DataError(f"pool has no record with label {key}")
             if t == 0:
                 take = rng.choice(idx_pool, size=min(len(idx_pool), per_label * variations), replace=False)
-                cand = [(int(i), "random", None) for i in take]
+                cand: list[tuple[int, str, str | None]] = [(int(i), "random", None) for i in take]
             else:
                 mine = [s for s in survivors if keys_pool[s] == key]
                 cand = [(s, "survivor", f"c{s}") for s in mine]
@@ -150,11 +150,11 @@ def write_fake_run(
         for r in rows[:3]:
             append_jsonl(run.prompts, {"t": float(t), "backend": "fake", "operation": r["origin"],
                                        "prompt": f"write a review ({' | '.join(r['key'])})", "meta": {}})
-        for st, s in secs.items():
-            agg = stages.setdefault(st, {"seconds": 0.0, "calls": 0})
-            agg["seconds"] += s
+        for st, sec in secs.items():
+            agg = stages.setdefault(st, {"seconds": 0.0, "calls": 0.0})
+            agg["seconds"] += sec
             agg["calls"] += 1
-            per_iteration.setdefault(str(t), {})[st] = {"seconds": s}
+            per_iteration.setdefault(str(t), {})[st] = {"seconds": sec}
         run.log(f"iteration {t}: {len(rows)} candidates, {int(selected.sum())} selected")
     final = [r for r, s in zip(rows, selected, strict=True) if s]
     lines = []

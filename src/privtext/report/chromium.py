@@ -274,7 +274,7 @@ def render(
             res.screenshot = out
         cdp.drain(0.1)
         for e in cdp.events:
-            m, p = e.get("method"), e.get("params", {})
+            m, p = str(e.get("method")), e.get("params", {})
             if m == "Runtime.consoleAPICalled":
                 if p.get("type") in ("error", "assert"):
                     res.console_errors.append(_console_text(p))

@@ -183,7 +183,8 @@ def _downstream_section(ev: Mapping[str, Any]) -> str:
             header = ["trained on", *[f"{c} accuracy" for c in labels], *[f"{c} macro-F1" for c in labels], "n train"]
             rows = []
             for sname, res in per_set.items():
-                n = next(iter(res.values()), {}).get("n_train")
+                first: Mapping[str, Any] = next(iter(res.values()), {})
+                n = first.get("n_train")
                 rows.append([_e(sname.replace("_", "-")),
                              *[_num(res.get(c, {}).get("accuracy"), pct=True) for c in labels],
                              *[_num(res.get(c, {}).get("macro_f1"), pct=True) for c in labels], _num(n)])
