@@ -105,6 +105,17 @@ def _record_second_first(ledger: Any, rels: list[Any]) -> Any:
     return rels[0]
 
 
+class _NoSecrets:
+    """SecretNoise's result when no record holds a declared secret: no private record, no noise needed."""
+
+    sigma = 0.0
+    rho = np.zeros(0)
+    mode = "none"
+
+    def secret_events(self, sigma: float | None = None) -> dict[str, Any]:
+        return {}
+
+
 class SecPE(MethodRun):
     name = "secpe"
 
@@ -177,8 +188,12 @@ class SecPE(MethodRun):
         T = self.config.evolution.iterations
         compositions = 2 * (T if cfg.recluster_each_iteration else 1)
         with self.metrics.stage("secret_noise"):
-            noise = secret_noise(self.matrix.matrix, p=p.p, r=p.r, compositions=compositions,
-                                 sampling=cfg.sampling, eta=cfg.eta, blowup=cfg.blowup)
+            if self.matrix.matrix.shape[1] == 0 or len(inputs.private) == 0:
+                noise: Any = _NoSecrets()
+                self.log("no declared secret was found: nothing private enters the clusters (σ = 0)")
+            else:
+                noise = secret_noise(self.matrix.matrix, p=p.p, r=p.r, compositions=compositions,
+                                     sampling=cfg.sampling, eta=cfg.eta, blowup=cfg.blowup)
         sigma = float(noise.sigma)
         rho = np.asarray(noise.rho, dtype=np.float64)
         self.log(f"SecretNoise: σ={sigma:.4f} over {compositions} releases; ρ mean={rho.mean() if len(rho) else 0:.4f}"

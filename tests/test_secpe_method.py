@@ -1,0 +1,178 @@
+"""SecPE end to end on the demo's clinic notes (offline n-gram generator, hashing embedder), the GDP baselines,
+and the real demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from privtext.config import config_from_dict
+from privtext.data import load_corpus, write_corpus
+from privtext.demo import make_demo_corpora
+from privtext.rundir import read_jsonl
+from privtext.runner import run_config
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("secpe")
+    private, public, patients = make_demo_corpora(n_private=150, n_public=300, n_patients=20, seed=5)
+    write_corpus(private, tmp / "private.csv")
+    write_corpus(public, tmp / "public.csv")
+    (tmp / "names.txt").write_text("".join(p["name"] + "\n" for p in patients))
+    (tmp / "mrns.txt").write_text("".join(p["mrn"] + "\n" for p in patients))
+    secrets = [v for p in patients for k, v in p.items()]
+    return {"tmp": tmp, "patients": patients, "secrets": secrets}
+
+
+def _cfg(d: dict, out: str, **kw: object) -> dict:
+    tmp = d["tmp"]
+    raw = {
+        "method": "secpe", "seed": 1,
+        "data": {"private": str(tmp / "private.csv"), "public": str(tmp / "public.csv"),
+                 "label_columns": ["department", "visit"]},
+        "generator": {"backend": "ngram", "order": 3},
+        "embedder": {"backend": "hashing", "dim": 128},
+        "privacy": {"secret": {"p": 1e-3, "r": 2e-2}},
+        "evolution": {"num_samples": 30, "iterations": 3, "variations": 3, "selection": "sample"},
+        "secpe": {"clusters": 12, "sampling": "max",
+                  "detector": ["regex",
+                               {"name": "explicit", "file": str(tmp / "names.txt"), "type": "PATIENT_NAME"},
+                               {"name": "explicit", "file": str(tmp / "mrns.txt"), "type": "MRN"}]},
+        "output": str(tmp / out),
+    }
+    for k, v in kw.items():
+        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
+    return raw
+
+
+@pytest.fixture(scope="module")
+def secpe_run(demo_data: dict) -> Path:
+    return run_config(config_from_dict(_cfg(demo_data, "run")))
+
+
+def test_statement_names_types_counts_p_r_sigma(secpe_run: Path) -> None:
+    priv = json.loads((secpe_run / "privacy.json").read_text())
+    st = priv["statement"]
+    for t in ("PATIENT_NAME", "MRN", "PHONE", "EMAIL", "DATE_OF_BIRTH"):
+        assert t in st and priv["secrets"]["by_type"][t]["secrets"] > 0
+    assert "p=0.001" in st and "r=0.02" in st and f"σ = {priv['noise_multiplier']:.4g}" in st
+    assert priv["noise_multiplier"] > 0 and priv["compositions"] == 6
+    assert not priv["spent"]["exceeded"]
+    # every group's posterior bound is within its r
+    assert all(g["posterior"] <= g["r"] * (1 + 1e-9) for g in priv["spent"]["groups"].values())
+
+
+def test_two_events_per_clustering(secpe_run: Path) -> None:
+    keys = [r["key"] for r in read_jsonl(secpe_run / "ledger.jsonl")]
+    want = [f"cluster_{w}/iter_{t:03d}" for t in range(3) for w in ("centres", "counts")]
+    assert keys == want
+    for rec in read_jsonl(secpe_run / "ledger.jsonl"):
+        assert rec["secret_events"], "each release carries the per-secret-group events"
+
+
+def test_no_secret_reaches_a_prompt_or_the_output(secpe_run: Path, demo_data: dict) -> None:
+    prompts = (secpe_run / "prompts.jsonl").read_text(encoding="utf-8").lower()
+    synthetic = (secpe_run / "synthetic.jsonl").read_text(encoding="utf-8").lower()
+    for s in demo_data["secrets"]:
+        assert s.lower() not in prompts, s
+        assert s.lower() not in synthetic, s
+    assert json.loads((secpe_run / "privacy.json").read_text())["prompt_audit"]["clean"]
+
+
+def test_clusters_released_once(demo_data: dict, secpe_run: Path) -> None:
+    run = run_config(config_from_dict(_cfg(demo_data, "once", secpe={"recluster_each_iteration": False})))
+    keys = [r["key"] for r in read_jsonl(run / "ledger.jsonl")]
+    assert keys == ["cluster_centres/iter_000", "cluster_counts/iter_000"]
+    priv = json.loads((run / "privacy.json").read_text())
+    assert priv["compositions"] == 2
+    # fewer compositions, same budget: less noise than re-clustering every iteration
+    again = json.loads((secpe_run / "privacy.json").read_text())
+    assert priv["noise_multiplier"] < again["noise_multiplier"]
+
+
+def test_crash_between_the_two_events_resumes_cleanly(demo_data: dict) -> None:
+    tmp = demo_data["tmp"]
+    raw = _cfg(demo_data, "crash")
+    p = tmp / "crash.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "PRIVTEXT_QUIET": "1", "PRIVTEXT_FAULT": "after_record:cluster_counts/iter_001"}
+    r = subprocess.run([sys.executable, "-m", "privtext", "run", str(p)], env=env, capture_output=True, text=True)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    env.pop("PRIVTEXT_FAULT")
+    r = subprocess.run([sys.executable, "-m", "privtext", "resume", str(tmp / "crash")], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    keys = [x["key"] for x in read_jsonl(tmp / "crash" / "ledger.jsonl")]
+    assert Counter(keys) == Counter({f"cluster_{w}/iter_{t:03d}": 1 for t in range(3) for w in ("centres", "counts")})
+    assert len(load_corpus(tmp / "crash" / "synthetic.jsonl")) == 30
+
+
+def test_gdp_baselines_record_and_group_sensitivity(demo_data: dict) -> None:
+    base = _cfg(demo_data, "gdp-record", method="augpe")
+    base["evolution"]["selection"] = "rank"
+    rec = run_config(config_from_dict(base))
+    grp_raw = _cfg(demo_data, "gdp-group", method="augpe", augpe={"sensitivity": "secret_group",
+                                                                  "detector": base["secpe"]["detector"]})
+    grp_raw["evolution"]["selection"] = "rank"
+    grp = run_config(config_from_dict(grp_raw))
+    pr, pg = (json.loads((r / "privacy.json").read_text()) for r in (rec, grp))
+    from privtext.privacy import mu_from_pr
+
+    mu = float(mu_from_pr(1e-3, 2e-2))
+    assert pr["noise_multiplier"] == pytest.approx(np.sqrt(3) / mu, rel=1e-3)  # σ = √T/μ (exact GDP)
+    k = pg["gdp_baseline"]["group_size"]
+    # independently: the most records any one planted value appears in
+    texts = load_corpus(demo_data["tmp"] / "private.csv").texts
+    k_ref = max(sum(v in t for t in texts) for p in demo_data["patients"] for v in p.values())
+    assert k == k_ref and k >= 2
+    led = read_jsonl(grp / "ledger.jsonl")
+    assert all(x["sensitivity"] == k and x["noise_std"] == pytest.approx(k * pr["noise_multiplier"]) for x in led)
+
+
+def test_no_secret_found_means_no_noise(tmp_path: Path, demo_data: dict) -> None:
+    raw = _cfg(demo_data, "none")
+    raw["data"]["private"] = str(demo_data["tmp"] / "public.csv")  # the public notes hold no identifier
+    raw["secpe"]["detector"] = "regex"
+    raw["output"] = str(tmp_path / "none")
+    run = run_config(config_from_dict(raw))
+    priv = json.loads((run / "privacy.json").read_text())
+    assert priv["noise_multiplier"] == 0 and priv["secrets"]["records_with_secrets"] == 0
+    assert len(load_corpus(run / "synthetic.jsonl")) == 30
+
+
+def test_secpe_refuses_a_dp_budget(demo_data: dict) -> None:
+    from privtext.errors import ConfigError
+
+    raw = _cfg(demo_data, "bad", privacy={"epsilon": 4.0, "delta": 1e-5})
+    raw["privacy"] = {"epsilon": 4.0, "delta": 1e-5}
+    with pytest.raises(ConfigError, match="secret"):
+        run_config(config_from_dict(raw))
+
+
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    """The README's first command: real MiniLM, the offline n-gram generator, SecPE on planted secrets."""
+    env = {**os.environ, "PRIVTEXT_QUIET": "1", "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-m", "privtext", "demo", "--out", str(tmp_path), "--json"], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    info = json.loads(r.stdout)
+    run = Path(info["run_dir"])
+    for name in ("config.yaml", "ledger.jsonl", "privacy.json", "checkpoints", "prompts.jsonl", "synthetic.jsonl",
+                 "metrics.json", "log.txt", "report.html"):
+        assert (run / name).exists(), name
+    assert info["prompt_audit_clean"] is True and info["records"] == 80
+    for t in ("PATIENT_NAME", "MRN", "PHONE"):
+        assert t in info["statement"]
+    names = (tmp_path / "patient_names.txt").read_text().splitlines()
+    synthetic = (run / "synthetic.jsonl").read_text()
+    assert not any(n in synthetic for n in names)
