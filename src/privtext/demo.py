@@ -151,7 +151,7 @@ def _with_secret(rng: np.random.Generator, note: str, p: dict[str, str]) -> str:
     return forms[int(rng.integers(len(forms)))]
 
 
-def make_demo_corpora(*, n_private: int = 360, n_public: int = 1500, n_patients: int = 40,
+def make_demo_corpora(*, n_private: int = 240, n_public: int = 700, n_patients: int = 30,
                       seed: int = 0) -> tuple[Corpus, Corpus, list[dict[str, str]]]:
     rng = np.random.default_rng(seed)
     depts = list(DEPARTMENTS)
@@ -195,11 +195,11 @@ def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
         "data": {"private": str(folder / "private.csv"), "public": str(folder / "public.csv"),
                  "text_column": "text", "label_columns": ["department", "visit"]},
         "generator": {"backend": "ngram", "order": 4},
-        "embedder": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2"},
+        "embedder": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "max_seq_length": 128},
         "privacy": privacy,
-        "evolution": {"num_samples": 120, "iterations": 3, "variations": 4, "selection": "rank",
+        "evolution": {"num_samples": 80, "iterations": 3, "variations": 4, "selection": "rank",
                       "variation": {"kind": "blank", "mask_prob": 0.4}},
-        "secpe": {"clusters": 30,
+        "secpe": {"clusters": 24,
                   "detector": ["regex",
                                {"name": "explicit", "file": str(folder / "patient_names.txt"), "type": "PATIENT_NAME"},
                                {"name": "explicit", "file": str(folder / "record_numbers.txt"), "type": "MRN"}],
