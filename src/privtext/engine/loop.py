@@ -271,24 +271,17 @@ class Engine:
             slots.extend((j, 1) for j, m in by_group[g] for _ in range(m))
         outs = self._generate(t, "variation", jobs, spec) if jobs else []
         flat = [x for o in outs for x in o]
-        new_pos: list[int] = []
-        for (j, _), text in zip(slots, flat, strict=True):
+        new_emb = self._embed(t, flat)
+        # rows of flat/new_emb are in slot order (grouped by label); give each text and its own embedding to
+        # the selected sample it was made from
+        for row, ((j, _), text) in enumerate(zip(slots, flat, strict=True)):
             child_texts[j].append(text)
-            new_pos.append(j)
-        new_texts = flat
-        new_emb = self._embed(t, new_texts)
-        # assemble children in selected order
-        ptr = 0
+            child_emb[j].append(new_emb[row])
         child_parts: list[Population] = []
         k = 0
-        new_iter = iter(range(len(new_texts)))
         for j, i in enumerate(selected):
-            n_reused = len(child_emb[j])
             texts = child_texts[j]
-            embs = list(child_emb[j])
-            for _ in range(len(texts) - n_reused):
-                embs.append(new_emb[next(new_iter)])
-                ptr += 1
+            embs = child_emb[j]
             if not texts:
                 continue
             p = self._new_pop(t, texts, int(prev.group[i]), "variation", [prev.ids[i]] * len(texts), k)
