@@ -385,3 +385,30 @@ class BaseGenerator:
     def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
                      rng: np.random.Generator) -> list[str]:
         raise NotImplementedError
+
+
+class PromptedGenerator(BaseGenerator):
+    """A model behind prompts (transformers, vLLM, OpenAI-compatible): every operation renders one prompt per
+    output from the prompt family and hands the batch to :meth:`_complete`, which the backend implements."""
+
+    def _complete(self, operation: str, prompts: list[Any], rng: np.random.Generator) -> list[str]:
+        raise NotImplementedError
+
+    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
+        return self._complete("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
+
+    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
+                   rng: np.random.Generator) -> list[str]:
+        if spec.kind == "blank":
+            prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
+        else:
+            prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
+        return self._complete("variation", prompts, rng)
+
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+        return self._complete("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
+
+    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
+                     rng: np.random.Generator) -> list[str]:
+        prompts = [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)]
+        return self._complete("contrastive", prompts, rng)

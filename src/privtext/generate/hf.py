@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from ..rng import spawn_seed
-from .base import BackendOptions, BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from .base import BackendOptions, GeneratorContext, PromptedGenerator
 from .prompts import Prompt
 
 
@@ -43,7 +43,7 @@ class TransformersOptions(BackendOptions):
                                       "each call); 1 is often fastest for small models on a busy machine")
 
 
-class TransformersGenerator(BaseGenerator):
+class TransformersGenerator(PromptedGenerator):
     backend = "transformers"
     Options = TransformersOptions
 
@@ -168,7 +168,7 @@ class TransformersGenerator(BaseGenerator):
         has = is_eos.sum(dim=1) > 0
         return int(((first + 1) * has + n * (~has)).sum())
 
-    def _run(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
+    def _complete(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
         rendered = []
         for p in prompts:
             text, logged = self.render(p)
@@ -185,24 +185,6 @@ class TransformersGenerator(BaseGenerator):
             for i, t in zip(empty, again, strict=True):
                 out[i] = t
         return out
-
-    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
-        return self._run("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
-
-    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
-                   rng: np.random.Generator) -> list[str]:
-        if spec.kind == "blank":
-            prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
-        else:
-            prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
-        return self._run("variation", prompts, rng)
-
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
-        return self._run("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
-
-    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
-                     rng: np.random.Generator) -> list[str]:
-        return self._run("contrastive", [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)], rng)
 
     def close(self) -> None:
         self.model = None

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..rng import spawn_seed
-from .base import BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from .base import GeneratorContext, PromptedGenerator
 from .openai_client import ClientOptions, MalformedReply, OpenAIClient
 from .prompts import Prompt
 
@@ -61,7 +61,7 @@ def _parse_completion(data: dict[str, Any]) -> str:
     return text.strip()
 
 
-class OpenAIGenerator(BaseGenerator):
+class OpenAIGenerator(PromptedGenerator):
     backend = "openai"
     Options = OpenAIGeneratorOptions
 
@@ -101,7 +101,7 @@ class OpenAIGenerator(BaseGenerator):
         payload["prompt"] = text.text()
         return "completions", payload
 
-    def _send(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
+    def _complete(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
         requests = []
         for p in prompts:  # seeds and log records in input order, all before the first request goes out
             seed = spawn_seed(rng) % (2**31 - 1) if self.options.send_seed else None
@@ -133,26 +133,6 @@ class OpenAIGenerator(BaseGenerator):
             self.stats.prompt_tokens += c.prompt_tokens - before[2]
             self.stats.completion_tokens += c.completion_tokens - before[3]
         return out
-
-    # ---------------------------------------------------------------------------------------- operations
-    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
-        return self._send("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
-
-    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
-                   rng: np.random.Generator) -> list[str]:
-        if spec.kind == "blank":
-            prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
-        else:
-            prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
-        return self._send("variation", prompts, rng)
-
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
-        return self._send("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
-
-    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
-                     rng: np.random.Generator) -> list[str]:
-        return self._send("contrastive", [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)],
-                          rng)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from ..rng import spawn_seed
-from .base import BackendOptions, BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from .base import BackendOptions, GeneratorContext, PromptedGenerator
 from .prompts import Prompt
 
 
@@ -60,7 +60,7 @@ def sampling_params(vllm: Any, options: VLLMOptions, seed: int) -> Any:
     return vllm.SamplingParams(**kw)
 
 
-class VLLMGenerator(BaseGenerator):
+class VLLMGenerator(PromptedGenerator):
     backend = "vllm"
     Options = VLLMOptions
 
@@ -111,7 +111,7 @@ class VLLMGenerator(BaseGenerator):
             return str(text), messages
         return p.text(), p.text()
 
-    def _run(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
+    def _complete(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
         texts, params = [], []
         for p in prompts:
             text, logged = self.render(p)
@@ -129,24 +129,6 @@ class VLLMGenerator(BaseGenerator):
             self.stats.completion_tokens += len(getattr(comp, "token_ids", None) or [])
             out.append(comp.text.strip())
         return out
-
-    def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
-        return self._run("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
-
-    def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
-                   rng: np.random.Generator) -> list[str]:
-        if spec.kind == "blank":
-            prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
-        else:
-            prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
-        return self._run("variation", prompts, rng)
-
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
-        return self._run("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
-
-    def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
-                     rng: np.random.Generator) -> list[str]:
-        return self._run("contrastive", [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)], rng)
 
     def close(self) -> None:
         self.llm = None
