@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import BackendError, DataError, MissingDependencyError
+from ..errors import BackendError, MissingDependencyError
 
 
 @runtime_checkable
@@ -21,16 +21,10 @@ class Embedder(Protocol):
 
 
 def check_texts(texts: Any) -> list[str]:
-    if isinstance(texts, (str, bytes)):
-        raise DataError(f"embed() takes a sequence of strings, got a single {type(texts).__name__}")
-    try:
-        out = list(texts)
-    except TypeError:
-        raise DataError(f"embed() takes a sequence of strings, got {type(texts).__name__}") from None
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise DataError(f"texts[{i}] is {type(t).__name__}, not str")
-    return out
+    """A list of strings, or a DataError naming what was passed (shared with the generators)."""
+    from ..generate.base import check_texts as _check
+
+    return _check(texts, what="texts")
 
 
 def l2_normalize(x: np.ndarray, *, what: str = "embedder") -> np.ndarray:

@@ -389,7 +389,30 @@ class BaseGenerator:
 
 class PromptedGenerator(BaseGenerator):
     """A model behind prompts (transformers, vLLM, OpenAI-compatible): every operation renders one prompt per
-    output from the prompt family and hands the batch to :meth:`_complete`, which the backend implements."""
+    output from the prompt family and hands the batch to :meth:`_complete`, which the backend implements.
+
+    Local models (transformers, vLLM) set ``tokenizer`` and ``use_chat`` and render with :meth:`render`: the
+    tokenizer's chat template when it has one (and ``chat_template`` is not ``never``), the plain prompt text
+    otherwise; ``options.system_prompt`` replaces the family's system line when given."""
+
+    tokenizer: Any = None
+    use_chat: bool = False
+
+    def render(self, prompt: Any) -> tuple[str, Any]:
+        """(text fed to the model, what is logged: chat messages or the plain text)."""
+        from .prompts import Prompt
+
+        override = getattr(getattr(self, "options", None), "system_prompt", None)
+        p = Prompt(user=prompt.user, system=override if override is not None else prompt.system)
+        if not self.use_chat:
+            return p.text(), p.text()
+        messages = p.messages()
+        try:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception:  # templates that reject a system role: fold it into the user turn
+            messages = [{"role": "user", "content": p.text().strip()}]
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return str(text), messages
 
     def _complete(self, operation: str, prompts: list[Any], rng: np.random.Generator) -> list[str]:
         raise NotImplementedError

@@ -97,22 +97,6 @@ class TransformersGenerator(PromptedGenerator):
                      name: str | None) -> TransformersGenerator:
         return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
 
-    # ------------------------------------------------------------------------------------------- prompts
-    def render(self, prompt: Prompt) -> tuple[str, Any]:
-        """(text fed to the model, what is logged: chat messages or the plain text)."""
-        system = self.options.system_prompt if self.options.system_prompt is not None else prompt.system
-        p = Prompt(user=prompt.user, system=system)
-        if self.use_chat:
-            messages = p.messages()
-            try:
-                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            except Exception:  # templates that reject a system role: fold it into the user turn
-                messages = [{"role": "user", "content": p.text().strip()}]
-                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            return str(text), messages
-        text = p.text()
-        return text, text
-
     def generation_kwargs(self) -> dict[str, Any]:
         o = self.options
         kw: dict[str, Any] = {"do_sample": True, "temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k,

@@ -98,19 +98,6 @@ class VLLMGenerator(PromptedGenerator):
                      name: str | None) -> VLLMGenerator:
         return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
 
-    def render(self, prompt: Prompt) -> tuple[str, Any]:
-        system = self.options.system_prompt if self.options.system_prompt is not None else prompt.system
-        p = Prompt(user=prompt.user, system=system)
-        if self.use_chat:
-            messages = p.messages()
-            try:
-                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            except Exception:
-                messages = [{"role": "user", "content": p.text().strip()}]
-                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            return str(text), messages
-        return p.text(), p.text()
-
     def _complete(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
         texts, params = [], []
         for p in prompts:
