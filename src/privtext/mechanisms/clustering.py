@@ -63,12 +63,22 @@ class ClusterRelease:
 
 
 def clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
-    """ê = e·min(1, R/‖e‖)."""
+    """ê = e·min(1, R/‖e‖) (float32 in, float32 out; norms in float64)."""
     if radius <= 0:
         raise ConfigError(f"clip radius must be > 0, got {radius}")
-    x = np.asarray(x, dtype=np.float64)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x * np.minimum(1.0, radius / np.maximum(norms, 1e-12))
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))
+    scale = np.minimum(1.0, radius / np.maximum(norms, 1e-12))
+    return x if (scale == 1.0).all() else x * scale.astype(np.float32)[:, None]
+
+
+def _sum_by_cluster(x: np.ndarray, assign: np.ndarray, k: int) -> np.ndarray:
+    """Σ of the rows of x per cluster (a sparse one-hot product, not np.add.at), returned as float64."""
+    import scipy.sparse as sp
+
+    onehot = sp.csr_matrix((np.ones(len(assign), dtype=x.dtype), (assign, np.arange(len(assign)))),
+                           shape=(k, len(assign)))
+    return np.asarray(onehot @ x, dtype=np.float64)
 
 
 def _kmeans(x: np.ndarray, k: int, *, seed: int, iters: int, backend: str) -> np.ndarray:
@@ -157,19 +167,19 @@ def secret_clustering(
     if sigma < 0:
         raise ConfigError(f"σ must be ≥ 0, got {sigma}")
     K, d = clusters.centres.shape
-    ehat = clip_rows(private_emb, radius) if len(private_emb) else np.zeros((0, d))
     keep = rng.random(len(rho)) < rho
+    ehat = clip_rows(private_emb[keep], radius) if keep.any() else np.zeros((0, d), dtype=np.float32)
     sums = clusters.centres.astype(np.float64) * clusters.sizes[:, None]
     m = np.zeros(K, dtype=np.int64)
-    pg = np.asarray(private_groups, dtype=np.int64)
+    pg = np.asarray(private_groups, dtype=np.int64)[keep]
     for g in np.unique(clusters.group):
         ci = np.nonzero(clusters.group == g)[0]
-        qi = np.nonzero(keep & (pg == g))[0]
+        qi = np.nonzero(pg == g)[0]
         if len(qi) == 0:
             continue
         nn = ci[nearest(ehat[qi], clusters.centres[ci], metric=metric)]
-        np.add.at(sums, nn, ehat[qi])
-        np.add.at(m, nn, 1)
+        sums += _sum_by_cluster(ehat[qi], nn, K)
+        m += np.bincount(nn, minlength=K)
     n = clusters.sizes.astype(np.float64)
     centres = sums / (n + m)[:, None]
     counts = n + m
