@@ -14,11 +14,15 @@ from .rundir import RunDir, atomic_write_text
 
 
 def _absolute_paths(config: Config) -> Config:
+    """Data paths and the embedding cache are resolved against the working directory once, at the start, so
+    the run directory's config.yaml can be resumed from anywhere."""
     d = config.dump()
     for key in ("private", "public"):
         v = d["data"].get(key)
         if isinstance(v, str) and v and not v.startswith("hf:"):
             d["data"][key] = os.path.abspath(v)
+    if d["embedder"].get("cache_dir"):
+        d["embedder"]["cache_dir"] = os.path.abspath(d["embedder"]["cache_dir"])
     return Config.model_validate(d)
 
 
