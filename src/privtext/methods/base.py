@@ -205,7 +205,9 @@ class MethodRun:
             gen, emb = self.build_backends(public, guard, prompt_log)
             scorer, label_sigma = self.prepare_privacy(inputs, space, private_groups, emb, keeper)
             counts = self.label_counts(space, public, private_groups, keeper, label_sigma)
-            self.log("samples per label: " + ", ".join(f"{space.key(g)}={c}" for g, c in enumerate(counts)))
+            shown = ", ".join(f"{space.key(g)}={c}" for g, c in list(enumerate(counts))[:12])
+            more = f", ... ({len(counts)} label groups)" if len(counts) > 12 else ""
+            self.log(f"samples per label: {shown}{more}")
             engine = Engine(run=run, evolution=self.config.evolution, generator=gen, embedder=emb, scorer=scorer,
                             labels=space, counts=counts, keeper=keeper, metrics=self.metrics, seed=self.seed,
                             secure=self.secure, log=self.log)
