@@ -13,12 +13,14 @@ import difflib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Section(BaseModel):
@@ -275,6 +277,19 @@ def format_validation_error(err: ValidationError, *, source: str = "config") -> 
             text = e["msg"].removeprefix("Value error, ")
             msgs.append(f"{where}: {text} (got {e.get('input')!r})" if e["type"] != "value_error" else f"{where}: {text}")
     return f"{source}: " + "; ".join(msgs)
+
+
+def section_config(model: type[M], cfg: M | Mapping[str, Any], *, source: str) -> M:
+    """``cfg`` as the section model ``model``: passed through, or validated from a mapping (errors as one
+    ConfigError naming the keys). Used by build_generator and build_embedder."""
+    if isinstance(cfg, model):
+        return cfg
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"{source} config must be a {model.__name__} or a mapping, got {type(cfg).__name__}")
+    try:
+        return model.model_validate(dict(cfg))
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, source=source)) from None
 
 
 def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:

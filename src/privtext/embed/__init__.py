@@ -18,9 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from ..config import EmbedderConfig, format_validation_error
+from ..config import EmbedderConfig, section_config
 from ..errors import ConfigError
 from ..generate.base import parse_options
 from ..registry import Registry
@@ -35,14 +33,7 @@ EMBEDDERS.register("hashing", "privtext.embed.hashing:HashingEmbedder", aliases=
 
 
 def _as_config(cfg: EmbedderConfig | Mapping[str, Any]) -> EmbedderConfig:
-    if isinstance(cfg, EmbedderConfig):
-        return cfg
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"embedder config must be an EmbedderConfig or a mapping, got {type(cfg).__name__}")
-    try:
-        return EmbedderConfig.model_validate(dict(cfg))
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source="embedder")) from None
+    return section_config(EmbedderConfig, cfg, source="embedder")
 
 
 def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path | str | None = None) -> Embedder:

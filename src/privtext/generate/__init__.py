@@ -19,10 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
-from ..config import GeneratorConfig, format_validation_error
-from ..errors import ConfigError
+from ..config import GeneratorConfig, section_config
 from ..registry import Registry
 from .base import (
     BaseGenerator,
@@ -52,14 +49,7 @@ GENERATORS.register("scripted", "privtext.generate.scripted:ScriptedGenerator", 
 
 
 def _as_config(cfg: GeneratorConfig | Mapping[str, Any]) -> GeneratorConfig:
-    if isinstance(cfg, GeneratorConfig):
-        return cfg
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"generator config must be a GeneratorConfig or a mapping, got {type(cfg).__name__}")
-    try:
-        return GeneratorConfig.model_validate(dict(cfg))
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source="generator")) from None
+    return section_config(GeneratorConfig, cfg, source="generator")
 
 
 def build_generator(cfg: GeneratorConfig | Mapping[str, Any], ctx: GeneratorContext | None = None) -> Generator:

@@ -492,21 +492,11 @@ def blowup_lower_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float) -
     E[Φ(S_T·Δ/(σ√T) + Φ⁻¹(p))] under P, S_T the sum of T independent copies of S. B(p) is the best power at
     level p, so this is at most B(p). Calibration uses it to skip PLDs far on the failing side (tiny σ, where a
     PLD would need millions of grid points)."""
-    lv = _as_leaves(events)
-    if lv.non_private or not math.isinf(lv.gaussian_z) or len(lv.others) != 1:
+    got = _single_mixture(_as_leaves(events))
+    if got is None:
         return None
-    e, count = lv.others[0]
-    if not isinstance(e, _dpe.MixtureOfGaussiansDpEvent) or not e.standard_deviation > 0:
-        return None
-    sens, probs = _mog_support(e)
-    zero = max(0.0, 1.0 - sum(probs))
-    if any(abs(s - round(s)) > 1e-9 for s in sens):
-        return None
-    kmax = round(max(sens))
-    pmf = np.zeros(kmax + 1)
-    pmf[0] = zero
-    for s_, q in zip(sens, probs, strict=True):
-        pmf[round(s_)] += q
+    pmf, sigma, count = got
+    kmax = len(pmf) - 1
     total = np.ones(1)
     base, n = pmf, int(count)
     while n:  # binary powering of the convolution
@@ -518,7 +508,7 @@ def blowup_lower_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: float) -
         total = total[: 1 + kmax * int(count)]
     total = np.clip(total, 0, None)
     k = np.arange(total.size)
-    z = float(e.standard_deviation) * math.sqrt(count)
+    z = sigma * math.sqrt(count)
     return float(np.dot(total, ndtr(k / z + ndtri(p))))
 
 

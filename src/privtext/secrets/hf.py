@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from .canonical import canonicalize
-from .matrix import MatrixBuilder, SecretMatrix, as_texts
+from .matrix import SecretMatrix, as_texts, from_mentions
 
 DEFAULT_LABEL_MAP: dict[str, str] = {
     "PER": "PERSON", "PERSON": "PERSON", "NAME": "PERSON", "FIRSTNAME": "PERSON", "LASTNAME": "PERSON",
@@ -171,11 +171,7 @@ class HFDetector:
 
     def detect(self, texts: Sequence[str]) -> SecretMatrix:
         texts = as_texts(texts)
-        b = MatrixBuilder()
-        for i, mentions in enumerate(self.find_all(texts)):
-            for s, e, typ, value in mentions:
-                b.add(i, typ, value, s, e)
-        return b.build(len(texts))
+        return from_mentions(self.find_all(texts), len(texts))
 
 
 def entities_to_mentions(

@@ -387,6 +387,15 @@ class SecretMatrix:
         )
 
 
+def from_mentions(mentions: Iterable[Sequence[tuple[int, int, str, str]]], n_records: int) -> SecretMatrix:
+    """The matrix of per-record ``(start, end, type, canonical value)`` mentions (record i = i-th item)."""
+    b = MatrixBuilder()
+    for i, found in enumerate(mentions):
+        for start, end, typ, value in found:
+            b.add(i, typ, value, start, end)
+    return b.build(n_records)
+
+
 class MatrixBuilder:
     """Accumulates ``(record, type, value[, start, end])`` findings into a :class:`SecretMatrix`.
 

@@ -62,7 +62,7 @@ from .canonical import (
     parse_date,
     ssn_valid,
 )
-from .matrix import MatrixBuilder, SecretMatrix, as_texts
+from .matrix import SecretMatrix, as_texts, from_mentions
 
 ENTITY_TYPES = (
     "EMAIL", "URL", "IBAN", "IP_ADDRESS", "CREDIT_CARD", "US_SSN", "DATE_OF_BIRTH", "PHONE",
@@ -375,11 +375,7 @@ class RegexDetector:
 
     def detect(self, texts: Sequence[str]) -> SecretMatrix:
         texts = as_texts(texts)
-        b = MatrixBuilder()
-        for i, t in enumerate(texts):
-            for s, e, typ, value in self.find(t):
-                b.add(i, typ, value, s, e)
-        return b.build(len(texts))
+        return from_mentions((self.find(t) for t in texts), len(texts))
 
 
 def _iban_cuts(v: str) -> list[int]:

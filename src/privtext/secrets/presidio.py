@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
 from .canonical import canonicalize
-from .matrix import MatrixBuilder, SecretMatrix, as_texts
+from .matrix import SecretMatrix, as_texts, from_mentions
 
 PRESIDIO_TO_PRIVTEXT = {
     "EMAIL_ADDRESS": "EMAIL",
@@ -178,11 +178,7 @@ class PresidioDetector:
 
     def detect(self, texts: Sequence[str]) -> SecretMatrix:
         texts = as_texts(texts)
-        b = MatrixBuilder()
-        for i, t in enumerate(texts):
-            for s, e, typ, value in self.find(t):
-                b.add(i, typ, value, s, e)
-        return b.build(len(texts))
+        return from_mentions((self.find(t) for t in texts), len(texts))
 
 
 def results_to_mentions(text: str, results: Sequence[Any]) -> list[tuple[int, int, str, str]]:
