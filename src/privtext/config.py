@@ -43,7 +43,9 @@ class DataConfig(Section):
     label_columns: list[str] = Field(default_factory=list)
     id_column: str | None = None
     public_text_column: str | None = None
-    max_private: int | None = Field(default=None, gt=0, description="use a seeded sample of at most this many")
+    max_private: int | None = Field(
+        default=None, gt=0, description="use a uniform random sample of at most this many private records (drawn "
+        "from OS entropy; the guarantee then covers that sample only, see docs/privacy.md)")
     max_public: int | None = Field(default=None, gt=0)
     public_holdout: float | int = Field(
         default=0, ge=0, description="records (or fraction) of the public corpus held out for evaluation"
@@ -88,7 +90,11 @@ class PrivacyConfig(Section):
     secret: SecretBudget | None = None
     noise_multiplier: float | None = Field(default=None, ge=0)
     calibration: Literal["pld", "paper"] = "pld"
-    secure: bool = False
+    secure: bool = Field(default=False, description="every random stream from OS entropy (refuses a seed)")
+    reproducible_noise: bool = Field(
+        default=False, description="derive the privacy noise from the seed (tests and experiments only: NOT "
+        "private, anyone with the seed can recompute the noise); by default noise comes from a ChaCha20 CSPRNG "
+        "keyed by OS entropy")
 
     @model_validator(mode="after")
     def _one_form(self) -> PrivacyConfig:
@@ -108,6 +114,8 @@ class PrivacyConfig(Section):
             raise ValueError("privacy.epsilon needs privacy.delta (e.g. 1e-5)")
         if self.delta is not None and self.epsilon is None:
             raise ValueError("privacy.delta is only used with privacy.epsilon")
+        if self.secure and self.reproducible_noise:
+            raise ValueError("privacy.secure and privacy.reproducible_noise contradict each other: choose one")
         return self
 
     @property
@@ -181,6 +189,9 @@ class SecPEConfig(Section):
     sampling: Literal["paper", "max", "auto"] = "auto"
     eta: float | None = Field(default=None, gt=0, description="LP capacity η_j; default Φ⁻¹(1−p)−Φ⁻¹(1−r)")
     recluster_each_iteration: bool = True
+    sample: Literal["independent", "shared"] = Field(
+        default="independent", description="Bernoulli(ρ) sample: one per release (counts, centres) or one shared "
+        "by both as Alg 2 writes it (accounted as one mixture with sensitivity √2)")
     blowup: Literal["exact", "paper"] = "exact"
     kmeans: Literal["faiss", "sklearn"] = "faiss"
     kmeans_iters: int = Field(default=25, gt=0)
@@ -220,8 +231,10 @@ class Config(Section):
     def _seed_vs_secure(self) -> Config:
         if self.privacy.secure and self.seed is not None:
             raise ValueError(
-                f"privacy.secure draws noise from OS entropy and refuses a seed; set seed: null (got {self.seed})"
+                f"privacy.secure draws every stream from OS entropy and refuses a seed; set seed: null (got {self.seed})"
             )
+        if self.privacy.reproducible_noise and self.seed is None:
+            raise ValueError("privacy.reproducible_noise derives the noise from the seed: set a seed")
         return self
 
     def dump(self) -> dict[str, Any]:
