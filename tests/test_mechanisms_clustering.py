@@ -12,6 +12,9 @@ from privtext.mechanisms.clustering import (
     PublicClusters,
     centre_votes,
     clip_rows,
+    clustering_event,
+    clustering_plan,
+    clustering_secret_events,
     public_kmeans,
     secret_clustering,
 )
@@ -49,7 +52,7 @@ def test_public_kmeans_statistics_are_exact(any_seed: int) -> None:
 
 def test_sigma_zero_rho_one_gives_exact_pooled_means(any_seed: int) -> None:
     rng, _, priv, _, gpriv, cl = _setup(any_seed)
-    rel = secret_clustering(priv, gpriv, cl, rho=np.ones(len(priv)), sigma=0.0, rng=rng)
+    rel, _ = secret_clustering(priv, gpriv, cl, rho=np.ones(len(priv)), sigma=0.0, rng=rng)
     assert rel.sampled == len(priv)
     sums = cl.centres.astype(np.float64) * cl.sizes[:, None]
     m = np.zeros(len(cl))
@@ -63,7 +66,7 @@ def test_sigma_zero_rho_one_gives_exact_pooled_means(any_seed: int) -> None:
     np.testing.assert_allclose(rel.centres, sums / (cl.sizes + m)[:, None], atol=1e-6)
     np.testing.assert_allclose(rel.counts, cl.sizes + m)
     # with ρ = 0 nothing private enters: the public statistics come back
-    rel0 = secret_clustering(priv, gpriv, cl, rho=np.zeros(len(priv)), sigma=0.0, rng=rng)
+    rel0, _ = secret_clustering(priv, gpriv, cl, rho=np.zeros(len(priv)), sigma=0.0, rng=rng)
     np.testing.assert_allclose(rel0.centres, cl.centres, atol=1e-6)
     np.testing.assert_allclose(rel0.counts, cl.sizes)
 
@@ -79,12 +82,12 @@ def test_released_statistics_have_stated_mean_and_variance(any_seed: int) -> Non
     reps = 600
     dn = np.empty((reps, K))
     de = np.empty((reps, K, d))
-    base = clip_rows(cl.centres, R)  # centres already have norm 1 > R; the release adds to the given centres
     for i in range(reps):
-        rel = secret_clustering(priv, np.zeros(20, dtype=int), cl, rho=np.zeros(20), sigma=sigma, rng=rng, radius=R)
+        rel, _ = secret_clustering(priv, np.zeros(20, dtype=int), cl, rho=np.zeros(20), sigma=sigma, rng=rng,
+                                   radius=R)
         dn[i] = rel.counts - cl.sizes
         de[i] = rel.centres - cl.centres
-    assert base.shape == cl.centres.shape
+    np.testing.assert_allclose(rel.noise_std_centres, 2 * R / cl.sizes * sigma)
     n = dn.size
     lo, hi = stats.chi2.ppf([5e-5, 1 - 5e-5], n - 1) / (n - 1)
     assert lo <= dn.var(ddof=1) / sigma**2 <= hi
@@ -102,7 +105,7 @@ def test_bernoulli_sampling_rate(any_seed: int) -> None:
     rng = np.random.default_rng(any_seed)
     _, _, priv, _, gpriv, cl = _setup(any_seed)
     rho = np.full(len(priv), 0.3)
-    draws = [secret_clustering(priv, gpriv, cl, rho=rho, sigma=0.0, rng=rng).sampled for _ in range(200)]
+    draws = [secret_clustering(priv, gpriv, cl, rho=rho, sigma=0.0, rng=rng)[0].sampled for _ in range(200)]
     n = 200 * len(priv)
     p_hat = sum(draws) / n
     assert abs(p_hat - 0.3) <= 4.5 * np.sqrt(0.3 * 0.7 / n)
@@ -144,3 +147,107 @@ def test_selection_rank_and_sample(any_seed: int) -> None:
     assert (draws == 1).all()
     with pytest.raises(ConfigError):
         select(h, g, np.array([1, 1]), mode="best", rng=rng)
+
+
+# --------------------------------------------------------------------------------------- one sample or two
+
+
+def _single_cluster(d: int = 4) -> tuple[PublicClusters, np.ndarray]:
+    """One public cluster of 10 points at e₁ and 200 private points at −e₁: a sampled private point moves both
+    the count (by 1) and the centre (towards −e₁)."""
+    e1 = np.zeros((1, d), dtype=np.float32)
+    e1[0, 0] = 1
+    cl = PublicClusters(centres=e1, sizes=np.array([10]), group=np.zeros(1, dtype=np.int64))
+    return cl, np.repeat(-e1, 200, axis=0)
+
+
+def test_counts_and_centres_draw_independent_samples_by_default(any_seed: int) -> None:
+    """σ = 0, ρ = ½: the count reveals m (the counts' sample) and the centre reveals m' (the centres' sample).
+    ``independent`` draws them separately: m and m' are uncorrelated; ``shared`` (Alg 2) makes them equal."""
+    rng = np.random.default_rng(any_seed)
+    cl, priv = _single_cluster()
+    rho = np.full(len(priv), 0.5)
+    g = np.zeros(len(priv), dtype=np.int64)
+
+    def draws(sample: str) -> tuple[np.ndarray, np.ndarray]:
+        m, m2 = [], []
+        for _ in range(300):
+            rel, _ = secret_clustering(priv, g, cl, rho=rho, sigma=0.0, rng=rng, sample=sample)
+            m.append(rel.counts[0] - 10)
+            # centre x-coordinate = (10 − m')/(10 + m')  ⇒  m' = 10(1 − x)/(1 + x)
+            x = rel.centres[0, 0]
+            m2.append(10 * (1 - x) / (1 + x))
+        return np.array(m), np.array(m2)
+
+    m, m2 = draws("shared")
+    np.testing.assert_allclose(m, m2, atol=1e-6)
+    m, m2 = draws("independent")
+    assert not np.allclose(m, m2)
+    r = np.corrcoef(m, m2)[0, 1]
+    assert abs(r) <= 4.5 / np.sqrt(len(m))  # uncorrelated: |r| ~ N(0, 1/n)
+    for x in (m, m2):  # each is still Binomial(200, ½)
+        assert abs(x.mean() - 100) <= 4.5 * np.sqrt(50 / len(x))
+
+
+def test_clustering_events_match_the_plan() -> None:
+    """independent: two Gaussian compositions with multiplier σ per clustering; shared: one with σ/√2."""
+    import dp_accounting
+
+    assert clustering_plan(3, "independent").compositions == 6
+    assert clustering_plan(3, "shared").compositions == 3
+    assert clustering_plan(3, "shared").release_sensitivity == pytest.approx(np.sqrt(2))
+    assert clustering_event(2.0, "independent") == dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(2.0), 2)
+    assert clustering_event(2.0, "shared") == dp_accounting.GaussianDpEvent(2.0 / np.sqrt(2))
+    cl, priv = _single_cluster()
+    for sample in ("independent", "shared"):
+        _, ev = secret_clustering(priv, np.zeros(len(priv), dtype=int), cl, rho=np.full(len(priv), 0.1), sigma=2.0,
+                                  rng=np.random.default_rng(0), sample=sample)
+        assert ev == clustering_event(2.0, sample)
+    with pytest.raises(ConfigError, match="sample"):
+        clustering_plan(1, "twice")
+
+
+def test_shared_sample_accounted_as_two_releases_is_caught_and_fixed() -> None:
+    """The review's finding: with ONE shared Bernoulli sample, accounting counts and centres as two independent
+    mixture releases (2T compositions, Δ = 1) under-counts. A valid lower bound on the true posterior (test on the
+    sum of the T outputs' projections, the pair moving by √2·S) exceeds r at the old σ; the shared-sample plan
+    (Δ = √2, T compositions) and the independent-sample plan (2T compositions) both meet r by the ledger's
+    own accountant, and independent needs less noise at the same ρ."""
+    import math
+
+    import scipy.sparse as sp
+    from scipy.special import ndtr, ndtri
+
+    from privtext.privacy import secret_noise
+    from privtext.privacy.accounting import secret_check
+    from privtext.privacy.secretnoise import poisson_binomial_pmf
+
+    p, r = 1e-4, 1e-3
+    m = sp.csr_matrix(np.ones((1, 1)))
+    for eta, T in ((0.05, 1), (0.2, 1), (0.5, 5)):  # one holder; "max" sampling gives ρ = 1, so scale it
+        sampling = f"scaled:{eta}"
+        old = secret_noise(m, p=p, r=r, compositions=2 * T, sampling=sampling)  # the old accounting
+        rho = old.rho[old.in_lp]
+        pmf = poisson_binomial_pmf(rho)
+        tot = np.ones(1)
+        for _ in range(T):
+            tot = np.convolve(tot, pmf)
+        k = np.arange(tot.size)
+        lower = float(np.dot(tot, ndtr(math.sqrt(2) * k / (old.sigma * math.sqrt(T)) - (-ndtri(p)))))
+        assert lower > r * 1.1, (eta, T, lower / r)  # the old σ does not deliver r
+        shared = secret_noise(m, p=p, r=r, compositions=T, sampling=sampling, release_sensitivity=math.sqrt(2))
+        indep = secret_noise(m, p=p, r=r, compositions=2 * T, sampling=sampling)
+        assert shared.sigma > old.sigma and indep.sigma == pytest.approx(old.sigma)
+        assert indep.sigma <= shared.sigma * (1 + 1e-9)
+        for res, sample in ((shared, "shared"), (indep, "independent")):
+            evs = clustering_secret_events(res, res.sigma, sample)
+            (se,) = evs.values()
+            ok, bound, _ = secret_check([se.event] * T, p, r)
+            assert ok and bound <= r, (sample, bound)
+        # and the shared pair at the independent σ is NOT protected (so the modes are not interchangeable)
+        (se,) = clustering_secret_events(
+            secret_noise(m, p=p, r=r, compositions=T, sampling=sampling, release_sensitivity=math.sqrt(2)),
+            indep.sigma, "shared").values()
+        if indep.sigma < shared.sigma * 0.99:
+            assert not secret_check([se.event] * T, p, r)[0]

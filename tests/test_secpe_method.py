@@ -72,12 +72,19 @@ def test_statement_names_types_counts_p_r_sigma(secpe_run: Path) -> None:
     assert all(g["posterior"] <= g["r"] * (1 + 1e-9) for g in priv["spent"]["groups"].values())
 
 
-def test_two_events_per_clustering(secpe_run: Path) -> None:
-    keys = [r["key"] for r in read_jsonl(secpe_run / "ledger.jsonl")]
-    want = [f"cluster_{w}/iter_{t:03d}" for t in range(3) for w in ("centres", "counts")]
-    assert keys == want
-    for rec in read_jsonl(secpe_run / "ledger.jsonl"):
+def test_one_release_per_clustering_carries_both_events(secpe_run: Path) -> None:
+    """Counts and centres are one release; with independent samples it spends two mixture compositions per
+    secret group (SelfComposedDpEvent(mixture, 2)), planned for T clusterings."""
+    recs = read_jsonl(secpe_run / "ledger.jsonl")
+    assert [r["key"] for r in recs] == [f"clusters/iter_{t:03d}" for t in range(3)]
+    for rec in recs:
         assert rec["secret_events"], "each release carries the per-secret-group events"
+        for se in rec["secret_events"].values():
+            assert se["event"]["type"] == "SelfComposedDpEvent" and se["event"]["count"] == 2
+            assert se["event"]["event"]["type"] == "MixtureOfGaussiansDpEvent"
+            assert se["planned"] == 3
+        assert rec["event"] == {"type": "SelfComposedDpEvent", "count": 2,
+                                "event": {"type": "GaussianDpEvent", "noise_multiplier": rec["noise_std"]}}
 
 
 def test_no_secret_reaches_a_prompt_or_the_output(secpe_run: Path, demo_data: dict) -> None:
@@ -92,7 +99,7 @@ def test_no_secret_reaches_a_prompt_or_the_output(secpe_run: Path, demo_data: di
 def test_clusters_released_once(demo_data: dict, secpe_run: Path) -> None:
     run = run_config(config_from_dict(_cfg(demo_data, "once", secpe={"recluster_each_iteration": False})))
     keys = [r["key"] for r in read_jsonl(run / "ledger.jsonl")]
-    assert keys == ["cluster_centres/iter_000", "cluster_counts/iter_000"]
+    assert keys == ["clusters/iter_000"]
     priv = json.loads((run / "privacy.json").read_text())
     assert priv["compositions"] == 2
     # fewer compositions, same budget: less noise than re-clustering every iteration
@@ -100,12 +107,12 @@ def test_clusters_released_once(demo_data: dict, secpe_run: Path) -> None:
     assert priv["noise_multiplier"] < again["noise_multiplier"]
 
 
-def test_crash_between_the_two_events_resumes_cleanly(demo_data: dict) -> None:
+def test_crash_between_record_and_save_resumes_cleanly(demo_data: dict) -> None:
     tmp = demo_data["tmp"]
     raw = _cfg(demo_data, "crash")
     p = tmp / "crash.yaml"
     p.write_text(yaml.safe_dump(raw))
-    env = {**os.environ, "PRIVTEXT_QUIET": "1", "PRIVTEXT_FAULT": "after_record:cluster_counts/iter_001"}
+    env = {**os.environ, "PRIVTEXT_QUIET": "1", "PRIVTEXT_FAULT": "after_record:clusters/iter_001"}
     r = subprocess.run([sys.executable, "-m", "privtext", "run", str(p)], env=env, capture_output=True, text=True)
     assert r.returncode == -signal.SIGKILL, r.stderr
     env.pop("PRIVTEXT_FAULT")
@@ -113,7 +120,7 @@ def test_crash_between_the_two_events_resumes_cleanly(demo_data: dict) -> None:
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     keys = [x["key"] for x in read_jsonl(tmp / "crash" / "ledger.jsonl")]
-    assert Counter(keys) == Counter({f"cluster_{w}/iter_{t:03d}": 1 for t in range(3) for w in ("centres", "counts")})
+    assert Counter(keys) == Counter({f"clusters/iter_{t:03d}": 1 for t in range(3)})
     assert len(load_corpus(tmp / "crash" / "synthetic.jsonl")) == 30
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ResumeError
+from ..errors import PrivacyError, ResumeError
 from ..rundir import RunDir, atomic_path, atomic_write_json, atomic_write_text
 
 
@@ -198,6 +198,9 @@ class ReleaseKeeper:
        process died after recording the event and before the value reached disk: such a value was never saved,
        used or shown, and the step is redrawn under its single ledger entry;
     3. ``compute()`` reads private data and draws the noise; its arrays are saved atomically, then returned.
+       ``compute`` may return ``(arrays, event)``: the event the mechanism itself says it spent. It must equal the
+       recorded release's event (canonical JSON), or the value is refused (:class:`PrivacyError`) before it is
+       saved or used — the ledger cannot drift from what the code drew.
     """
 
     def __init__(self, ledger: Any, log: Callable[[str], None]):
@@ -208,7 +211,7 @@ class ReleaseKeeper:
         self,
         key: str,
         make_release: Callable[[], Any],
-        compute: Callable[[], dict[str, np.ndarray]],
+        compute: Callable[[], dict[str, np.ndarray] | tuple[dict[str, np.ndarray], Any]],
         path: Path,
     ) -> dict[str, np.ndarray]:
         if path.exists():
@@ -221,12 +224,28 @@ class ReleaseKeeper:
         else:
             self.ledger.record(make_release())
         _fault(f"after_record:{key}")
-        values = compute()
+        out = compute()
+        if isinstance(out, tuple):
+            values, spent = out
+            check_spent(self.ledger.get(key).release, spent)
+        else:
+            values = out
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.savez(f, **values)
         _fault(f"after_save:{key}")
         return values
+
+
+def check_spent(release: Any, event: Any) -> None:
+    """Refuse a value whose mechanism reports a different event than the one recorded for it."""
+    from ..privacy.events import event_key
+
+    if event_key(event) != event_key(release.event):
+        raise PrivacyError(
+            f"release {release.key!r}: the mechanism spent {event_key(event)} but the ledger recorded "
+            f"{event_key(release.event)}; the value is discarded"
+        )
 
 
 def _fault(point: str) -> None:

@@ -15,18 +15,37 @@ SecretNoise), and assigned to its nearest public centre of its own label group. 
     ẽ_k = (n_k e_k + Σ_{i∈C_k} ê_i) / (n_k + m_k) + (2R/n_k)·N(0, σ² I_d)
     ñ_k = n_k + m_k + N(0, σ²)
 
-Sensitivity, for the neighbouring pair "secret s present / absent" (SecPE §3.1): let S be the number of
-*sampled* records holding s (a Poisson-binomial variable with the ρ_i of its holders) and S_k those in cluster k.
+Sensitivity, for the neighbouring pair "secret s present / absent" (SecPE §3.1: the records holding s are in the
+data or not; which records hold a declared secret is treated as public, see docs/privacy.md): let S be the
+number of *sampled* records holding s (Poisson-binomial with the ρ_i of its holders) and S_k those in cluster k.
 
-* counts: removing them changes ñ_k by S_k, so ‖Δñ‖₂ = (Σ_k S_k²)^½ ≤ S — noise σ per bin: the released shift is
-  dominated by the mixture Σ_s Pr[S=s]·N(s, σ²) vs N(0, σ²) (SecPE Alg 1 line 5; Thm 5's proof);
+* counts: removing them changes ñ by a vector of L2 norm (Σ_k S_k²)^½ ≤ S, under noise σ per bin: the release
+  is dominated by the mixture Σ_s Pr[S=s]·N(s, σ²) against N(0, σ²) (SecPE Alg 1 line 5; Thm 1);
 * centres: removing j of the m_k private points of cluster k moves its mean by
-  ‖Σ_rem ê_i − j·mean'‖/(n_k+m_k) ≤ 2R·j/(n_k+m_k) ≤ 2R·j/n_k (Thm 5's proof), so with noise (2R/n_k)·σ per
-  coordinate the normalised shift is ≤ S_k and, over clusters, ≤ S — the same mixture, a second release.
+  ‖Σ_rem ê_i − j·mean‖/(n_k + m_k − j) ≤ 2R·j/n_k (Thm 1's proof), so with noise (2R/n_k)·σ per coordinate the
+  normalised shift is ≤ S_k and, over clusters, ≤ S: the same mixture.
 
-So each clustering is **two** releases with the same dominating pair; T re-clusterings are 2T compositions (or 2
-when the clusters are released once and reused, which is post-processing). The events are recorded per secret
-group by the caller (:func:`privtext.privacy.secret_noise`).
+**One sample or two** (``sample``). Composition of mixture (subsampled) events needs *independent* sampling.
+Alg 2 draws z ~ Bernoulli(ρ_i) once and both ñ and ẽ use it; the paper then accounts the two releases as if each
+had its own sample. With one shared draw the two shifts are not independent: a sampled holder moves the count and
+the normalised centre in the same draw, so the joint normalised shift is ‖(S, S)‖ = √2·S — one mixture with
+sensitivity √2 per clustering, composed T times, not two independent mixtures composed 2T times. Accounting the
+shared draw as two releases under-counts (``../shared/notes/secpe_shared_sample_bound.py``: at ρ = 0.05, T = 1,
+the true posterior is ≥ 3.0 r). privtext offers both correct forms:
+
+* ``independent`` (default): the counts and the centres each draw their own Bernoulli(ρ) sample; each is one
+  mixture event Σ_s Pr[S=s] N(s, σ²), and a clustering is ``SelfComposedDpEvent(mixture, 2)``;
+* ``shared``: one sample for both, as Alg 2 writes it; a clustering is one mixture with shifts √2·s
+  (``mixture_event(ρ, σ, sensitivity=√2)``).
+
+At the same ρ and (p, r), ``independent`` needs 0-33% less noise than ``shared`` (equal at ρ = 1, where
+sampling plays no role; measured in tests/test_mechanisms_clustering.py and docs/privacy.md), because each
+release enjoys its own amplification by sampling — so it is the default. The events of a clustering come from
+one factory, :func:`clustering_secret_events`, used by calibration (:func:`privtext.privacy.secret_noise` with
+``compositions``/``release_sensitivity`` from :func:`clustering_plan`) and by the ledger alike.
+
+T re-clusterings compose T clustering events (or one, when the clusters are released once and reused, which is
+post-processing).
 
 Voting (Alg 3)
 --------------
@@ -36,7 +55,9 @@ released values: no privacy cost, no private data.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -59,7 +80,9 @@ class PublicClusters:
 class ClusterRelease:
     centres: np.ndarray  # float64 (K, d) ẽ_k
     counts: np.ndarray  # float64 (K,) ñ_k
-    sampled: int  # how many private records were kept by the Bernoulli(ρ) draw (not released)
+    sampled: int  # how many private records the centres' Bernoulli(ρ) draw kept (private diagnostic, not released)
+    noise_std_counts: float = 0.0  # σ
+    noise_std_centres: np.ndarray | None = None  # (2R/n_k)·σ per cluster
 
 
 def clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
@@ -147,6 +170,58 @@ def public_kmeans(
                           np.asarray(groups, dtype=np.int64))
 
 
+Sample = Literal["independent", "shared"]
+SAMPLES = ("independent", "shared")
+
+
+@dataclass(frozen=True)
+class ClusteringPlan:
+    """How a run of SecPE spends its compositions: ``clusterings`` releases of Eq 7, each of ``per_release``
+    mixture compositions with shift Δ = ``release_sensitivity`` per sampled holder."""
+
+    clusterings: int
+    sample: str
+    per_release: int
+    release_sensitivity: float
+
+    @property
+    def compositions(self) -> int:
+        return self.clusterings * self.per_release
+
+
+def clustering_plan(clusterings: int, sample: str = "independent") -> ClusteringPlan:
+    """``independent``: 2 compositions per clustering with Δ = 1; ``shared``: 1 with Δ = √2 (module docstring)."""
+    if sample not in SAMPLES:
+        raise ConfigError(f"secpe.sample must be one of {', '.join(SAMPLES)}; got {sample!r}")
+    if clusterings < 1:
+        raise ConfigError(f"SecPE needs at least one clustering, got {clusterings}")
+    if sample == "independent":
+        return ClusteringPlan(clusterings, sample, 2, 1.0)
+    return ClusteringPlan(clusterings, sample, 1, math.sqrt(2.0))
+
+
+def clustering_event(sigma: float, sample: str = "independent") -> Any:
+    """The record-level description of one clustering for a secret holder sampled with certainty: the Gaussian
+    parts of the release per unit shift (``independent``: two Gaussians with multiplier σ, composed; ``shared``:
+    one with multiplier σ/√2). What :func:`secret_clustering` returns and the ledger records as ``Release.event``;
+    the secret-protection accounting uses :func:`clustering_secret_events`."""
+    import dp_accounting
+
+    if not (sigma >= 0 and math.isfinite(sigma)):
+        raise ConfigError(f"σ must be a finite number ≥ 0, got {sigma}")
+    plan = clustering_plan(1, sample)
+    g = dp_accounting.GaussianDpEvent(float(sigma) / plan.release_sensitivity)
+    return dp_accounting.SelfComposedDpEvent(g, plan.per_release) if plan.per_release > 1 else g
+
+
+def clustering_secret_events(noise: Any, sigma: float, sample: str = "independent") -> dict[str, Any]:
+    """Per secret group: the :class:`~privtext.privacy.SecretEvent` of ONE clustering (counts and centres)."""
+    plan = clustering_plan(1, sample)
+    if getattr(noise, "release_sensitivity", plan.release_sensitivity) != plan.release_sensitivity:
+        raise ConfigError(f"SecretNoise was calibrated for Δ={noise.release_sensitivity}, not for sample={sample!r}")
+    return noise.secret_events(sigma, per_release=plan.per_release)
+
+
 def secret_clustering(
     private_emb: np.ndarray,
     private_groups: np.ndarray,
@@ -157,36 +232,59 @@ def secret_clustering(
     rng: np.random.Generator,
     radius: float = 1.0,
     metric: Metric = "l2",
-) -> ClusterRelease:
-    """One release of Eq 7 (both ñ_k and ẽ_k). The caller records the two events before calling this."""
+    sample: str = "independent",
+) -> tuple[ClusterRelease, Any]:
+    """One release of Eq 7 (both ñ_k and ẽ_k). Returns ``(release, clustering_event(σ, sample))``.
+
+    ``rng`` must be the release's privacy generator (:func:`privtext.rng.noise_rng`): it draws the Bernoulli(ρ)
+    sample(s) as well as the noise, and the mixture analysis needs the sample to be as secret as the noise.
+    The caller records the events before calling this."""
     rho = np.asarray(rho, dtype=np.float64)
     if len(rho) != len(private_emb):
         raise ConfigError(f"{len(rho)} sampling probabilities for {len(private_emb)} private records")
-    if ((rho < 0) | (rho > 1)).any():
-        raise ConfigError("sampling probabilities ρ must lie in [0, 1]")
-    if sigma < 0:
-        raise ConfigError(f"σ must be ≥ 0, got {sigma}")
+    if np.isnan(rho).any() or ((rho < 0) | (rho > 1)).any():
+        bad = rho[np.isnan(rho) | (rho < 0) | (rho > 1)][0]
+        raise ConfigError(f"sampling probabilities ρ must lie in [0, 1], got {bad}")
+    if not (sigma >= 0 and math.isfinite(sigma)):
+        raise ConfigError(f"σ must be a finite number ≥ 0, got {sigma}")
+    if radius <= 0:
+        raise ConfigError(f"clip radius must be > 0, got {radius}")
+    event = clustering_event(sigma, sample)
     K, d = clusters.centres.shape
-    keep = rng.random(len(rho)) < rho
-    ehat = clip_rows(private_emb[keep], radius) if keep.any() else np.zeros((0, d), dtype=np.float32)
-    sums = clusters.centres.astype(np.float64) * clusters.sizes[:, None]
+    pg = np.asarray(private_groups, dtype=np.int64)
+    keep_counts = rng.random(len(rho)) < rho
+    keep_centres = keep_counts if sample == "shared" else rng.random(len(rho)) < rho
+    n = clusters.sizes.astype(np.float64)
+    sums, m = _assign(private_emb, pg, clusters, keep_centres, radius, metric)
+    m_counts = m if sample == "shared" else _assign(private_emb, pg, clusters, keep_counts, radius, metric)[1]
+    centres = (clusters.centres.astype(np.float64) * n[:, None] + sums) / (n + m)[:, None]
+    counts = n + m_counts
+    if sigma > 0:
+        centres = centres + (2 * radius / n)[:, None] * rng.normal(0.0, sigma, size=(K, d))
+        counts = counts + rng.normal(0.0, sigma, size=K)
+    return ClusterRelease(centres=centres, counts=counts, sampled=int(keep_centres.sum()),
+                          noise_std_counts=float(sigma), noise_std_centres=(2 * radius / n) * float(sigma)), event
+
+
+def _assign(private_emb: np.ndarray, pg: np.ndarray, clusters: PublicClusters, keep: np.ndarray, radius: float,
+            metric: Metric) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ of the kept clipped private rows per cluster, how many were assigned per cluster)."""
+    K, d = clusters.centres.shape
+    sums = np.zeros((K, d), dtype=np.float64)
     m = np.zeros(K, dtype=np.int64)
-    pg = np.asarray(private_groups, dtype=np.int64)[keep]
+    if not keep.any():
+        return sums, m
+    ehat = clip_rows(private_emb[keep], radius)
+    kg = pg[keep]
     for g in np.unique(clusters.group):
         ci = np.nonzero(clusters.group == g)[0]
-        qi = np.nonzero(pg == g)[0]
+        qi = np.nonzero(kg == g)[0]
         if len(qi) == 0:
             continue
         nn = ci[nearest(ehat[qi], clusters.centres[ci], metric=metric)]
         sums += _sum_by_cluster(ehat[qi], nn, K)
         m += np.bincount(nn, minlength=K)
-    n = clusters.sizes.astype(np.float64)
-    centres = sums / (n + m)[:, None]
-    counts = n + m
-    if sigma > 0:
-        centres = centres + (2 * radius / n)[:, None] * rng.normal(0.0, sigma, size=(K, d))
-        counts = counts + rng.normal(0.0, sigma, size=K)
-    return ClusterRelease(centres=centres, counts=counts, sampled=int(keep.sum()))
+    return sums, m
 
 
 def centre_votes(

@@ -2,34 +2,44 @@
 
 Sensitivity: each private record falls in exactly one label group, so adding or removing a record changes one
 bin by one — L2 sensitivity Δ = 1 — and N(0, σ²) per bin is the Gaussian mechanism with noise multiplier σ
-(``GaussianDpEvent(σ)``). The noisy counts are clipped at 0 and normalised (post-processing).
+(``GaussianDpEvent(σ)``). Under a group relation (Aug-PE's ``sensitivity: secret_group``: removing a secret
+removes every one of the k records holding it) the k records may all sit in one label, so Δ = k and the noise
+std is σ·k — the same noise multiplier σ = std/Δ, the same event. The noisy counts are clipped at 0 and
+normalised (post-processing).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 
 
-def label_event(noise_multiplier: float):
+def label_event(noise_multiplier: float) -> Any:
+    """The event of one label-histogram release: ``GaussianDpEvent(σ)`` with σ = noise std / Δ."""
     import dp_accounting
 
     return dp_accounting.GaussianDpEvent(noise_multiplier=float(noise_multiplier))
 
 
 def dp_label_histogram(
-    private_groups: np.ndarray, n_groups: int, *, noise_multiplier: float, rng: np.random.Generator
-) -> np.ndarray:
+    private_groups: np.ndarray, n_groups: int, *, noise_multiplier: float, rng: np.random.Generator,
+    sensitivity: float = 1.0,
+) -> tuple[np.ndarray, Any]:
     """Noisy counts of private records per label group (records with group −1 are outside the public label
-    space and are not counted)."""
-    if noise_multiplier < 0:
-        raise ConfigError(f"noise_multiplier must be ≥ 0, got {noise_multiplier}")
+    space and are not counted), with noise N(0, (σΔ)²) per bin. Returns ``(noisy counts, label_event(σ))``."""
+    if not (noise_multiplier >= 0 and np.isfinite(noise_multiplier)):
+        raise ConfigError(f"noise_multiplier must be a finite number ≥ 0, got {noise_multiplier}")
+    if not (sensitivity > 0 and np.isfinite(sensitivity)):
+        raise ConfigError(f"sensitivity must be a positive number, got {sensitivity}")
     g = np.asarray(private_groups)
     counts = np.bincount(g[g >= 0], minlength=n_groups).astype(np.float64)
-    if noise_multiplier > 0:
-        counts = counts + rng.normal(0.0, noise_multiplier, size=n_groups)
-    return counts
+    std = float(noise_multiplier) * float(sensitivity)
+    if std > 0:
+        counts = counts + rng.normal(0.0, std, size=n_groups)
+    return counts, label_event(noise_multiplier)
 
 
 def allocate(weights: np.ndarray, total: int, *, min_each: int = 0) -> np.ndarray:

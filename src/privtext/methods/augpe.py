@@ -62,15 +62,15 @@ class DPVoteScorer:
 
         center = vote_emb.mean(axis=0) if v.center == "candidates" and len(vote_emb) else None
 
-        def compute() -> dict[str, np.ndarray]:
-            rel, _ = dp_vote_histogram(
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            rel, event = dp_vote_histogram(
                 self.private_emb, vote_emb, noise_multiplier=self.sigma, sensitivity=self.sensitivity,
-                rng=self.run.rng("noise", key), private_groups=self.private_groups,
+                rng=self.run.noise_rng(key), private_groups=self.private_groups,
                 candidate_groups=population.group, threshold=self.threshold, metric=v.metric,
                 backend=v.backend, center=center, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe,
                 hnsw_m=v.hnsw_m, ef_search=v.ef_search,
             )
-            return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}
+            return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}, event
 
         vals = keeper.release(key, make, compute, store.release_path(key))
         return ScoreResult(vals["noisy"], meta={"sigma": self.sigma, "noise_std": self.sigma * self.sensitivity,
@@ -115,7 +115,8 @@ class AugPE(MethodRun):
             if p.noise_multiplier == 0:
                 self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
             sigma = float(p.noise_multiplier)
-            return sigma, (sigma / label_sigma_ratio(label_fraction, compositions) if label_fraction else None)
+            # the label release gets the same share of the (implicit) budget as with a target: σ_l = σ·ratio
+            return sigma, (sigma * label_sigma_ratio(label_fraction, compositions) if label_fraction else None)
         b = self.budget
         ratio = label_sigma_ratio(label_fraction, compositions) if label_fraction else None
         if p.calibration == "paper" and ratio is None:
@@ -154,6 +155,7 @@ class AugPE(MethodRun):
         frac = ld.budget_fraction if (ld.kind == "dp" and space.columns) else None
         sigma, label_sigma = self.calibrate(T, frac)
         sens, note = self.group_sensitivity(inputs)
+        self.label_sensitivity = sens  # the label histogram's Δ is the group size too (privtext.mechanisms.labels)
         self.log(f"noise multiplier σ={sigma:.4f} for {T} vote releases; {note}")
         self.privacy_notes["noise_multiplier"] = sigma
         with self.metrics.stage("embedding_private"):

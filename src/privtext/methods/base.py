@@ -22,7 +22,7 @@ from ..engine.ui import say
 from ..errors import ConfigError, DataError
 from ..guard import PrivateGuard
 from ..mechanisms.labels import allocate, dp_label_histogram, label_event
-from ..rng import derive
+from ..rng import derive, noise_rng
 from ..rundir import PromptLog, RunDir, StageMetrics, atomic_write_json, read_jsonl
 
 
@@ -57,13 +57,31 @@ class MethodRun:
         self.secure = config.privacy.secure
         self.label_columns = tuple(config.data.label_columns)
         self.privacy_notes: dict[str, Any] = {}
+        self.subsampled = False
+        #: exact statistics of the private data (private diagnostics: never in a shareable output)
+        self.diagnostics: dict[str, Any] = {}
+        #: σ·Δ of the DP label histogram is σ_label·label_sensitivity (Aug-PE's secret-group mode sets Δ = k)
+        self.label_sensitivity = 1.0
 
     # ------------------------------------------------------------------ helpers
     def log(self, msg: str) -> None:
         self.run.log(msg)
 
     def rng(self, *keys: object) -> np.random.Generator:
+        """Non-private randomness (generation, tie-breaks, public k-means): seeded unless ``privacy.secure``."""
         return derive(self.seed, *keys, secure=self.secure)
+
+    def noise_rng(self, *keys: object) -> np.random.Generator:
+        """Privacy randomness of one release (noise, private sampling): a ChaCha20 CSPRNG keyed by OS entropy,
+        or derived from the seed when ``privacy.reproducible_noise`` (NOT private; see privtext.rng)."""
+        return noise_rng(self.seed, *keys, reproducible=self.config.privacy.reproducible_noise)
+
+    def diagnostic(self, name: str, key: str | None, value: Any) -> None:
+        """Keep an exact private statistic for ``private/diagnostics.json`` (never for the release)."""
+        if key is None:
+            self.diagnostics[name] = value
+        else:
+            self.diagnostics.setdefault(name, {})[key] = value
 
     # ------------------------------------------------------------------ data
     def load_inputs(self) -> Inputs:
@@ -72,8 +90,10 @@ class MethodRun:
             private = load_corpus(d.private, text_column=d.text_column, label_columns=d.label_columns,
                                   id_column=d.id_column, name="private")
             if d.max_private and len(private) > d.max_private:
-                idx = np.sort(self.rng("max_private").choice(len(private), d.max_private, replace=False))
+                # privacy randomness: which records were used stays as secret as the noise (privtext.rng)
+                idx = np.sort(self.noise_rng("max_private").choice(len(private), d.max_private, replace=False))
                 private = private.subset(idx)
+                self.subsampled = True
             public = heldout = None
             if d.public:
                 public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
@@ -144,14 +164,17 @@ class MethodRun:
         key = "labels/histogram"
         from ..privacy import Release
 
+        delta = float(self.label_sensitivity)
+
         def make() -> Any:
             return Release(key=key, mechanism="dp_label_histogram", event=label_event(label_sigma),
-                           noise_std=label_sigma, sensitivity=1.0, iteration=None,
-                           description="noisy count of private records per public label group (Δ=1)")
+                           noise_std=label_sigma * delta, sensitivity=delta, iteration=None,
+                           description=f"noisy count of private records per public label group (Δ={delta:g})")
 
-        def compute() -> dict[str, np.ndarray]:
-            return {"noisy": dp_label_histogram(private_groups, len(space), noise_multiplier=label_sigma,
-                                                rng=self.rng("noise", key))}
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            noisy, event = dp_label_histogram(private_groups, len(space), noise_multiplier=label_sigma,
+                                              sensitivity=delta, rng=self.noise_rng(key))
+            return {"noisy": noisy}, event
 
         vals = keeper.release(key, make, compute, self.run.checkpoints / "labels.npz")
         return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)

@@ -26,8 +26,16 @@ from ..data import Corpus
 from ..engine.loop import LabelSpace, ScoreResult
 from ..engine.state import IterationStore, Population, ReleaseKeeper
 from ..errors import ConfigError, DataError
-from ..mechanisms.clustering import PublicClusters, centre_votes, public_kmeans, secret_clustering
-from ..mechanisms.voting import threshold_histogram, vote_event
+from ..mechanisms.clustering import (
+    PublicClusters,
+    centre_votes,
+    clustering_event,
+    clustering_plan,
+    clustering_secret_events,
+    public_kmeans,
+    secret_clustering,
+)
+from ..mechanisms.voting import threshold_histogram
 from .base import Inputs, MethodRun
 
 
@@ -47,40 +55,39 @@ class ClusterScorer:
         self.metric = run.config.voting.metric
         self.threshold = run.config.evolution.threshold
 
-    def _releases(self, t_rel: int) -> list[Any]:
+    def _release(self, t_rel: int) -> Any:
+        """Counts and centres of one clustering: ONE release carrying every event it spends (see
+        :mod:`privtext.mechanisms.clustering` for why the two share a sample or not, and the events of each)."""
         from ..privacy import Release
 
-        sec = self.noise.secret_events(self.sigma)
         K = len(self.clusters)
-        out = []
-        for what, desc in (
-            ("cluster_counts", f"noisy sizes ñ_k of {K} clusters (Eq 7; Δ = sampled secret holders, noise σ)"),
-            ("cluster_centres", f"noisy centres ẽ_k of {K} clusters (Eq 7; shift ≤ 2R·S/n_k, noise (2R/n_k)·σ)"),
-        ):
-            out.append(Release(
-                key=f"{what}/iter_{t_rel:03d}", mechanism=f"secret_clustering.{what}",
-                event=vote_event(self.sigma), noise_std=self.sigma, sensitivity=1.0, iteration=t_rel,
-                description=desc, secret_events=sec,
-                meta={"clusters": K, "clip_radius": self.cfg.clip_radius},
-            ))
-        return out
+        sample = self.cfg.sample
+        return Release(
+            key=f"clusters/iter_{t_rel:03d}", mechanism="secret_clustering",
+            event=clustering_event(self.sigma, sample), noise_std=self.sigma, sensitivity=1.0, iteration=t_rel,
+            description=(f"noisy sizes ñ_k and centres ẽ_k of {K} clusters (Eq 7): counts N(0, σ²), centres "
+                         f"(2R/n_k)·N(0, σ² I); Bernoulli(ρ) sample {'per release' if sample == 'independent' else 'shared by both (Δ = √2)'}"),
+            secret_events=clustering_secret_events(self.noise, self.sigma, sample),
+            meta={"clusters": K, "clip_radius": self.cfg.clip_radius, "sample": sample},
+        )
 
     def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray, store: IterationStore,
               keeper: ReleaseKeeper) -> ScoreResult:
         t_rel = iteration if self.cfg.recluster_each_iteration else 0
-        rels = self._releases(t_rel)
-        key = rels[0].key
+        rel = self._release(t_rel)
+        key = rel.key
         folder_store = store if t_rel == iteration else IterationStore(self.run.run, t_rel, store.label_values,
                                                                        store.label_columns)
-        path = folder_store.release_path(f"clusters/iter_{t_rel:03d}")
-        ledger = keeper.ledger
-        def compute() -> dict[str, np.ndarray]:
-            rel = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
-                                    sigma=self.sigma, rng=self.run.rng("noise", key),
-                                    radius=self.cfg.clip_radius, metric=self.metric)
-            return {"centres": rel.centres, "counts": rel.counts}
+        path = folder_store.release_path(key)
 
-        vals = keeper.release(key, lambda: _record_second_first(ledger, rels), compute, path)
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            out, event = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
+                                           sigma=self.sigma, rng=self.run.noise_rng(key),
+                                           radius=self.cfg.clip_radius, metric=self.metric, sample=self.cfg.sample)
+            self.run.diagnostic("sampled_secret_holders", key, out.sampled)
+            return {"centres": out.centres, "counts": out.counts}, event
+
+        vals = keeper.release(key, lambda: rel, compute, path)
         centres, cands = vals["centres"], vote_emb
         if self.run.config.voting.center == "candidates" and len(vote_emb):
             from ..mechanisms.voting import center_rows
@@ -90,19 +97,8 @@ class ClusterScorer:
         hist = centre_votes(centres, vals["counts"], self.clusters.group, cands, population.group,
                             metric=self.metric)
         hist = threshold_histogram(hist, self.threshold)
-        return ScoreResult(hist, meta={"sigma": self.sigma, "clusters": len(self.clusters),
-                                       "release": f"clusters/iter_{t_rel:03d}",
+        return ScoreResult(hist, meta={"sigma": self.sigma, "clusters": len(self.clusters), "release": key,
                                        "centres_with_votes": int((vals["counts"] > 0).sum())})
-
-
-def _record_second_first(ledger: Any, rels: list[Any]) -> Any:
-    """Record the centres event, then hand the counts event to the keeper (which records it).
-
-    Both are appended before the clustering draws any noise; if the centres event is already there (a process
-    died between the two appends) it is not written twice."""
-    if not ledger.has(rels[1].key):
-        ledger.record(rels[1])
-    return rels[0]
 
 
 class _NoSecrets:
@@ -112,7 +108,7 @@ class _NoSecrets:
     rho = np.zeros(0)
     mode = "none"
 
-    def secret_events(self, sigma: float | None = None) -> dict[str, Any]:
+    def secret_events(self, sigma: float | None = None, *, per_release: int = 1) -> dict[str, Any]:
         return {}
 
 
@@ -186,14 +182,16 @@ class SecPE(MethodRun):
             raise ConfigError("secpe uses the public label distribution (secret-free records are public); "
                               "set evolution.label_distribution.kind to public, uniform or given")
         T = self.config.evolution.iterations
-        compositions = 2 * (T if cfg.recluster_each_iteration else 1)
+        plan = clustering_plan(T if cfg.recluster_each_iteration else 1, cfg.sample)
+        compositions = plan.compositions
         with self.metrics.stage("secret_noise"):
             if self.matrix.matrix.shape[1] == 0 or len(inputs.private) == 0:
                 noise: Any = _NoSecrets()
                 self.log("no declared secret was found: nothing private enters the clusters (σ = 0)")
             else:
                 noise = secret_noise(self.matrix.matrix, p=p.p, r=p.r, compositions=compositions,
-                                     sampling=cfg.sampling, eta=cfg.eta, blowup=cfg.blowup)
+                                     sampling=cfg.sampling, eta=cfg.eta, blowup=cfg.blowup,
+                                     release_sensitivity=plan.release_sensitivity)
         sigma = float(noise.sigma)
         rho = np.asarray(noise.rho, dtype=np.float64)
         self.log(f"SecretNoise: σ={sigma:.4f} over {compositions} releases; ρ mean={rho.mean() if len(rho) else 0:.4f}"

@@ -33,10 +33,12 @@ bounds (:func:`secret_check`) avoid most PLDs during calibration and in the ledg
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -590,8 +592,22 @@ def worst_gaussian_upper_bound(events: DpEvent | Sequence[DpEvent] | Leaves, p: 
 
 
 #: proven facts "B(p) ≤ r for this mixture at σ ≥ s over ≤ c releases": (shifts, probs, p, r) -> [(c, s, bound)]
-_CERTIFICATES: dict[tuple, list[tuple[int, float, float]]] = {}
+_GLOBAL_CERTIFICATES: dict[tuple, list[tuple[int, float, float]]] = {}
+_CERT_SCOPE: contextvars.ContextVar[dict[tuple, list[tuple[int, float, float]]]] = contextvars.ContextVar(
+    "privtext_certificates", default=_GLOBAL_CERTIFICATES)
 _MAX_CERT_KEYS = 100_000
+
+
+@contextlib.contextmanager
+def certificate_scope() -> Iterator[None]:
+    """Run with a fresh, private certificate store, so that the result (e.g. a calibrated σ) does not depend on
+    which checks happened earlier in this process. Calibration of a run's noise uses it: a resumed process
+    (which first re-checks its ledger) then computes exactly the σ the first process recorded."""
+    token = _CERT_SCOPE.set({})
+    try:
+        yield
+    finally:
+        _CERT_SCOPE.reset(token)
 
 
 def _cert_key(lv: Leaves, p: float, r: float) -> tuple | None:
@@ -623,15 +639,16 @@ def secret_check(events: DpEvent | Sequence[DpEvent] | Leaves, p: float, r: floa
     if key is not None:
         e, c = lv.others[0]
         s_ = float(e.standard_deviation)
-        for cc, cs, cb in _CERTIFICATES.get(key, ()):
+        for cc, cs, cb in _CERT_SCOPE.get().get(key, ()):
             if cc >= c and cs <= s_:
                 return True, cb, "certificate"
     ok, b, how = _secret_check_uncached(lv, p, r)
     if ok and key is not None:
-        if len(_CERTIFICATES) > _MAX_CERT_KEYS:
-            _CERTIFICATES.clear()
+        store = _CERT_SCOPE.get()
+        if len(store) > _MAX_CERT_KEYS:
+            store.clear()
         e, c = lv.others[0]
-        certs = _CERTIFICATES.setdefault(key, [])
+        certs = store.setdefault(key, [])
         certs.append((int(c), float(e.standard_deviation), b))
         if len(certs) > 16:  # keep the most useful: most releases, least noise
             certs.sort(key=lambda t: (-t[0], t[1]))

@@ -58,7 +58,7 @@ from scipy.optimize import linprog
 from scipy.special import ndtr, ndtri
 
 from ..errors import DataError, InvalidPrivacyParameter, PrivacyError
-from .accounting import blowup_of, secret_check
+from .accounting import blowup_of, certificate_scope, secret_check
 from .calibration import SecretTarget, _check_compositions, calibrate
 from .conversions import check_pr, mu_from_pr, r_from_mu_p
 from .events import MixtureOfGaussiansDpEvent, SecretEvent, SelfComposedDpEvent
@@ -91,17 +91,22 @@ def poisson_binomial_pmf(rho: Sequence[float] | np.ndarray) -> np.ndarray:
     return pmf / pmf.sum()
 
 
-def mixture_event(rho: Sequence[float] | np.ndarray, sigma: float) -> Any:
+def mixture_event(rho: Sequence[float] | np.ndarray, sigma: float, sensitivity: float = 1.0) -> Any:
     """The per-release event of one secret whose holders are sampled with probabilities ``rho``:
-    ``MixtureOfGaussiansDpEvent(σ, [0, 1, …, m], Pr[S = k])`` (σ in units of Δ). Released counts shift by S
-    (Δ = 1); Eq 7's centres, normalised by their noise scale 2R/n_k, shift by at most S too (Thm 5's proof)."""
+    ``MixtureOfGaussiansDpEvent(σ/Δ, [0, 1, …, m], Pr[S = k])`` — the release shifts by S·Δ (S sampled holders,
+    Δ the shift per sampled holder) under noise σ; dividing both by Δ keeps integer sensitivities (the cheap
+    bounds in :mod:`.accounting` need them). Released counts shift by S (Δ = 1); Eq 7's centres, normalised by
+    their noise scale 2R/n_k, shift by at most S too (Thm 5's proof); counts and centres drawn from one shared
+    sample shift together by √2·S (Δ = √2, see :mod:`privtext.mechanisms.clustering`)."""
+    if not sensitivity > 0:
+        raise InvalidPrivacyParameter(f"sensitivity must be positive, got {sensitivity!r}")
     r = np.asarray(rho, dtype=np.float64).ravel()
     r = r[r > 0]
     if r.size == 0:
         return dp_accounting.NoOpDpEvent()
     pmf = poisson_binomial_pmf(r)
     return MixtureOfGaussiansDpEvent(
-        standard_deviation=float(sigma), sensitivities=[float(k) for k in range(len(pmf))],
+        standard_deviation=float(sigma) / float(sensitivity), sensitivities=[float(k) for k in range(len(pmf))],
         sampling_probs=[float(x) for x in pmf],
     )
 
@@ -274,7 +279,9 @@ class SecretGroup:
 class SecretNoiseResult:
     """Output of :func:`secret_noise`. Arrays are read-only.
 
-    ``sigma`` is the noise multiplier (std per unit sensitivity) for every one of the ``compositions`` releases;
+    ``sigma`` is the noise std of every one of the ``compositions`` releases, each of which shifts by S·Δ with
+    Δ = ``release_sensitivity`` (so ``sigma / release_sensitivity`` is the noise multiplier; SecPE's shared-sample
+    mode uses Δ = √2, everything else Δ = 1);
     ``rho``/``w`` are per record (records holding no secret: ρ = 1, w = 0, ``in_lp`` False);
     ``secret_sigma``, ``eta``, ``groups`` are per secret (``groups[j]`` is a key of ``group_info``);
     ``secret_sigma_exact[j]`` is False where σ_j was only bounded (σ_j ≤ ``secret_sigma[j]`` ≤ ``sigma``): such
@@ -296,6 +303,7 @@ class SecretNoiseResult:
     blowup: str
     compositions: int
     candidates: tuple[dict[str, Any], ...] = ()
+    release_sensitivity: float = 1.0
     timings: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -307,44 +315,56 @@ class SecretNoiseResult:
         """Per group with a positive ρ: the ``MixtureOfGaussiansDpEvent`` of ONE release with noise multiplier
         ``sigma`` (default: :attr:`sigma`)."""
         s = self.sigma if sigma is None else float(sigma)
-        return {gid: mixture_event(g.rho, s) for gid, g in self.group_info.items() if g.rho}
+        return {gid: mixture_event(g.rho, s, self.release_sensitivity) for gid, g in self.group_info.items() if g.rho}
 
-    def secret_events(self, sigma: float | None = None, *, accounting: BlowupMethod | None = None
-                      ) -> dict[str, SecretEvent]:
+    def secret_events(self, sigma: float | None = None, *, accounting: BlowupMethod | None = None,
+                      per_release: int = 1) -> dict[str, SecretEvent]:
         """As :meth:`events`, wrapped with each group's (p, r) and secrets — for ``Release.secret_events``.
+
+        ``per_release``: how many of the ``compositions`` one recorded release spends (SecPE's independent-sample
+        mode records counts and centres as one release of two compositions: the event is then
+        ``SelfComposedDpEvent(e, 2)``, and ``planned`` = compositions / per_release releases).
 
         ``accounting`` (default: this result's ``blowup``) picks what the ledger will compose: ``exact`` the true
         mixture event; ``worst`` ``GaussianDpEvent(σ/m)`` (valid); ``paper`` the paper's stand-in
         ``GaussianDpEvent(σ/E[S])``, marked ``approximate`` — the ledger then states that the guarantee is not
         proven for those groups."""
         s = self.sigma if sigma is None else float(sigma)
+        z = s / self.release_sensitivity
         how = accounting or self.blowup
+        if per_release < 1 or self.compositions % per_release:
+            raise InvalidPrivacyParameter(
+                f"per_release={per_release} must divide the {self.compositions} compositions σ was calibrated for")
         out: dict[str, SecretEvent] = {}
         for gid, g in self.group_info.items():
             if not g.rho:
                 continue
             if how == "exact":
-                ev = mixture_event(g.rho, s)
+                ev = mixture_event(g.rho, z)
             elif how == "worst":
-                ev = dp_accounting.GaussianDpEvent(s / len(g.rho))
+                ev = dp_accounting.GaussianDpEvent(z / len(g.rho))
             elif how == "paper":
-                ev = dp_accounting.GaussianDpEvent(s / sum(g.rho))
+                ev = dp_accounting.GaussianDpEvent(z / sum(g.rho))
             else:
                 raise InvalidPrivacyParameter(f"accounting must be exact, worst or paper; got {how!r}")
+            if per_release > 1:
+                ev = SelfComposedDpEvent(ev, per_release)
             out[gid] = SecretEvent(event=ev, p=g.p, r=g.r, secrets=g.secrets, approximate=how == "paper",
-                                   planned=self.compositions)
+                                   planned=self.compositions // per_release)
         return out
 
     def blowups(self, sigma: float | None = None, *, method: BlowupMethod = "exact") -> dict[str, float]:
         """B(p) per group after all ``compositions`` releases at ``sigma`` (check: each ≤ its r)."""
         s = self.sigma if sigma is None else float(sigma)
-        return {gid: secret_blowup(g.rho, sigma=s, p=g.p, compositions=self.compositions, method=method)
+        return {gid: secret_blowup(g.rho, sigma=s, p=g.p, compositions=self.compositions, method=method,
+                                   sensitivity=self.release_sensitivity)
                 for gid, g in self.group_info.items() if g.rho}
 
     def summary(self) -> dict[str, Any]:
         return {
             "sigma": self.sigma, "mode": self.mode, "sampling": self.sampling, "blowup": self.blowup,
-            "compositions": self.compositions, "records": int(self.rho.size),
+            "compositions": self.compositions, "release_sensitivity": self.release_sensitivity,
+            "records": int(self.rho.size),
             "records_in_lp": int(self.in_lp.sum()), "records_with_positive_rho": int((self.rho[self.in_lp] > 0).sum()),
             "expected_sampled": self.signal, "secrets": int(self.secret_sigma.size), "groups": len(self.group_info),
             "candidates": list(self.candidates), "timings": dict(self.timings),
@@ -465,6 +485,7 @@ def secret_noise(
     eta: Any = None,
     blowup: BlowupMethod = "exact",
     exact_per_secret: bool = False,
+    release_sensitivity: float = 1.0,
 ) -> SecretNoiseResult:
     """SecretNoise (SecPE Alg 1): LP weights, sampling probabilities and the noise multiplier.
 
@@ -472,12 +493,23 @@ def secret_noise(
     such as :class:`privtext.secrets.SecretMatrix`). ``p``, ``r``: scalars or per-secret vectors.
     ``compositions``: number of releases sharing σ (2·T for SecPE's counts + centres). ``eta``: LP capacities
     (default Φ⁻¹(1−p_j) − Φ⁻¹(1−r_j)). ``sampling``: paper | max | scaled:c | auto. ``blowup``: exact | paper |
-    worst. ``exact_per_secret``: calibrate every group (slow with many groups); by default a group that cannot
+    worst. ``release_sensitivity``: Δ, the shift of one release per sampled holder (σ is calibrated for unit
+    shifts and multiplied by Δ). ``exact_per_secret``: calibrate every group (slow with many groups); by default a group that cannot
     set the maximum is only checked at the current maximum and reported with that upper bound
     (``secret_sigma_exact`` False). See the module docstring for every step.
     """
+    with certificate_scope():  # deterministic: independent of accounting checks made earlier in this process
+        return _secret_noise(membership, p=p, r=r, compositions=compositions, sampling=sampling, eta=eta,
+                             blowup=blowup, exact_per_secret=exact_per_secret,
+                             release_sensitivity=release_sensitivity)
+
+
+def _secret_noise(membership: Any, *, p: Any, r: Any, compositions: int, sampling: Sampling, eta: Any,
+                  blowup: BlowupMethod, exact_per_secret: bool, release_sensitivity: float) -> SecretNoiseResult:
     t0 = time.perf_counter()
     _check_compositions(compositions)
+    if not (release_sensitivity > 0 and math.isfinite(release_sensitivity)):
+        raise InvalidPrivacyParameter(f"release_sensitivity must be a positive number, got {release_sensitivity!r}")
     csr = _as_csr(membership)
     m = csr.shape[1]
     pa, ra = check_pr(p, r)
@@ -517,11 +549,15 @@ def secret_noise(
             best = (rank, mode, rho, sigma, info, labels, per_secret, exact)
     assert best is not None
     _, mode, rho, sigma, info, labels, per_secret, exact = best
+    sigma, per_secret = sigma * release_sensitivity, per_secret * release_sensitivity  # unit shifts → Δ
+    for c in cands:
+        c["sigma"] *= release_sensitivity
+        c["score"] = c["signal"] / c["sigma"] if c["sigma"] > 0 else c["score"]
     t_total = time.perf_counter() - t0
     return SecretNoiseResult(
         sigma=sigma, rho=_ro(rho), w=_ro(w), in_lp=_ro(in_lp), secret_sigma=_ro(per_secret),
         secret_sigma_exact=_ro(exact), groups=labels,
         group_info=dict(info), eta=_ro(eta_a), p=_ro(pa), r=_ro(ra), mode=mode, sampling=str(sampling),
         blowup=blowup, compositions=int(compositions), candidates=tuple(cands),
-        timings={"lp_s": round(t_lp, 4), "noise_s": round(t_total - t_lp, 4), "total_s": round(t_total, 4)},
+        release_sensitivity=float(release_sensitivity), timings={"lp_s": round(t_lp, 4), "noise_s": round(t_total - t_lp, 4), "total_s": round(t_total, 4)},
     )
