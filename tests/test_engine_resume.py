@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from privtext.data import Corpus, load_corpus, write_corpus
-from privtext.rundir import read_jsonl
+from privtext.rundir import RUN_FILES, read_jsonl
 
 WORDS = ("heart chest pain rash skin knee back fever cough sleep plan review start stop test scan dose "
          "daily weekly clinic doctor nurse follow visit patient result normal mild severe").split()
@@ -67,12 +67,12 @@ def _cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -> s
 
 
 def _ledger_keys(run: Path) -> list[str]:
-    return [rec["key"] for rec in read_jsonl(run / "ledger.jsonl")]
+    return [rec["key"] for rec in read_jsonl(run / "private" / "ledger.jsonl")]
 
 
 def _hist_bytes(run: Path) -> dict[int, bytes]:
     out = {}
-    for d in sorted((run / "checkpoints").glob("iter_*")):
+    for d in sorted((run / "private" / "checkpoints").glob("iter_*")):
         if (d / "COMPLETE").exists():
             out[int(d.name[5:])] = (d / "histogram.npy").read_bytes()
     return out
@@ -88,19 +88,20 @@ def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_uninterrupted_run_writes_every_file(reference_run: Path) -> None:
     run = reference_run
-    for name in ("config.yaml", "ledger.jsonl", "privacy.json", "checkpoints", "prompts.jsonl", "synthetic.jsonl",
-                 "metrics.json", "log.txt"):
+    for name in RUN_FILES:
         assert (run / name).exists(), name
     assert _ledger_keys(run) == [f"votes/iter_{t:03d}" for t in range(4)]
     syn = load_corpus(run / "synthetic.jsonl", label_columns=["dept", "kind"])
     assert len(syn) == 30
     # the output is the last iteration's selection, not its variations
-    cands = __import__("pandas").read_parquet(run / "checkpoints/iter_003/candidates.parquet")
-    sel_idx = np.load(run / "checkpoints/iter_003/selected_index.npy")
+    cands = __import__("pandas").read_parquet(run / "private/checkpoints/iter_003/candidates.parquet")
+    sel_idx = np.load(run / "private/checkpoints/iter_003/selected_index.npy")
     assert list(syn.texts) == [cands["text"][i] for i in sel_idx]
     privacy = json.loads((run / "privacy.json").read_text())
-    assert privacy["spent"]["epsilon"] <= 4.0 + 1e-9 and privacy["prompt_audit"]["clean"]
-    metrics = json.loads((run / "metrics.json").read_text())
+    assert privacy["guarantee"]["spent"]["epsilon"] <= 4.0 + 1e-9 and privacy["prompt_audit"]["passed"]
+    # reproducible noise: the statement says so first
+    assert privacy["private"] is False and privacy["headline"].startswith("NOT PRIVATE")
+    metrics = json.loads((run / "private" / "metrics.json").read_text())
     for stage in ("generation", "embedding", "voting"):
         assert metrics["stages"][stage]["seconds"] > 0
     assert metrics["counters"]["llm_calls"] > 0
@@ -127,7 +128,7 @@ def test_resume_after_sigkill(tmp_path: Path, reference_run: Path, how: str) -> 
         env = {**os.environ, "PRIVTEXT_QUIET": "1"}
         proc = subprocess.Popen([sys.executable, "-m", "privtext", "run", str(cfg)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        target = run / "checkpoints" / "iter_002"
+        target = run / "private" / "checkpoints" / "iter_002"
         deadline = time.time() + 120
         while not target.exists() and proc.poll() is None and time.time() < deadline:
             time.sleep(0.005)
@@ -164,15 +165,15 @@ def test_over_budget_release_is_refused_before_data(tmp_path: Path) -> None:
     raw["output"] = str(run_b)
     (tmp_path / "b.yaml").write_text(yaml.safe_dump(raw))
     # pre-seed b's ledger with a's (full) spend under other keys
-    run_b.mkdir()
-    lines = (tmp_path / "a" / "ledger.jsonl").read_text().splitlines()
+    (run_b / "private").mkdir(parents=True)
+    lines = (tmp_path / "a" / "private" / "ledger.jsonl").read_text().splitlines()
     seeded = [json.dumps({**json.loads(x), "key": "old/" + json.loads(x)["key"]}) for x in lines]
-    (run_b / "ledger.jsonl").write_text("\n".join(seeded) + "\n")
+    (run_b / "private" / "ledger.jsonl").write_text("\n".join(seeded) + "\n")
     (run_b / "config.yaml").write_text(yaml.safe_dump(raw))
     r = _cli("resume", str(run_b), check=False)
     assert r.returncode == 2 and "budget" in r.stderr.lower()
-    assert len((run_b / "ledger.jsonl").read_text().splitlines()) == len(seeded)
-    assert not list((run_b / "checkpoints").glob("iter_000/releases/*"))
+    assert len((run_b / "private" / "ledger.jsonl").read_text().splitlines()) == len(seeded)
+    assert not list((run_b / "private" / "checkpoints").glob("iter_000/releases/*"))
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
@@ -194,7 +195,7 @@ def test_every_candidate_carries_its_own_embedding(reference_run: Path) -> None:
 
     emb = build_embedder({"backend": "hashing", "dim": 64, "cache": False})
     for t in range(4):
-        d = reference_run / "checkpoints" / f"iter_{t:03d}"
+        d = reference_run / "private" / "checkpoints" / f"iter_{t:03d}"
         df = pd.read_parquet(d / "candidates.parquet")
         stored = np.load(d / "embeddings.npy")
         assert df["group"].nunique() > 1  # several label groups, so the grouping order matters

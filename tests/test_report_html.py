@@ -6,6 +6,7 @@ import base64
 import json
 import re
 import shutil
+from html import escape as html_escape
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,9 @@ from typer.testing import CliRunner
 import privtext.cli as cli
 from privtext.data import write_corpus
 from privtext.evaluate import evaluate_run
-from privtext.evaluate.fakerun import toy_corpora, write_fake_run
 from privtext.report import build_report, write_report
 from privtext.report.chromium import find_chromium, render
+from privtext.testing.tinyrun import tiny_run, toy_corpora
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = '<script>alert("x")</script> & <img src="https://example.com/t.png">'
@@ -30,8 +31,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     priv, pool, real = toy_corpora(rng=rng, n_private=40, n_pool=160)
     write_corpus(priv, root / "private.csv")
     write_corpus(real, root / "real.csv")
-    r = write_fake_run(root / "run", private=priv, pool=pool, rng=rng, iterations=3, num_samples=20,
-                       private_path=str(root / "private.csv"), guarantee={"kind": "gdp", "mu": 1.0})
+    r = tiny_run(root / "run", private=priv, public=pool, iterations=3, num_samples=20, privacy={"mu": 1.0})
     # a synthetic text that would be markup if it were not escaped
     lines = (r / "synthetic.jsonl").read_text().splitlines()
     rec = json.loads(lines[0])
@@ -59,7 +59,7 @@ def test_report_is_self_contained(page: Path) -> None:
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
     assert "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html
     srcs = _attrs(html, "src")
-    assert len(srcs) >= 5 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) >= 4 and all(s.startswith("data:image/png;base64,") for s in srcs)
     for s in srcs:
         png = base64.b64decode(s.split(",", 1)[1])
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
@@ -77,15 +77,20 @@ def test_report_has_every_section(run: Path, page: Path) -> None:
     html = page.read_text(encoding="utf-8")
     ev = json.loads((run / "evaluation.json").read_text())
     for heading in ("Privacy guarantee", "Summary", "Downstream utility", "Per iteration", "Lengths", "Votes",
-                    "Runtime and LLM usage", "Secret exposure", "Sample outputs"):
+                    "Sample outputs"):
         assert f"<h2>{heading}</h2>" in html, heading
-    assert "Fabricated test run: no privacy guarantee." in html  # the plain-words statement
+    privacy = json.loads((run / "privacy.json").read_text())
+    assert html_escape(privacy["headline"]) in html  # the plain-words statement
     assert "μ=1-GDP" in html
+    # the shareable report holds no private diagnostics (run time, exact counts, secret statistics)
+    for heading in ("Runtime and LLM usage", "Secret exposure", "Private diagnostics"):
+        assert f"<h2>{heading}</h2>" not in html, heading
+    assert "--diagnostics" in html
     assert f"{ev['fid']['fid']:.4g}" in html  # headline FID as computed
     for t in ev["per_iteration"]:
         assert f"{t['fid']:.4g}" in html
     assert "only-private" in html and "zero-shot" in html and "majority class" in html
-    assert "LLM calls" in html and "Prompt audit" in html
+    assert "Prompt audit" in html
     # only synthetic text is shown: no real record appears in the page
     real = (run.parent / "real.csv").read_text().splitlines()[1:]
     assert not any(line.split(",")[1] in html for line in real if line.count(",") >= 3)
@@ -97,16 +102,29 @@ def test_report_without_evaluation_says_how_to_get_one(run: Path, tmp_path: Path
     (bare / "evaluation.json").unlink()
     html = write_report(bare).read_text(encoding="utf-8")
     assert "privtext evaluate" in html and "<h2>Votes</h2>" in html
-    assert "data:image/png;base64," in html  # votes and runtime still drawn from the run itself
+    assert "data:image/png;base64," in html  # votes still drawn from the run itself
 
 
 def test_report_of_an_unfinished_run(run: Path, tmp_path: Path) -> None:
     partial = tmp_path / "partial"
     shutil.copytree(run, partial)
-    for f in ("evaluation.json", "privacy.json", "synthetic.jsonl", "metrics.json"):
+    for f in ("evaluation.json", "privacy.json", "synthetic.jsonl", "private/metrics.json"):
         (partial / f).unlink()
     html = build_report(partial).read_text(encoding="utf-8")
     assert "did not finish" in html and "<h2>Sample outputs</h2>" in html
+
+
+def test_diagnostic_report_is_private_and_complete(run: Path) -> None:
+    """``--diagnostics`` adds run time, exact counts and secret statistics, and goes under private/."""
+    path = build_report(run, diagnostics=True)
+    assert path == run / "private" / "report.html"
+    html = path.read_text(encoding="utf-8")
+    for heading in ("Private diagnostics", "Runtime and LLM usage", "Secret exposure"):
+        assert f"<h2>{heading}</h2>" in html, heading
+    assert "LLM calls" in html and "PRIVATE DIAGNOSTICS" in html
+    diag = json.loads((run / "private" / "diagnostics.json").read_text())
+    assert diag["records"]["private"] == 40  # the exact count lives here, and only here
+    assert '"private": 40' not in (run / "privacy.json").read_text()
 
 
 def test_cli_report(run: Path, tmp_path: Path) -> None:

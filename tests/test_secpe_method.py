@@ -18,7 +18,7 @@ import yaml
 from privtext.config import config_from_dict
 from privtext.data import load_corpus, write_corpus
 from privtext.demo import make_demo_corpora
-from privtext.rundir import read_jsonl
+from privtext.rundir import RUN_FILES, read_jsonl
 from privtext.runner import run_config
 
 
@@ -60,22 +60,35 @@ def secpe_run(demo_data: dict) -> Path:
     return run_config(config_from_dict(_cfg(demo_data, "run")))
 
 
-def test_statement_names_types_counts_p_r_sigma(secpe_run: Path) -> None:
+def _assumed(priv: dict, name: str) -> object:
+    return next(a["value"] for a in priv["assumed_public"] if a["name"] == name)
+
+
+def test_statement_is_true_and_holds_no_private_counts(secpe_run: Path) -> None:
     priv = json.loads((secpe_run / "privacy.json").read_text())
     st = priv["statement"]
+    assert priv["format"] == "privtext.privacy/2" and priv["private"] is True
+    assert priv["headline"].startswith("(p=0.001, r=0.02)-secret protection")
+    assert "regex" in st and "explicit" in st  # the detectors that decided what is protected
+    assert "secret-free" in st and "missed are not protected" in st and "not differential privacy" in st
+    assert "ChaCha20" in st
+    assert _assumed(priv, "noise_std") > 0 and priv["guarantee"]["spent"]["every_secret_within_r"] is True
+    # exact private statistics are private diagnostics, not part of the release
+    assert "secrets" not in priv and "records_with_secrets" not in json.dumps(priv)
+    diag = json.loads((secpe_run / "private" / "diagnostics.json").read_text())
     for t in ("PATIENT_NAME", "MRN", "PHONE", "EMAIL", "DATE_OF_BIRTH"):
-        assert t in st and priv["secrets"]["by_type"][t]["secrets"] > 0
-    assert "p=0.001" in st and "r=0.02" in st and f"σ = {priv['noise_multiplier']:.4g}" in st
-    assert priv["noise_multiplier"] > 0 and priv["compositions"] == 6
-    assert not priv["spent"]["exceeded"]
-    # every group's posterior bound is within its r
-    assert all(g["posterior"] <= g["r"] * (1 + 1e-9) for g in priv["spent"]["groups"].values())
+        assert diag["secrets"]["by_type"][t]["secrets"] > 0, t
+    assert diag["secret_noise"]["compositions"] == 6 and diag["secret_noise"]["noise_std"] == _assumed(priv, "noise_std")
+    # every group's posterior bound is within its r (kept with the ledger, in private diagnostics)
+    groups = diag["ledger"]["spent"]["groups"]
+    assert groups and all(g["posterior"] <= g["r"] * (1 + 1e-9) for g in groups.values())
+    assert (secpe_run / "private").stat().st_mode & 0o777 == 0o700
 
 
 def test_one_release_per_clustering_carries_both_events(secpe_run: Path) -> None:
     """Counts and centres are one release; with independent samples it spends two mixture compositions per
     secret group (SelfComposedDpEvent(mixture, 2)), planned for T clusterings."""
-    recs = read_jsonl(secpe_run / "ledger.jsonl")
+    recs = read_jsonl(secpe_run / "private" / "ledger.jsonl")
     assert [r["key"] for r in recs] == [f"clusters/iter_{t:03d}" for t in range(3)]
     for rec in recs:
         assert rec["secret_events"], "each release carries the per-secret-group events"
@@ -93,18 +106,18 @@ def test_no_secret_reaches_a_prompt_or_the_output(secpe_run: Path, demo_data: di
     for s in demo_data["secrets"]:
         assert s.lower() not in prompts, s
         assert s.lower() not in synthetic, s
-    assert json.loads((secpe_run / "privacy.json").read_text())["prompt_audit"]["clean"]
+    assert json.loads((secpe_run / "privacy.json").read_text())["prompt_audit"]["passed"]
 
 
 def test_clusters_released_once(demo_data: dict, secpe_run: Path) -> None:
     run = run_config(config_from_dict(_cfg(demo_data, "once", secpe={"recluster_each_iteration": False})))
-    keys = [r["key"] for r in read_jsonl(run / "ledger.jsonl")]
+    keys = [r["key"] for r in read_jsonl(run / "private" / "ledger.jsonl")]
     assert keys == ["clusters/iter_000"]
     priv = json.loads((run / "privacy.json").read_text())
-    assert priv["compositions"] == 2
+    assert json.loads((run / "private" / "diagnostics.json").read_text())["secret_noise"]["compositions"] == 2
     # fewer compositions, same budget: less noise than re-clustering every iteration
     again = json.loads((secpe_run / "privacy.json").read_text())
-    assert priv["noise_multiplier"] < again["noise_multiplier"]
+    assert _assumed(priv, "noise_std") < _assumed(again, "noise_std")
 
 
 def test_crash_between_record_and_save_resumes_cleanly(demo_data: dict) -> None:
@@ -119,7 +132,7 @@ def test_crash_between_record_and_save_resumes_cleanly(demo_data: dict) -> None:
     r = subprocess.run([sys.executable, "-m", "privtext", "resume", str(tmp / "crash")], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    keys = [x["key"] for x in read_jsonl(tmp / "crash" / "ledger.jsonl")]
+    keys = [x["key"] for x in read_jsonl(tmp / "crash" / "private" / "ledger.jsonl")]
     assert Counter(keys) == Counter({f"clusters/iter_{t:03d}": 1 for t in range(3)})
     assert len(load_corpus(tmp / "crash" / "synthetic.jsonl")) == 30
 
@@ -136,14 +149,17 @@ def test_gdp_baselines_record_and_group_sensitivity(demo_data: dict) -> None:
     from privtext.privacy import mu_from_pr
 
     mu = float(mu_from_pr(1e-3, 2e-2))
-    assert pr["noise_multiplier"] == pytest.approx(np.sqrt(3) / mu, rel=1e-3)  # σ = √T/μ (exact GDP)
-    k = pg["gdp_baseline"]["group_size"]
+    sigma = pr["parameters"]["noise_multiplier"]
+    assert sigma == pytest.approx(np.sqrt(3) / mu, rel=1e-3)  # σ = √T/μ (exact GDP)
+    assert "ONE record" in pr["statement"] and not pr["assumed_public"]  # record mode: (p, r) only for single holders
+    k = _assumed(pg, "secret_group_size")
     # independently: the most records any one planted value appears in
     texts = load_corpus(demo_data["tmp"] / "private.csv").texts
     k_ref = max(sum(v in t for t in texts) for p in demo_data["patients"] for v in p.values())
     assert k == k_ref and k >= 2
-    led = read_jsonl(grp / "ledger.jsonl")
-    assert all(x["sensitivity"] == k and x["noise_std"] == pytest.approx(k * pr["noise_multiplier"]) for x in led)
+    led = read_jsonl(grp / "private" / "ledger.jsonl")
+    assert all(x["sensitivity"] == k and x["noise_std"] == pytest.approx(k * sigma) for x in led)
+    assert "every detected secret gets (p=0.001, r=0.02)" in pg["headline"]
 
 
 def test_no_secret_found_means_no_noise(tmp_path: Path, demo_data: dict) -> None:
@@ -153,7 +169,8 @@ def test_no_secret_found_means_no_noise(tmp_path: Path, demo_data: dict) -> None
     raw["output"] = str(tmp_path / "none")
     run = run_config(config_from_dict(raw))
     priv = json.loads((run / "privacy.json").read_text())
-    assert priv["noise_multiplier"] == 0 and priv["secrets"]["records_with_secrets"] == 0
+    assert _assumed(priv, "noise_std") == 0 and priv["private"] is True
+    assert json.loads((run / "private" / "diagnostics.json").read_text())["secrets"]["records_with_secrets"] == 0
     assert len(load_corpus(run / "synthetic.jsonl")) == 30
 
 
@@ -174,8 +191,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     info = json.loads(r.stdout)
     run = Path(info["run_dir"])
-    for name in ("config.yaml", "ledger.jsonl", "privacy.json", "checkpoints", "prompts.jsonl", "synthetic.jsonl",
-                 "metrics.json", "log.txt", "report.html"):
+    for name in (*RUN_FILES, "report.html"):
         assert (run / name).exists(), name
     assert info["prompt_audit_clean"] is True and info["records"] == 80
     for t in ("PATIENT_NAME", "MRN", "PHONE"):

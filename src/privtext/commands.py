@@ -55,18 +55,24 @@ def register(app: typer.Typer) -> None:
 
 
 def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> None:
-    privacy = json.loads((root / "privacy.json").read_text(encoding="utf-8"))
-    metrics = json.loads((root / "metrics.json").read_text(encoding="utf-8"))
-    report = root / "report.html"
+    from .rundir import RunDir
+
+    run = RunDir(root)
+    privacy = json.loads(run.privacy.read_text(encoding="utf-8"))
+    metrics = json.loads(run.metrics.read_text(encoding="utf-8")) if run.metrics.exists() else {}
+    audit = privacy.get("prompt_audit", {})
     info = {
         "run_dir": str(root),
-        "synthetic": str(root / "synthetic.jsonl"),
-        "privacy": str(root / "privacy.json"),
-        "report": str(report) if report.exists() else None,
+        "synthetic": str(run.synthetic),
+        "privacy": str(run.privacy),
+        "report": str(run.report) if run.report.exists() else None,
         "records": metrics.get("counters", {}).get("synthetic_records"),
+        "private": privacy.get("private"),
+        "headline": privacy.get("headline"),
         "statement": privacy.get("statement"),
         "wall_seconds": metrics.get("wall_seconds"),
-        "prompt_audit_clean": privacy.get("prompt_audit", {}).get("clean"),
+        "prompt_audit_clean": audit.get("passed", audit.get("clean")),
+        "private_diagnostics": str(run.private),
     }
     if as_json:
         print_json(info)
@@ -75,8 +81,10 @@ def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> 
     out.print(f"[bold]synthetic data[/] {info['synthetic']}  ({info['records']} records)")
     out.print(f"[bold]privacy[/]        {info['privacy']}")
     if info["statement"]:
-        out.print(f"  {info['statement']}", highlight=False)
-    out.print(f"[bold]prompt audit[/]   {'clean: no prompt holds private text' if info['prompt_audit_clean'] else 'FLAGGED — see privacy.json'}")
+        style = "" if info["private"] else "[bold red]"
+        out.print(f"  {style}{info['statement']}", highlight=False)
+    out.print(f"[bold]prompt audit[/]   {'passed: no prompt holds private text' if info['prompt_audit_clean'] else 'FAILED — see private/diagnostics.json'}")
     if info["report"]:
         out.print(f"[bold]report[/]         {info['report']}")
+    out.print(f"[bold]private[/]        {info['private_diagnostics']} (ledger, checkpoints, log, diagnostics: do not share)")
     out.print(f"[bold]wall time[/]      {info['wall_seconds']} s")

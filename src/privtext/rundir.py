@@ -1,18 +1,24 @@
-"""The run directory: the contract every later tool reads.
+"""The run directory: the contract every later tool reads. This module is its only owner (file names live here).
+
+A run's outputs are of two kinds (docs/privacy.md, "What a run releases"):
 
 ::
 
-    RUN/
-      config.yaml        resolved configuration (written once at start)
-      ledger.jsonl       one privacy event per line, appended and fsync'd before the noisy value is used
-      privacy.json       the final guarantee in words and numbers
-      checkpoints/       iter_000/, iter_001/ ... plain Parquet + JSON, no pickle; a folder is complete when its
-                         COMPLETE marker exists (written last, atomically)
-      prompts.jsonl      every prompt sent to any generator (audit)
-      synthetic.jsonl    final records: text plus labels
-      metrics.json       counts and wall time per stage (generation, embedding, voting/histogram, ...)
-      log.txt            human-readable log
-      cache/embeddings/  embedding cache keyed by (model, text hash)
+    RUN/                       the RELEASE: may be shared
+      config.yaml              resolved configuration (written once at start)
+      synthetic.jsonl          final records: text plus labels
+      privacy.json             the guarantee in words and numbers (parameters, released values, assumptions)
+      prompts.jsonl            every prompt sent to any generator (public text and released values only)
+      heldout.jsonl            public records held out for evaluation (when data.public_holdout)
+      report.html              the report (no private diagnostics unless asked for)
+      private/                 PRIVATE DIAGNOSTICS, mode 0700: computed from private data, never shared
+        ledger.jsonl           one privacy event per line, appended and fsync'd before the noisy value is used
+        checkpoints/           iter_000/, ... plain Parquet + JSON, no pickle, raw noisy draws included; a folder
+                               is complete when its COMPLETE marker exists (written last, atomically)
+        diagnostics.json       exact statistics of the private data (counts, secrets, audit hits)
+        metrics.json           counts and wall time per stage
+        log.txt                human-readable log (holds exact private counts)
+        cache/embeddings/      embedding cache keyed by a salted hash of each text
 
 All whole-file writes are atomic (temporary file in the same folder, fsync, ``os.replace``, fsync of the folder),
 so an interrupted run never leaves a half-written file under a final name.
@@ -37,16 +43,25 @@ import numpy as np
 from .errors import RunError
 
 CONFIG = "config.yaml"
-LEDGER = "ledger.jsonl"
 PRIVACY = "privacy.json"
-CHECKPOINTS = "checkpoints"
 PROMPTS = "prompts.jsonl"
 SYNTHETIC = "synthetic.jsonl"
-METRICS = "metrics.json"
-LOG = "log.txt"
-EMBED_CACHE = "cache/embeddings"
+HELDOUT = "heldout.jsonl"
+REPORT = "report.html"
+EVALUATION = "evaluation.json"
+PRIVATE = "private"
+LEDGER = f"{PRIVATE}/ledger.jsonl"
+CHECKPOINTS = f"{PRIVATE}/checkpoints"
+METRICS = f"{PRIVATE}/metrics.json"
+LOG = f"{PRIVATE}/log.txt"
+DIAGNOSTICS = f"{PRIVATE}/diagnostics.json"
+CACHE = f"{PRIVATE}/cache"
+EMBED_CACHE = f"{CACHE}/embeddings"
 
-RUN_FILES = (CONFIG, LEDGER, PRIVACY, CHECKPOINTS, PROMPTS, SYNTHETIC, METRICS, LOG)
+#: files every finished run holds (relative to the run directory)
+RUN_FILES = (CONFIG, PRIVACY, PROMPTS, SYNTHETIC, LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS)
+#: the shareable part of a run
+RELEASE_FILES = (CONFIG, SYNTHETIC, PRIVACY, PROMPTS, HELDOUT, REPORT, EVALUATION)
 
 
 def _json_default(o: Any) -> Any:
@@ -300,6 +315,34 @@ class RunDir:
     def embed_cache(self) -> Path:
         return self.root / EMBED_CACHE
 
+    @property
+    def cache(self) -> Path:
+        return self.root / CACHE
+
+    @property
+    def private(self) -> Path:
+        return self.root / PRIVATE
+
+    @property
+    def diagnostics(self) -> Path:
+        return self.root / DIAGNOSTICS
+
+    @property
+    def heldout(self) -> Path:
+        return self.root / HELDOUT
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT
+
+    @property
+    def diagnostic_report(self) -> Path:
+        return self.private / REPORT
+
+    @property
+    def evaluation(self) -> Path:
+        return self.root / EVALUATION
+
     def checkpoint(self, iteration: int) -> Path:
         return self.checkpoints / f"iter_{iteration:03d}"
 
@@ -309,9 +352,12 @@ class RunDir:
                 f"run directory {self.root} already exists and is not empty; "
                 f"use `privtext resume {self.root}` or choose another output"
             )
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.private.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(self.private, 0o700)  # mkdir's mode is filtered by the umask
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         for name in (LEDGER, PROMPTS, LOG):
-            (self.root / name).touch(exist_ok=True)
+            (self.root / name).touch(mode=0o600, exist_ok=True)
         return self
 
     def require(self) -> RunDir:

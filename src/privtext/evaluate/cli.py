@@ -220,6 +220,9 @@ def register(app: typer.Typer) -> None:
         embedder: EmbOpt = None,
         max_real: MaxRealOpt = None,
         samples: Annotated[int, typer.Option("--samples", help="sample outputs per label")] = 2,
+        diagnostics: Annotated[bool, typer.Option(
+            "--diagnostics", help="include the private diagnostics (exact counts, run time, secret statistics); "
+            "writes RUN_DIR/private/report.html, which must not be shared")] = False,
         as_json: JsonOpt = False,
     ) -> None:
         """Write a self-contained HTML report (privacy statement, metrics, plots, samples)."""
@@ -227,7 +230,7 @@ def register(app: typer.Typer) -> None:
         from .suite import evaluate_run
 
         ev = evaluate_run(run_dir, real=real, embedder=embedder, max_real=max_real) if real is not None else None
-        path = build_report(run_dir, evaluation=ev, out=output, samples_per_label=samples)
+        path = build_report(run_dir, evaluation=ev, out=output, samples_per_label=samples, diagnostics=diagnostics)
         if as_json:
             print_json({"report": str(path), "bytes": path.stat().st_size, "evaluated": ev is not None})
         else:

@@ -64,9 +64,14 @@ class RunView:
     def metrics(self) -> dict[str, Any]:
         return self._json(self.dir.metrics)
 
+    @cached_property
+    def diagnostics(self) -> dict[str, Any]:
+        """``private/diagnostics.json``: exact private statistics (for diagnostic reports only)."""
+        return self._json(self.dir.diagnostics)
+
     @property
     def evaluation_path(self) -> Path:
-        return self.root / "evaluation.json"
+        return self.dir.evaluation
 
     def evaluation(self) -> dict[str, Any]:
         return self._json(self.evaluation_path)

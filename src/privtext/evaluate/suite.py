@@ -60,44 +60,25 @@ def corpus_fingerprint(corpus: Corpus) -> str:
 
 
 def privacy_facts(privacy: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """(plain-words statement, guarantee numbers) from ``privacy.json``.
-
-    Accepts both shapes: ``{"guarantee": {kind, numbers...}, "statement": words}`` and the ledger's
-    ``{"guarantee": words, "budget": {kind, numbers...}, "spent": {...}}``.
-    """
+    """(plain-words statement, guarantee numbers: kind and budget) from ``privacy.json``
+    (:class:`privtext.privacy.statement.PrivacyStatement`)."""
     g = privacy.get("guarantee")
     statement = privacy.get("statement")
-    if isinstance(g, str):
-        statement = statement or g
-        g = None
-    numbers = dict(g) if isinstance(g, Mapping) else dict(privacy.get("budget") or {})
+    if isinstance(g, str):  # a statement written before format 2
+        return (str(statement or g) if (statement or g) else None), dict(privacy.get("budget") or {})
+    g = dict(g) if isinstance(g, Mapping) else {}
+    numbers = {"kind": g.get("kind"), **dict(g.get("budget") or {})} if g else {}
     return (str(statement) if statement else None), numbers
 
 
 def guarantee_text(privacy: Mapping[str, Any]) -> str:
     """A short label for the guarantee in ``privacy.json`` (table cell): ``(ε=4, δ=1e-05)-DP`` etc."""
+    from ..privacy.statement import short_label
+
+    if isinstance(privacy.get("guarantee"), Mapping):
+        return short_label(privacy)
     _, g = privacy_facts(privacy)
-    kind = str(g.get("kind") or "").lower()
-
-    def f(x: Any) -> str:
-        if isinstance(x, (list, tuple)):
-            vals = sorted({f(v) for v in x})
-            return vals[0] if len(vals) == 1 else "per-secret"
-        return f"{x:.3g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
-
-    if kind == "dp":
-        return f"(ε={f(g.get('epsilon'))}, δ={f(g.get('delta'))})-DP"
-    if kind == "gdp":
-        return f"μ={f(g.get('mu'))}-GDP"
-    if kind == "secret":
-        return f"(p={f(g.get('p'))}, r={f(g.get('r'))})-secret"
-    if kind == "noise":
-        s = g.get("noise_multiplier", privacy.get("noise_multiplier"))
-        return f"σ={f(s)} (no target)"
-    if not g:
-        return "(none recorded)"
-    nums = ", ".join(f"{k}={f(v)}" for k, v in g.items() if k != "kind")
-    return f"{kind or '?'}: {nums}" if nums else kind
+    return short_label({"guarantee": {"kind": g.get("kind"), "budget": g}}) if g else "(none recorded)"
 
 
 def load_real(

@@ -85,6 +85,9 @@ def label_sigma_ratio(fraction: float, compositions: int) -> float:
 
 class AugPE(MethodRun):
     name = "augpe"
+    group_size: int | None = None  # k under secret-group sensitivity
+    sigma: float = 0.0
+    label_sigma: float | None = None
 
     def make_ledger(self) -> Any:
         from ..privacy import Budget, Ledger, mu_from_pr
@@ -93,10 +96,6 @@ class AugPE(MethodRun):
         if p.kind == "secret":
             assert p.secret is not None
             mu = float(mu_from_pr(p.secret.p, p.secret.r))
-            self.privacy_notes["secret_budget"] = {
-                "p": p.secret.p, "r": p.secret.r, "mu": mu,
-                "note": "Aug-PE meets (p, r) through μ-GDP with μ = Φ⁻¹(1−p) − Φ⁻¹(1−r) (SecPE Eq 4)",
-            }
             budget = Budget.gdp(mu)
         else:
             budget = Budget.from_config(p)
@@ -132,6 +131,72 @@ class AugPE(MethodRun):
         sigma = float(calibrate(make, target))
         return sigma, (sigma * ratio if ratio is not None else None)
 
+    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+        """Aug-PE's guarantee in words. Numbers: the budget (configured), ε/μ spent (a function of the
+        data-independent events), σ (from the budget); with secret-group sensitivity the group size k is listed as
+        an assumption."""
+        from ..privacy import mu_from_pr, r_from_mu_p
+        from ..privacy.statement import Assumption
+
+        p = self.config.privacy
+        b = self.budget
+        s = ledger.spent()
+        n = len(ledger)
+        k = self.group_size
+        unit = ("adding or removing one private record" if k is None else
+                f"adding or removing all the records that hold one declared secret (groups of up to {k} records)")
+        assumed: list[Any] = []
+        coverage: list[str] = []
+        if k is not None:
+            assumed.append(Assumption(
+                name="secret_group_size", value=k,
+                why="the most records any one detected secret occurs in; it sets the sensitivity Δ = k of every "
+                    "release (SecPE's group-sensitivity GDP baseline) and is computed from the private data "
+                    "without noise"))
+            coverage.append("Secrets the detector did not find, and records holding none, get only the group "
+                            "guarantee's protection as members of some group of at most k records.")
+        guarantee: dict[str, Any] = {"kind": b.kind, "budget": b.to_dict(), "neighbouring_relation": unit,
+                                     "releases": n}
+        if b.kind == "dp":
+            guarantee["spent"] = {"epsilon": s["epsilon"], "delta": b.delta}
+            head = f"({s['epsilon']:.4g}, {b.delta:g})-differential privacy for {unit} (budget ε = {b.epsilon:g})"
+        elif b.kind == "gdp":
+            guarantee["spent"] = {"mu": s["mu"], "epsilon_at_report_delta": s["epsilon_at_report_delta"],
+                                  "report_delta": b.report_delta}
+            head = (f"{s['mu']:.4g}-Gaussian differential privacy for {unit} (budget μ = {b.mu:g}; equivalently "
+                    f"({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-DP)")
+            if p.kind == "secret":
+                assert p.secret is not None
+                mu = float(mu_from_pr(p.secret.p, p.secret.r))
+                guarantee["from_secret_budget"] = {"p": p.secret.p, "r": p.secret.r, "mu": mu}
+                if k is None:
+                    r2 = float(r_from_mu_p(p.secret.p, 2 * mu))
+                    coverage.append(
+                        f"(p={p.secret.p:g}, r={p.secret.r:g})-secret protection follows (SecPE Eq 4) only for a "
+                        f"secret held by ONE record; a secret repeated in k records is protected at μ·k-GDP (for "
+                        f"k = 2 the posterior bound is r = {r2:.3g}); use augpe.sensitivity: secret_group to cover "
+                        "repeated secrets.")
+                else:
+                    head += (f"; every detected secret gets (p={p.secret.p:g}, r={p.secret.r:g})-secret "
+                             "protection (SecPE Eq 4 with group sensitivity)")
+        else:
+            guarantee["reference"] = {"epsilon_at_report_delta": s["epsilon_at_report_delta"],
+                                      "report_delta": b.report_delta}
+            head = (f"No privacy target was set (fixed noise multiplier σ = {self.sigma:g}); for reference the "
+                    f"releases are ({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-DP for {unit}")
+        ld = self.config.evolution.label_distribution
+        public = ["the public corpus (generator training text, label values, zero-shot prompts)"]
+        if ld.kind == "public":
+            public.append("the label distribution of the public corpus (samples per label)")
+        elif ld.kind == "given":
+            public.append("the label weights given in the configuration")
+        return {
+            "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
+            "parameters": {"noise_multiplier": self.sigma, "sensitivity": "record" if k is None else "secret_group",
+                           **({"label_noise_multiplier": self.label_sigma} if self.label_sigma else {})},
+            "assumed_public": assumed, "treated_as_public": public, "coverage": coverage,
+        }
+
     def group_sensitivity(self, inputs: Inputs) -> tuple[float, str]:
         mode = self.config.augpe.sensitivity
         if mode == "record":
@@ -142,10 +207,9 @@ class AugPE(MethodRun):
         per_secret = np.asarray(matrix.matrix.sum(axis=0)).ravel()
         k = int(per_secret.max()) if per_secret.size else 1
         k = max(k, 1)
-        self.privacy_notes["gdp_baseline"] = {
-            "sensitivity": "secret_group", "group_size": k, "secrets": int(matrix.matrix.shape[1]),
-            "note": "removing a secret removes every record holding it; all k may vote for one candidate, so Δ=k",
-        }
+        self.group_size = k
+        self.diagnostic("secret_groups", None, {"group_size": k, "secrets": int(matrix.matrix.shape[1]),
+                                                 "holders_per_secret_max": k})
         return float(k), f"secret-group sensitivity: the most-repeated secret sits in {k} records (Δ={k})"
 
     def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Any,
@@ -154,10 +218,10 @@ class AugPE(MethodRun):
         ld = self.config.evolution.label_distribution
         frac = ld.budget_fraction if (ld.kind == "dp" and space.columns) else None
         sigma, label_sigma = self.calibrate(T, frac)
+        self.sigma, self.label_sigma = sigma, label_sigma
         sens, note = self.group_sensitivity(inputs)
         self.label_sensitivity = sens  # the label histogram's Δ is the group size too (privtext.mechanisms.labels)
         self.log(f"noise multiplier σ={sigma:.4f} for {T} vote releases; {note}")
-        self.privacy_notes["noise_multiplier"] = sigma
         with self.metrics.stage("embedding_private"):
             private_emb = embedder.embed(list(inputs.private.texts))
         if len(private_emb) != len(inputs.private):

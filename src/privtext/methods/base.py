@@ -58,6 +58,8 @@ class MethodRun:
         self.label_columns = tuple(config.data.label_columns)
         self.privacy_notes: dict[str, Any] = {}
         self.subsampled = False
+        #: noisy values published in privacy.json (rounded; see privtext.privacy.statement)
+        self.released: dict[str, Any] = {}
         #: exact statistics of the private data (private diagnostics: never in a shareable output)
         self.diagnostics: dict[str, Any] = {}
         #: σ·Δ of the DP label histogram is σ_label·label_sensitivity (Aug-PE's secret-group mode sets Δ = k)
@@ -109,6 +111,8 @@ class MethodRun:
                     public = public.subset(idx)
         self.log(f"data: {len(private)} private records, {len(public) if public else 0} public"
                  + (f", {len(heldout)} held out" if heldout else ""))
+        self.diagnostic("records", None, {"private": len(private), "public": len(public) if public else 0,
+                                          "heldout": len(heldout) if heldout else 0})
         return Inputs(private=private, public=public, heldout=heldout)
 
     def split_data(self, inputs: Inputs) -> Inputs:
@@ -177,6 +181,9 @@ class MethodRun:
             return {"noisy": noisy}, event
 
         vals = keeper.release(key, make, compute, self.run.checkpoints / "labels.npz")
+        from ..privacy.statement import released_number
+
+        self.released["label_histogram"] = {space.key(g): released_number(v) for g, v in enumerate(vals["noisy"])}
         return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
 
     # ------------------------------------------------------------------ backends
@@ -210,8 +217,8 @@ class MethodRun:
         t_start = time.perf_counter()
         run = self.run
         inputs = self.split_data(self.load_inputs())
-        if inputs.heldout is not None and not (run.root / "heldout.jsonl").exists():
-            write_corpus(inputs.heldout, run.root / "heldout.jsonl")
+        if inputs.heldout is not None and not run.heldout.exists():
+            write_corpus(inputs.heldout, run.heldout)
         public = inputs.public
         space = self.label_space(public)
         private_groups = (space.groups_of(inputs.private.label_tuples(space.columns)) if space.columns
@@ -220,6 +227,7 @@ class MethodRun:
         if outside:
             self.log(f"{outside} private records have label combinations absent from the public label space; "
                      "they cast no vote")
+        self.diagnostic("private_records_outside_label_space", None, outside)
         guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
         ledger = self.make_ledger()
         keeper = ReleaseKeeper(ledger, self.log)
@@ -246,35 +254,96 @@ class MethodRun:
         )
         write_corpus(out, run.synthetic, include_ids=True)
         audit = guard.scan(rec for rec in read_jsonl(run.prompts))
-        statement = self.privacy_statement(ledger, audit.to_dict(), summaries)
+        self.write_diagnostics(ledger, audit)
+        statement = self.privacy_statement(ledger, audit)
         atomic_write_json(run.privacy, statement)
         self._save_metrics(t_start, gen, final=True, records=len(out))
         run.log(f"done: {len(out)} synthetic records; prompt audit clean={audit.clean}")
         say(f"[green]done[/]: {len(out)} records → {run.synthetic}")
         return run.root
 
-    def privacy_statement(self, ledger: Any, audit: dict[str, Any], summaries: list[dict[str, Any]]) -> dict[str, Any]:
-        st = dict(ledger.statement())
-        st["method"] = self.name
-        st["iterations"] = self.config.evolution.iterations
-        st["prompt_audit"] = audit
-        st["noise_randomness"] = (
-            "OS entropy (secure mode)" if self.secure else
-            f"seeded PRNG (seed={self.seed}): reproducible for experiments; anyone with the seed can recompute "
-            "the noise, so use privacy.secure: true for a release"
-        )
-        st.update(self.privacy_notes)
-        st["statement"] = self.plain_statement(st)
-        return st
+    # ------------------------------------------------------------------ the statement (release) and diagnostics
+    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+        """Method hook: ``guarantee`` (dict), ``headline`` (the guarantee in one sentence, as if private),
+        ``parameters``, ``assumed_public`` (list of :class:`~privtext.privacy.statement.Assumption`),
+        ``treated_as_public`` and ``coverage`` (lists of sentences). Only configured parameters, released noisy
+        values and listed assumptions may appear (see :mod:`privtext.privacy.statement`)."""
+        raise NotImplementedError
 
-    def plain_statement(self, st: dict[str, Any], *, with_noise: bool = True) -> str:
-        g = st.get("guarantee", "")
-        sigma = st.get("noise_multiplier")
-        noise = f" Noise multiplier σ = {sigma:.4g}." if with_noise and isinstance(sigma, (int, float)) else ""
-        audit = st.get("prompt_audit", {})
-        a = (f" {audit.get('prompts_checked', 0)} prompts were audited: none holds private text."
-             if audit.get("clean") else " The prompt audit FLAGGED prompts: see prompt_audit.")
-        return f"{g}{noise}{a}"
+    def privacy_statement(self, ledger: Any, audit: Any) -> dict[str, Any]:
+        from ..privacy.events import event_to_dict
+        from ..privacy.statement import PRIVATE_FOLDER_WORDS, RUN_FILES_RELEASE, PrivacyStatement
+
+        parts = self.statement_parts(ledger)
+        pc = self.config.privacy
+        ev = self.config.evolution
+        reproducible = pc.reproducible_noise
+        # a release without noise that touches private data (SecPE's clusterings with no secret found name no
+        # secret group and hold no private record: they are not private releases)
+        no_noise = any(e.release.noise_std == 0 and (e.release.secret_events is None or e.release.secret_events)
+                       for e in ledger.entries)
+        headline = parts["headline"]
+        private = True
+        if reproducible:
+            private = False
+            headline = (f"NOT PRIVATE: the noise was derived from seed {self.seed} (privacy.reproducible_noise: "
+                        "true), so anyone who reads the configuration can recompute and remove it. With noise from "
+                        f"OS entropy this configuration would give: {headline}")
+        elif no_noise:
+            private = False
+            headline = f"NOT PRIVATE: at least one release was made without noise (σ = 0). Nominal: {headline}"
+        if headline.startswith("NOT PROVEN"):
+            private = False
+        if not audit.clean:
+            private = False
+            headline = ("NOT PRIVATE: the prompt audit found private text in prompts sent to a generator "
+                        f"(details in private/diagnostics.json). {headline}")
+        noise = {
+            "source": ("derived from the seed (reproducible, NOT private)" if reproducible else
+                       "ChaCha20 CSPRNG keyed with 256 bits of OS entropy per release; keys are never stored"),
+            "reproducible": reproducible,
+            "words": ("Noise: ChaCha20 (a cryptographically secure generator) keyed with fresh OS entropy for "
+                      "every release; neither key nor raw draws leave private/." if not reproducible else ""),
+        }
+        audit_words = parts.get("audit_words") or (
+            "Every prompt sent to a generator was checked against the private records (whole records and "
+            "private-only 8-word sequences): none was found." if audit.clean else
+            "The prompt audit FOUND private text in prompts (counts and lines in private/diagnostics.json).")
+        releases = [{"key": e.key, "mechanism": e.release.mechanism, "iteration": e.release.iteration,
+                     "noise_std": e.release.noise_std, "sensitivity": e.release.sensitivity,
+                     "event": event_to_dict(e.release.event), "description": e.release.description}
+                    for e in ledger.entries]
+        st = PrivacyStatement(
+            method=self.name, private=private, headline=headline, guarantee=parts["guarantee"],
+            parameters={"iterations": ev.iterations, "num_samples": ev.num_samples, "variations": ev.variations,
+                        "selection": ev.selection, "label_distribution": ev.label_distribution.kind,
+                        "calibration": pc.calibration, **parts.get("parameters", {})},
+            treated_as_public=list(parts.get("treated_as_public", [])), coverage=self._coverage(parts),
+            assumed_public=list(parts.get("assumed_public", [])), released=dict(self.released),
+            releases=releases, noise=noise,
+            prompt_audit={"passed": audit.clean, "words": audit_words},
+            files={**RUN_FILES_RELEASE, "private/": PRIVATE_FOLDER_WORDS},
+        )
+        return st.to_dict()
+
+    def _coverage(self, parts: dict[str, Any]) -> list[str]:
+        cov = list(parts.get("coverage", []))
+        if self.subsampled:
+            cov.append(f"The guarantee covers the random sample of {self.config.data.max_private} private records "
+                       "the run used (data.max_private), as a data set on its own: the sample was drawn from OS "
+                       "entropy and is not released, but no guarantee is stated for adding or removing a record "
+                       "of the input file.")
+        return cov
+
+    def write_diagnostics(self, ledger: Any, audit: Any | None = None) -> None:
+        """Exact private statistics for ``private/diagnostics.json`` (mode 0600; never shared)."""
+        from ..rundir import atomic_write_json as _write
+
+        d = {"method": self.name, **self.diagnostics, "notes": self.privacy_notes,
+             "ledger": ledger.statement() if ledger is not None and len(ledger) else None}
+        if audit is not None:
+            d["prompt_audit"] = audit.to_dict()
+        _write(self.run.diagnostics, d)
 
     def _save_metrics(self, t_start: float, gen: Any, *, final: bool = False, records: int | None = None) -> None:
         d = self.metrics.to_dict()

@@ -115,18 +115,66 @@ class _NoSecrets:
 class SecPE(MethodRun):
     name = "secpe"
 
-    def plain_statement(self, st: dict[str, Any]) -> str:
-        sec = st.get("secrets", {})
-        budget = st.get("budget", {})
-        types = ", ".join(f"{t}: {v['secrets']} in {v['records']} records"
-                          for t, v in sorted(sec.get("by_type", {}).items()))
-        head = (f"SecPE protected {sec.get('n_secrets', 0)} declared secrets ({types or 'none found'}) held by "
-                f"{sec.get('records_with_secrets', 0)} of {sec.get('records', 0)} records with "
-                f"(p={budget.get('p')}, r={budget.get('r')})-secret protection, using noise σ = "
-                f"{st.get('noise_multiplier', float('nan')):.4g} over {st.get('compositions')} releases "
-                f"({len(self.run.complete_iterations()) if self.config.secpe.recluster_each_iteration else 1} "
-                "clusterings × noisy counts and centres). ")
-        return head + super().plain_statement(st, with_noise=False)
+    sigma: float = 0.0
+    plan: Any = None
+
+    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+        """SecPE's guarantee in words. σ is a function of which records hold which declared secret (SecretNoise,
+        Alg 1): listed as an assumption, as is the secret-holding structure itself (see docs/privacy.md)."""
+        from ..privacy.statement import Assumption
+
+        b = self.budget
+        cfg = self.config.secpe
+        s = ledger.spent()
+        n = len(ledger)
+        from ..secrets import describe_detector
+
+        det_words = describe_detector(cfg.detector)
+        approx = cfg.blowup == "paper"
+        guarantee = {
+            "kind": "secret", "budget": b.to_dict(), "releases": n,
+            "neighbouring_relation": ("the same data with and without the records that hold one declared secret "
+                                      "(SecPE Def 3.1), the secret-holding structure being public"),
+            "spent": {"every_secret_within_r": not s["exceeded"], "accounting": "approximate (paper's single "
+                      "Gaussian; not proven)" if approx else "exact mixture blow-up on dp_accounting's PLD"},
+        }
+        head = (f"(p={b.p if not b.per_secret else 'per secret'}, r={b.r if not b.per_secret else 'per secret'})"
+                f"-secret protection (SecPE Def 3.1) for every declared secret the detector ({det_words}) found: an "
+                "adversary whose prior chance of guessing such a secret is at most p reconstructs it from the "
+                f"synthetic data with probability at most r, over {n} noisy clusterings")
+        if approx:
+            head = ("NOT PROVEN: accounted with the paper's single-Gaussian approximation (secpe.blowup: paper), "
+                    f"which is not an upper bound on the posterior. Nominal: {head}")
+        assumed = [
+            Assumption(name="secret_holding_structure", value="not released",
+                       why="which records hold which declared secret sets the sampling rates ρ and σ (SecPE Alg 1 "
+                           "computes them from the private data without noise, as privtext does): the guarantee "
+                           "protects what each secret is, not whether a record holds one"),
+            Assumption(name="noise_std", value=self.sigma,
+                       why="σ of every release, computed by SecretNoise (Alg 1) from the secret-holding structure"),
+        ]
+        return {
+            "guarantee": guarantee, "headline": head + ".",
+            "parameters": {"clusters": cfg.clusters, "sample": cfg.sample, "sampling_rule": cfg.sampling,
+                           "clip_radius": cfg.clip_radius, "recluster_each_iteration": cfg.recluster_each_iteration,
+                           "blowup": cfg.blowup},
+            "assumed_public": assumed,
+            "treated_as_public": [
+                "private records in which the detector found no declared secret: they trained the generator and "
+                "formed the public clusters without noise, and text from them may appear in prompts and in the "
+                "synthetic data",
+                "the external public corpus (data.public), when given",
+                "the label distribution (samples per label) of the public records",
+            ],
+            "coverage": [
+                "Occurrences of a secret that the detector missed are not protected.",
+                "This is not differential privacy: no record-level guarantee is given, and a secret-free record "
+                "has no protection at all (it is public under secret protection).",
+            ],
+            "audit_words": ("Every prompt sent to a generator was checked against the secret-holding records "
+                            "(whole records and private-only 8-word sequences): none was found. Secret-free private "
+                            "records were not checked: they are public under this guarantee."),
+        }
 
     def make_ledger(self) -> Any:
         from ..privacy import Budget, Ledger
@@ -157,14 +205,11 @@ class SecPE(MethodRun):
             name="public")
         summary = matrix.summary()
         self.matrix = matrix.subset_records(priv_idx)
-        self.privacy_notes["secrets"] = {
-            "detector": self.config.secpe.detector,
-            "records": len(inputs.private),
-            "records_with_secrets": len(priv_idx),
-            "records_public": len(pub_idx),
-            "external_public_records": 0 if inputs.public is None else len(inputs.public),
-            **summary,
-        }
+        self.diagnostic("secrets", None, {
+            "detector": self.config.secpe.detector, "records": len(inputs.private),
+            "records_with_secrets": len(priv_idx), "records_public": len(pub_idx),
+            "external_public_records": 0 if inputs.public is None else len(inputs.public), **summary,
+        })
         self.log(f"secrets: {len(priv_idx)} of {len(inputs.private)} records hold a declared secret; "
                  f"{self.matrix.matrix.shape[1]} distinct secrets")
         if len(private) == 0:
@@ -206,16 +251,10 @@ class SecPE(MethodRun):
             clusters = public_kmeans(public_emb, public_groups, len(space), cfg.clusters,
                                      seed=0 if self.seed is None else int(self.seed), radius=cfg.clip_radius,
                                      iters=cfg.kmeans_iters, backend=cfg.kmeans, metric=self.config.voting.metric)
-        self.privacy_notes.update({
-            "noise_multiplier": sigma,
-            "compositions": compositions,
-            "clusters": len(clusters),
-            "clip_radius": cfg.clip_radius,
-            "sampling": {"mode": noise.mode, "rho_mean": float(rho.mean()) if len(rho) else None,
-                         "rho_max": float(rho.max()) if len(rho) else None,
-                         "expected_sampled": float(rho.sum())},
-            "blowup": cfg.blowup,
-            "recluster_each_iteration": cfg.recluster_each_iteration,
+        self.sigma, self.plan = sigma, plan
+        self.diagnostic("secret_noise", None, {
+            "noise_std": sigma, "compositions": compositions, "clusters": len(clusters),
+            **(noise.summary() if hasattr(noise, "summary") else {"mode": noise.mode}),
         })
         scorer = ClusterScorer(run=self, clusters=clusters, private_emb=private_emb,
                                private_groups=private_groups, rho=rho, sigma=sigma, noise=noise)

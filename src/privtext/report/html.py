@@ -106,45 +106,48 @@ def _missing(what: str, run: Path) -> str:
 # ------------------------------------------------------------------------------------------------- sections
 
 
-_PRIVACY_SKIP = ("guarantee", "statement", "prompt_audit", "secrets", "release_list", "ledger", "warning",
-                 "noise_randomness")
-
-
 def _privacy_section(view: RunView) -> str:
     p = view.privacy
     if not p:
         return ('<div class="card warn">This run has no <code>privacy.json</code>: it did not finish, so no '
                 "guarantee is stated.</div>")
-    statement, numbers = privacy_facts(p)
-    parts = [f'<div class="card statement">{_e(statement or "(no statement recorded)")}</div>']
-    for key in ("warning", "noise_randomness"):
-        if p.get(key):
-            cls = "card warn" if key == "warning" or "seed" in str(p[key]).lower() else "card"
-            parts.append(f'<div class="{cls}">{_e(p[key])}</div>')
-    facts: dict[str, Any] = {"guarantee": guarantee_text(p)}
-    if numbers:
-        facts["guarantee (numbers)"] = numbers
-    for k, v in p.items():
-        if k not in _PRIVACY_SKIP and k not in facts and not (k == "budget" and v == numbers):
-            facts[k] = v
+    statement, _ = privacy_facts(p)
+    cls = "card statement" if p.get("private", True) else "card warn"
+    parts = [f'<div class="{cls}">{_e(statement or "(no statement recorded)")}</div>']
+    g = p.get("guarantee") if isinstance(p.get("guarantee"), Mapping) else {}
+    facts: dict[str, Any] = {"guarantee": guarantee_text(p), "private": p.get("private")}
+    for key in ("neighbouring_relation", "spent", "reference", "from_secret_budget"):
+        if g.get(key) is not None:
+            facts[key.replace("_", " ")] = g[key]
+    facts.update({f"parameter: {k}": v for k, v in (p.get("parameters") or {}).items()})
+    for a in p.get("assumed_public") or []:
+        facts[f"assumed public: {a.get('name')}"] = a.get("value")
+    if (p.get("noise") or {}).get("source"):
+        facts["noise"] = p["noise"]["source"]
     parts.append(_kv(facts))
-    releases = p.get("release_list")
+    released = p.get("released") or {}
+    if released:
+        parts.append("<h3>Released noisy values</h3>" + _kv({k: v for k, v in released.items()}))
+    releases = p.get("releases") or p.get("release_list")
     if isinstance(releases, list) and releases and isinstance(releases[0], Mapping):
-        cols = [c for c in releases[0] if c != "key"][:6]
-        rows = [[_e(r.get("key", i)), *[_num(r.get(c)) for c in cols]] for i, r in enumerate(releases[:50])]
-        parts.append("<h3>Noisy releases (ledger)</h3>" + _table(["release", *cols], rows, left=2))
+        cols = [c for c in ("mechanism", "iteration", "noise_std", "sensitivity") if c in releases[0]]
+        rows = [[_e(r.get("key", i)), *[_num(r.get(c)) if c != "mechanism" else _e(r.get(c)) for c in cols]]
+                for i, r in enumerate(releases[:50])]
+        parts.append("<h3>Noisy releases</h3>" + _table(["release", *cols], rows, left=2))
     audit = p.get("prompt_audit")
     if isinstance(audit, Mapping) and audit:
-        clean = audit.get("clean")
-        cls = "card" if clean in (True, None) else "card warn"
-        verdict = ("No prompt held a private record or a private-only 8-gram." if clean is True
-                   else "Some prompts were flagged: inspect the listed lines of prompts.jsonl." if clean is False
-                   else "")
-        parts.append(f'<h3>Prompt audit</h3><div class="{cls}">{_e(verdict)}{_kv(dict(audit))}</div>')
-    sec = p.get("secrets")
-    if isinstance(sec, Mapping) and sec:
-        parts.append(f"<h3>Secrets (SecPE)</h3>{_kv(dict(sec))}")
+        ok = audit.get("passed", audit.get("clean"))
+        parts.append(f'<h3>Prompt audit</h3><div class="{"card" if ok in (True, None) else "card warn"}">'
+                     f'{_e(audit.get("words") or ("passed" if ok else "FAILED"))}</div>')
     return "".join(parts)
+
+
+def _diagnostics_section(view: RunView) -> str:
+    d = view.diagnostics
+    if not d:
+        return '<p class="muted">No private/diagnostics.json in this run.</p>'
+    return ('<div class="card warn">PRIVATE DIAGNOSTICS: exact statistics of the private data. Do not share this '
+            "report.</div>" + _kv({k: v for k, v in d.items() if k != "ledger"}))
 
 
 def _kpis(ev: Mapping[str, Any], syn_n: int) -> str:
@@ -304,10 +307,14 @@ def build_report(
     out: str | os.PathLike[str] | None = None,
     samples_per_label: int = 2,
     max_samples: int = 12,
+    diagnostics: bool = False,
 ) -> Path:
     """Write the report (default ``RUN/report.html``) and return its path.
 
-    ``evaluation`` defaults to ``RUN/evaluation.json`` when present.
+    ``evaluation`` defaults to ``RUN/evaluation.json`` when present. The default report is shareable: it shows
+    ``privacy.json``, the evaluation, released noisy votes and synthetic samples, never the private diagnostics
+    (run time, exact counts, secret statistics). ``diagnostics=True`` adds them and writes
+    ``RUN/private/report.html`` instead (not to be shared).
     """
     view = RunView(run_dir)
     ev = dict(evaluation) if evaluation is not None else view.evaluation()
@@ -319,7 +326,7 @@ def build_report(
             df = view.candidates(its[-1])
             if "votes" in df.columns:
                 votes = {str(its[-1]): vote_distribution(df, label_columns=view.label_columns, max_points=300)}
-    rt = ev.get("runtime") or runtime_split(view.metrics)
+    rt = (ev.get("runtime") or runtime_split(view.metrics)) if diagnostics else {}
     try:
         syn_n = len(view.synthetic())
     except RunError:
@@ -348,12 +355,18 @@ def build_report(
     parts += ["<h2>Per iteration</h2>", _iteration_section(ev) if ev else _missing("Per-iteration FID", view.root)]
     parts += ["<h2>Lengths</h2>", _length_section(ev) if ev.get("lengths") else _missing("Length comparison", view.root)]
     parts += ["<h2>Votes</h2>", _votes_section(votes)]
-    parts += ["<h2>Runtime and LLM usage</h2>", _runtime_section(rt)]
-    parts.append(_secrets_section(ev))
+    if diagnostics:
+        parts += ["<h2>Private diagnostics</h2>", _diagnostics_section(view)]
+        parts += ["<h2>Runtime and LLM usage</h2>", _runtime_section(rt)]
+        parts.append(_secrets_section(ev))
+    else:
+        parts.append('<p class="meta">Run time, exact counts and secret statistics are private diagnostics: '
+                     f"<code>privtext report {_e(view.root)} --diagnostics</code> writes them to "
+                     "<code>private/report.html</code>.</p>")
     parts += ["<h2>Sample outputs</h2>", _samples_section(view, per_label=samples_per_label, limit=max_samples)]
     parts.append('<p class="meta">Generated by privtext. This page is self-contained: no scripts, no external '
                  "resources.</p></main></body></html>")
-    target = Path(out) if out is not None else view.root / REPORT
+    target = Path(out) if out is not None else (view.dir.diagnostic_report if diagnostics else view.dir.report)
     atomic_write_text(target, "\n".join(parts) + "\n")
     return target
 

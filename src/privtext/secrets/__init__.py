@@ -11,7 +11,14 @@ Detectors (``SECRET_DETECTORS``): ``regex`` (PII by patterns and check digits), 
 ``hf`` (a token-classification model; extra ``hf``), ``union``. See ``docs/secrets.md``.
 """
 
-from .base import SECRET_DETECTORS, SecretDetector, UnionDetector, build_detector, detector_options
+from .base import (
+    SECRET_DETECTORS,
+    SecretDetector,
+    UnionDetector,
+    build_detector,
+    describe_detector,
+    detector_options,
+)
 from .matrix import MatrixBuilder, SecretMatrix, Span
 from .split import detect_and_split, split_public_private
 
@@ -23,6 +30,7 @@ __all__ = [
     "Span",
     "UnionDetector",
     "build_detector",
+    "describe_detector",
     "detect_and_split",
     "detector_options",
     "split_public_private",

@@ -70,6 +70,25 @@ def detector_options(name: str) -> list[str]:
     return _options_of(SECRET_DETECTORS.get(name))[0]
 
 
+def describe_detector(spec: Any) -> str:
+    """The declared secret types of a detector spec in words (configuration only, never what was found):
+    ``regex (EMAIL, PHONE, ...); explicit list PATIENT_NAME``."""
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    if isinstance(spec, Mapping):
+        name = str(spec.get("name", "?"))
+        if name == "regex":
+            from .pii_regex import ENTITY_TYPES
+
+            return f"regex patterns ({', '.join(spec.get('entities') or ENTITY_TYPES)})"
+        if name == "explicit":
+            return f"explicit list ({spec.get('type', 'SECRET')})"
+        return name
+    if isinstance(spec, Sequence) and not isinstance(spec, (bytes, bytearray)):
+        return "; ".join(describe_detector(s) for s in spec)
+    return str(getattr(spec, "name", spec))
+
+
 def build_detector(spec: Any) -> SecretDetector:
     """Build a detector from a name, a list of specs (union), a ``{name: ..., **options}`` mapping, or an
     existing detector."""
