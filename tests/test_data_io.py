@@ -116,7 +116,7 @@ def test_writer_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     """A failure mid-write leaves the old file intact and no temporary file behind."""
     p = tmp_path / "out.jsonl"
     write_corpus(Corpus.from_texts(["old"]), p)
-    import privtext.rundir as rd
+    import privtext.atomicio as rd
 
     def boom(*a, **k):
         raise OSError("disk full")

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from privtext.config import EvolutionConfig
+from privtext.data.labels import LabelSpace
 from privtext.embed import build_embedder
-from privtext.engine.loop import Engine, LabelSpace
+from privtext.engine.loop import Engine
 from privtext.engine.state import Population
 from privtext.generate import GeneratorContext, build_generator
 from privtext.rundir import RunDir, StageMetrics

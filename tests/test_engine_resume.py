@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
+from privtext.atomicio import read_jsonl
 from privtext.data import Corpus, load_corpus, write_corpus
-from privtext.rundir import RUN_FILES, read_jsonl
+from privtext.rundir import RUN_FILES
 
 WORDS = ("heart chest pain rash skin knee back fever cough sleep plan review start stop test scan dose "
          "daily weekly clinic doctor nurse follow visit patient result normal mild severe").split()

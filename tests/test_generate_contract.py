@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
+from privtext.atomicio import PromptLog
 from privtext.data import Corpus
 from privtext.errors import BackendError, ConfigError, DataError
 from privtext.generate import Generator, GeneratorContext, LabelInfo, VariationSpec, build_generator
-from privtext.rundir import PromptLog
 from privtext.testing import OpenAIServer
 
 BACKENDS = ["ngram", "scripted", "transformers", "openai"]

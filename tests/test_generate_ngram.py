@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from privtext.atomicio import PromptLog
 from privtext.data import Corpus, load_corpus
 from privtext.errors import ConfigError, PrivacyError, UnknownNameError
 from privtext.generate import GeneratorContext, LabelInfo, VariationSpec, build_generator
@@ -24,7 +25,6 @@ from privtext.generate.ngram import (
     tokenize,
 )
 from privtext.guard import PrivateGuard
-from privtext.rundir import PromptLog
 from tests.conftest import shared_file
 
 FOOD = ["soup", "bread", "pasta", "coffee", "pizza", "salad", "burger", "noodles"]

@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("openai")
 
+from privtext.atomicio import PromptLog
+from privtext.backends.openai_client import parse_retry_after
 from privtext.errors import BackendError, ConfigError
 from privtext.generate import GeneratorContext, LabelInfo, VariationSpec, build_generator
-from privtext.generate.openai_client import parse_retry_after
-from privtext.rundir import PromptLog
 from privtext.testing import Fault, OpenAIServer
 from privtext.testing.openai_server import default_reply
 

@@ -8,6 +8,7 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from privtext.atomicio import PromptLog
 from privtext.config import GeneratorConfig
 from privtext.data import Corpus
 from privtext.errors import ConfigError, UnknownNameError
@@ -24,7 +25,6 @@ from privtext.generate import (
     mask_words,
 )
 from privtext.generate.prompts import PromptFamily, render
-from privtext.rundir import PromptLog
 
 YELP_LABEL = LabelInfo(("label1", "label2"), ("Business Category: Restaurants", "Review Stars: 5.0"))
 

@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("transformers")
 import torch
 
+from privtext.atomicio import PromptLog
 from privtext.errors import BackendError, ConfigError, MissingDependencyError
 from privtext.generate import GeneratorContext, LabelInfo, VariationSpec, build_generator
 from privtext.generate.vllm_backend import VLLMOptions, sampling_params
-from privtext.rundir import PromptLog
 from privtext.testing import SIMPLE_CHAT_TEMPLATE, make_tiny_gpt2
 
 

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import yaml
 
+from privtext.atomicio import read_jsonl
 from privtext.config import config_from_dict
 from privtext.data import load_corpus, write_corpus
 from privtext.demo import make_demo_corpora
-from privtext.rundir import RUN_FILES, read_jsonl
+from privtext.rundir import RUN_FILES
 from privtext.runner import run_config
 
 

@@ -60,7 +60,7 @@ def handle_errors(fn: F) -> F:
 
 
 def print_json(obj: Any) -> None:
-    from .rundir import dumps
+    from .atomicio import dumps
 
     sys.stdout.write(dumps(obj, indent=2) + "\n")
 

@@ -28,17 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import os
-import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .errors import RunError
 
@@ -62,158 +57,6 @@ EMBED_CACHE = f"{CACHE}/embeddings"
 RUN_FILES = (CONFIG, PRIVACY, PROMPTS, SYNTHETIC, LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS)
 #: the shareable part of a run
 RELEASE_FILES = (CONFIG, SYNTHETIC, PRIVACY, PROMPTS, HELDOUT, REPORT, EVALUATION)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def dumps(obj: Any, *, indent: int | None = None) -> str:
-    return json.dumps(obj, ensure_ascii=False, default=_json_default, indent=indent, allow_nan=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(p.parent)
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(path, dumps(obj, indent=2) + "\n")
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(p.parent)
-
-
-def append_jsonl(path: str | os.PathLike[str], record: Mapping[str, Any], *, fsync: bool = True) -> None:
-    """Append one JSON line; with ``fsync`` the line is on disk when this returns."""
-    line = dumps(dict(record)) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a JSONL file. A torn last line (crash mid-append without fsync) is ignored; a torn line elsewhere
-    is an error."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    lines = p.read_text(encoding="utf-8").split("\n")
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            if i >= len(lines) - 2:  # last non-empty line may be torn
-                break
-            raise RunError(f"{p}:{i + 1}: corrupt JSON line ({e.msg})") from e
-    return out
-
-
-class PromptLog:
-    """Appends every prompt sent to a generator to ``prompts.jsonl`` (thread-safe).
-
-    A record: ``{"t": unix time, "backend": ..., "operation": random|variation|seeded|contrastive,
-    "prompt": text or chat messages, "meta": {...}}``. Generators call :meth:`log` once per prompt, before
-    sending it. ``PromptLog(None)`` keeps prompts in memory only (tests, library use without a run directory).
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None, *, fsync: bool = False):
-        self.path = Path(path) if path is not None else None
-        self.fsync = fsync
-        self._lock = threading.Lock()
-        self.count = 0
-        self.memory: list[dict[str, Any]] | None = [] if path is None else None
-        self._fh = open(self.path, "a", encoding="utf-8") if self.path is not None else None
-
-    def log(self, *, backend: str, operation: str, prompt: Any, meta: Mapping[str, Any] | None = None) -> None:
-        rec = {"t": round(time.time(), 3), "backend": backend, "operation": operation, "prompt": prompt}
-        if meta:
-            rec["meta"] = dict(meta)
-        with self._lock:
-            self.count += 1
-            if self._fh is not None:
-                self._fh.write(dumps(rec) + "\n")
-                if self.fsync:
-                    self._fh.flush()
-                    os.fsync(self._fh.fileno())
-            elif self.memory is not None:
-                self.memory.append(rec)
-
-    def flush(self) -> None:
-        with self._lock:
-            if self._fh is not None:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fh is not None:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-                self._fh.close()
-                self._fh = None
-
-    def __enter__(self) -> PromptLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 @dataclass

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import yaml
 
+from .atomicio import atomic_write_text
 from .config import Config, config_from_dict
 from .errors import ResumeError, RunError
 from .methods import METHODS
-from .rundir import RunDir, atomic_write_text
+from .rundir import RunDir
 
 
 def _absolute_paths(config: Config) -> Config:

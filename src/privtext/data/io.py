@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..atomicio import atomic_path, atomic_write_text
 from ..errors import (
     DataEncodingError,
     DataError,
@@ -30,7 +31,6 @@ from ..errors import (
     MissingColumnError,
     MissingDependencyError,
 )
-from ..rundir import atomic_path, atomic_write_text
 from .corpus import Corpus
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..backends import parse_options
 from ..config import EmbedderConfig, section_config
 from ..errors import ConfigError
-from ..generate.base import parse_options
 from ..registry import Registry
 from .base import Embedder, l2_normalize
 from .cache import CachedEmbedder, EmbeddingStore, text_key

@@ -7,6 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..backends import check_texts as _check
 from ..errors import BackendError, MissingDependencyError
 
 
@@ -22,8 +23,6 @@ class Embedder(Protocol):
 
 def check_texts(texts: Any) -> list[str]:
     """A list of strings, or a DataError naming what was passed (shared with the generators)."""
-    from ..generate.base import check_texts as _check
-
     return _check(texts, what="texts")
 
 

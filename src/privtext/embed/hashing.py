@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field, model_validator
 
-from ..generate.base import BackendOptions
+from ..backends import BackendOptions
 from .base import check_texts, l2_normalize
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -1,7 +1,7 @@
 """Embeddings from any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Azure, vLLM, Ollama, TEI...).
 
 Same connection options, retries and key handling as the ``openai`` generator
-(:mod:`privtext.generate.openai_client`); texts go in batches of ``batch_size``, ``max_concurrency`` batches at a
+(:mod:`privtext.backends.openai_client`); texts go in batches of ``batch_size``, ``max_concurrency`` batches at a
 time; vectors are L2-normalised here (not every server normalises).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from ..generate.openai_client import ClientOptions, MalformedReply, OpenAIClient
+from ..backends.openai_client import ClientOptions, MalformedReply, OpenAIClient
 from .base import check_texts, l2_normalize
 
 

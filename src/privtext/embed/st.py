@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from ..backends import BackendOptions
 from ..errors import BackendError, ConfigError
-from ..generate.base import BackendOptions
 from .base import CoreDependencyMissing, check_texts, l2_normalize
 
 MINILM_NAMES = ("all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")

@@ -25,54 +25,19 @@ The output is the selected samples of the last iteration (not their variations).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..config import EvolutionConfig
+from ..data.labels import LabelSpace
 from ..errors import ConfigError, PrivtextError
 from ..rng import derive
 from ..rundir import RunDir, StageMetrics
 from .state import IterationStore, Population, ReleaseKeeper
 from .ui import progress, say
-
-
-@dataclass(frozen=True)
-class LabelSpace:
-    """The public label groups: group index ↔ label tuple (one group ``()`` when there are no labels)."""
-
-    columns: tuple[str, ...]
-    values: tuple[tuple[str, ...], ...]
-
-    def __post_init__(self) -> None:
-        if not self.values:
-            raise ConfigError("the label space is empty: the public corpus has no label combinations")
-        object.__setattr__(self, "_index", {v: i for i, v in enumerate(self.values)})
-
-    @classmethod
-    def unlabeled(cls) -> LabelSpace:
-        return cls((), ((),))
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def index(self, value: tuple[str, ...]) -> int:
-        return self._index.get(tuple(value), -1)  # type: ignore[attr-defined]
-
-    def groups_of(self, tuples: Sequence[tuple[str, ...]]) -> np.ndarray:
-        return np.array([self.index(t) for t in tuples], dtype=np.int64)
-
-    def info(self, g: int) -> Any:
-        if not self.columns:
-            return None
-        from ..generate import LabelInfo
-
-        return LabelInfo(columns=self.columns, values=tuple(self.values[g]))
-
-    def key(self, g: int) -> str:
-        return " | ".join(self.values[g]) if self.columns else "(all)"
 
 
 @dataclass

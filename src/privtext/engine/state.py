@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from ..atomicio import atomic_path, atomic_write_json, atomic_write_text
 from ..errors import PrivacyError, ResumeError
-from ..rundir import RunDir, atomic_path, atomic_write_json, atomic_write_text
+from ..rundir import RunDir
 
 
 @dataclass

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ..atomicio import atomic_write_text
 from ..data.corpus import Corpus
 from ..errors import ConfigError, RunError
 from ..rng import derive
-from ..rundir import atomic_write_text
 from .embedding import resolve_embedder
 from .runinfo import RunView
 from .suite import DEFAULT_CLASSIFIERS, corpus_fingerprint, evaluate_run, headline, load_real

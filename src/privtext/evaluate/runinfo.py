@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ..atomicio import read_jsonl
 from ..data.corpus import Corpus
 from ..errors import RunError
-from ..rundir import RunDir, read_jsonl
+from ..rundir import RunDir
 
 
 class RunView:

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from ..atomicio import atomic_write_json
 from ..data.corpus import Corpus
 from ..data.io import load_corpus
 from ..errors import DataError, PrivtextError
 from ..rng import derive
-from ..rundir import atomic_write_json
 from ._progress import steps
 from ._threads import single_blas
 from .downstream import downstream_accuracy

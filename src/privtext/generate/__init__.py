@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..backends import parse_options
 from ..config import GeneratorConfig, section_config
+from ..data.labels import LabelInfo
 from ..registry import Registry
 from .base import (
     BaseGenerator,
     GenerationStats,
     Generator,
     GeneratorContext,
-    LabelInfo,
     VariationSpec,
-    parse_options,
 )
 from .prompts import (
     Prompt,

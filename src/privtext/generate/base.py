@@ -14,8 +14,6 @@ global generator is forked and restored around seeded calls). Every prompt is ap
 
 from __future__ import annotations
 
-import difflib
-import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,58 +22,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel
 
+from ..backends import BackendOptions, check_n, check_rng, check_texts
+from ..data.labels import LabelInfo
 from ..errors import ConfigError, DataError
 
 if TYPE_CHECKING:
+    from ..atomicio import PromptLog
     from ..data.corpus import Corpus
     from ..guard import PrivateGuard
-    from ..rundir import PromptLog
     from .prompts import PromptFamily
-
-_NAMED_VALUE = re.compile(r"^[^:\n]{1,60}:\s+\S")
-
-
-@dataclass(frozen=True)
-class LabelInfo:
-    """Public label information used to condition generation.
-
-    ``columns=("label1", "label2"), values=("Business Category: Restaurants", "Review Stars: 5.0")``.
-    """
-
-    columns: tuple[str, ...]
-    values: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        cols = (self.columns,) if isinstance(self.columns, str) else tuple(self.columns)
-        vals = (self.values,) if isinstance(self.values, str) else tuple(self.values)
-        object.__setattr__(self, "columns", tuple(str(c) for c in cols))
-        object.__setattr__(self, "values", tuple(str(v) for v in vals))
-        if len(self.columns) != len(self.values):
-            raise ConfigError(
-                f"LabelInfo has {len(self.columns)} column(s) {self.columns} but {len(self.values)} value(s) "
-                f"{self.values}"
-            )
-
-    @classmethod
-    def from_mapping(cls, labels: Mapping[str, str]) -> LabelInfo:
-        return cls(tuple(labels), tuple(labels.values()))
-
-    def as_dict(self) -> dict[str, str]:
-        return dict(zip(self.columns, self.values, strict=True))
-
-    def parts(self) -> list[str]:
-        """One ``"Name: value"`` string per column (values already carrying a name are kept as they are)."""
-        return [v if _NAMED_VALUE.match(v) else f"{c}: {v}" for c, v in zip(self.columns, self.values, strict=True)]
-
-    def render(self) -> str:
-        """Text for prompts: ``"Business Category: Restaurants, Review Stars: 5.0"``."""
-        return ", ".join(self.parts())
-
-    def __bool__(self) -> bool:
-        return bool(self.columns)
-
 
 @dataclass(frozen=True)
 class VariationSpec:
@@ -156,63 +113,7 @@ class GeneratorContext:
 # --------------------------------------------------------------------------------------------- options models
 
 
-class BackendOptions(BaseModel):
-    """Base of every backend's options model: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
-
-
-def parse_options(model: type[BaseModel], raw: Mapping[str, Any], *, where: str) -> Any:
-    """Validate ``raw`` against ``model``; errors become :class:`ConfigError` naming the key (with a suggestion)."""
-    try:
-        return model.model_validate(dict(raw))
-    except ValidationError as err:
-        valid = list(model.model_fields)
-        msgs = []
-        for e in err.errors():
-            loc = ".".join(str(p) for p in e["loc"]) or "(options)"
-            if e["type"] == "extra_forbidden":
-                key = str(e["loc"][-1])
-                hint = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-                msg = f"unknown option {key!r}"
-                msg += f" (did you mean {hint[0]!r}?)" if hint else f" (valid options: {', '.join(valid)})"
-                msgs.append(msg)
-            elif e["type"] == "missing":
-                msgs.append(f"missing required option {loc!r}")
-            else:
-                text = e["msg"].removeprefix("Value error, ")
-                msgs.append(f"{loc}: {text} (got {e.get('input')!r})")
-        raise ConfigError(f"{where}: " + "; ".join(msgs)) from None
-
-
 # ------------------------------------------------------------------------------------------------ validation
-
-
-def check_n(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ConfigError(f"n must be a non-negative integer, got {n!r}")
-    return int(n)
-
-
-def check_rng(rng: Any) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise ConfigError(
-            f"rng must be a numpy.random.Generator (privtext.rng.make_rng / derive), got {type(rng).__name__}"
-        )
-    return rng
-
-
-def check_texts(texts: Any, *, what: str = "texts") -> list[str]:
-    if isinstance(texts, (str, bytes)):
-        raise DataError(f"{what} must be a sequence of strings, got a single {type(texts).__name__}")
-    try:
-        out = list(texts)
-    except TypeError:
-        raise DataError(f"{what} must be a sequence of strings, got {type(texts).__name__}") from None
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise DataError(f"{what}[{i}] is {type(t).__name__}, not str")
-    return out
 
 
 def check_label(label: Any) -> LabelInfo | None:

@@ -15,9 +15,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from ..backends import BackendOptions
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from ..rng import spawn_seed
-from .base import BackendOptions, GeneratorContext, PromptedGenerator
+from .base import GeneratorContext, PromptedGenerator
 from .prompts import Prompt
 
 

@@ -59,8 +59,10 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from ..backends import BackendOptions
+from ..data.labels import LabelInfo
 from ..errors import ConfigError, DataError
-from .base import BackendOptions, BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from .base import BaseGenerator, GeneratorContext, VariationSpec
 
 BOS, EOS, UNK = 0, 1, 2
 SPECIALS = ("<s>", "</s>", "<unk>")

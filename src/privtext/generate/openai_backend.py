@@ -4,7 +4,7 @@
 the plain-text prompt to ``/completions`` (base models served by vLLM). Requests run ``max_concurrency`` at a
 time in a thread pool, results keep the input order; every prompt is logged before any is sent. Each request
 carries a ``seed`` drawn from the caller's ``rng`` (``send_seed: false`` to omit it) so servers that honour
-seeds are reproducible. Retries, backoff and key handling: :mod:`privtext.generate.openai_client`.
+seeds are reproducible. Retries, backoff and key handling: :mod:`privtext.backends.openai_client`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from ..backends.openai_client import ClientOptions, MalformedReply, OpenAIClient
 from ..rng import spawn_seed
 from .base import GeneratorContext, PromptedGenerator
-from .openai_client import ClientOptions, MalformedReply, OpenAIClient
 from .prompts import Prompt
 
 

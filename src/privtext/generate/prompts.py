@@ -35,7 +35,7 @@ from ..errors import ConfigError, UnknownNameError
 
 if TYPE_CHECKING:
     from ..data.corpus import Corpus
-    from .base import LabelInfo
+    from ..data.labels import LabelInfo
 
 BLANK = "_"
 

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from .base import BackendOptions, BaseGenerator, GeneratorContext, LabelInfo, VariationSpec
+from ..backends import BackendOptions
+from ..data.labels import LabelInfo
+from .base import BaseGenerator, GeneratorContext, VariationSpec
 from .prompts import BLANK, mask_words
 
 DEFAULT_VOCABULARY = (

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.loop import LabelSpace, ScoreResult
+from ..data.labels import LabelSpace
+from ..engine.loop import ScoreResult
 from ..engine.state import IterationStore, Population, ReleaseKeeper
 from ..errors import ConfigError
 from ..mechanisms.voting import dp_vote_histogram, vote_event

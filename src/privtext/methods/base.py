@@ -14,16 +14,18 @@ from typing import Any
 
 import numpy as np
 
+from ..atomicio import PromptLog, atomic_write_json, read_jsonl
 from ..config import Config
 from ..data import Corpus, load_corpus, split_corpus, write_corpus
-from ..engine.loop import Engine, LabelSpace, Scorer
+from ..data.labels import LabelSpace
+from ..engine.loop import Engine, Scorer
 from ..engine.state import ReleaseKeeper
 from ..engine.ui import say
 from ..errors import ConfigError, DataError
 from ..guard import PrivateGuard
 from ..mechanisms.labels import allocate, dp_label_histogram, label_event
 from ..rng import derive, noise_rng
-from ..rundir import PromptLog, RunDir, StageMetrics, atomic_write_json, read_jsonl
+from ..rundir import RunDir, StageMetrics
 
 
 @dataclass
@@ -337,7 +339,7 @@ class MethodRun:
 
     def write_diagnostics(self, ledger: Any, audit: Any | None = None) -> None:
         """Exact private statistics for ``private/diagnostics.json`` (mode 0600; never shared)."""
-        from ..rundir import atomic_write_json as _write
+        from ..atomicio import atomic_write_json as _write
 
         d = {"method": self.name, **self.diagnostics, "notes": self.privacy_notes,
              "ledger": ledger.statement() if ledger is not None and len(ledger) else None}

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..data import Corpus
-from ..engine.loop import LabelSpace, ScoreResult
+from ..data.labels import LabelSpace
+from ..engine.loop import ScoreResult
 from ..engine.state import IterationStore, Population, ReleaseKeeper
 from ..errors import ConfigError, DataError
 from ..mechanisms.clustering import (

@@ -6,7 +6,7 @@ Contract
 * :meth:`Ledger.record` takes a :class:`Release` — a description of the noisy value that is about to be drawn,
   never the data. It composes the new event with every recorded one; if the result would exceed the budget it
   raises :class:`~privtext.errors.BudgetExceededError` and writes nothing, so a refused release never reads
-  private data. Otherwise it appends one JSON line to ``ledger.jsonl`` (:func:`privtext.rundir.append_jsonl`,
+  private data. Otherwise it appends one JSON line to ``ledger.jsonl`` (:func:`privtext.atomicio.append_jsonl`,
   fsync'd) and only then returns. :meth:`Ledger.release` packages "record, then compute".
 * Keys are unique: exactly one event per release (:class:`DuplicateReleaseError`). A resumed run asks
   :meth:`Ledger.has` before recording.
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..atomicio import append_jsonl
 from ..errors import BudgetExceededError, PrivacyError, RunError
-from ..rundir import append_jsonl
 from .accounting import epsilon_for_delta, gdp_mu_of, secret_check
 from .budget import Budget
 from .conversions import gdp_epsilon

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from ..atomicio import atomic_write_text
 from ..errors import RunError
 from ..evaluate.runinfo import RunView
 from ..evaluate.runstats import runtime_split, vote_distribution
 from ..evaluate.suite import guarantee_text, privacy_facts
 from ..rng import derive
-from ..rundir import atomic_write_text
 from . import plots
 
 REPORT = "report.html"

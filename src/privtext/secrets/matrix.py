@@ -349,7 +349,7 @@ class SecretMatrix:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write to ``path`` (.npz). The file contains the secret values: keep it with the private data."""
-        from ..rundir import atomic_path
+        from ..atomicio import atomic_path
 
         p = Path(path)
         meta: dict[str, Any] = {"secrets": list(self.secrets), "types": list(self.types)}

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 from pydantic import Field
 
 from ..errors import BackendError, ConfigError, MissingDependencyError
-from .base import BackendOptions
+from . import BackendOptions
 
 log = logging.getLogger("privtext.openai")
 
