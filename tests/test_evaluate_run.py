@@ -279,8 +279,8 @@ def test_corpus_names_real_path(runs: dict[str, Path]) -> None:
 
 
 def test_classifier_options_from_the_command_line(runs: dict[str, Path]) -> None:
+    from privtext.cli.evaluate import parse_classifier_options
     from privtext.errors import ConfigError
-    from privtext.evaluate.cli import parse_classifier_options
 
     assert parse_classifier_options(["hf-finetune.model=/m/roberta", "hf-finetune.epochs=2", "tfidf-logreg.C=0.5"]) \
         == {"hf-finetune": {"model": "/m/roberta", "epochs": 2}, "tfidf-logreg": {"C": 0.5}}

@@ -2,7 +2,7 @@
 
 Metrics are plain functions of (synthetic, real, options); :func:`evaluate_run` applies them all to a run
 directory and writes ``evaluation.json``; :func:`compare_runs` / :func:`compare_configs` tabulate several runs;
-``privtext evaluate | compare | report`` are the command-line faces (:mod:`privtext.evaluate.cli`).
+``privtext evaluate | compare | report`` are the command-line faces (:mod:`privtext.cli.evaluate`).
 
 Heavy dependencies (torch, transformers, mauve) are imported only by the functions that need them.
 """

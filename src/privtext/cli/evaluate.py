@@ -49,7 +49,7 @@ def _g(x: Any) -> str:
 def _print_evaluation(ev: dict[str, Any], path: Path) -> None:
     from rich.table import Table
 
-    from ..cli import out
+    from .app import out
 
     out.print(f"[bold]{ev['name']}[/] ({ev['method']}, {ev['guarantee_text']}) — "
               f"{ev['synthetic']['n']} synthetic vs {ev['real']['n']} real, embedder {ev['embedder']['name']}",
@@ -120,7 +120,7 @@ def _print_evaluation(ev: dict[str, Any], path: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    from ..cli import handle_errors, out, print_json
+    from .app import handle_errors, out, print_json
 
     @app.command("evaluate")
     @handle_errors
@@ -146,8 +146,8 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Evaluate a run against real data; writes RUN_DIR/evaluation.json."""
-        from .runstats import load_secrets
-        from .suite import DEFAULT_CLASSIFIERS, evaluate_run
+        from ..evaluate.runstats import load_secrets
+        from ..evaluate.suite import DEFAULT_CLASSIFIERS, evaluate_run
 
         ev = evaluate_run(
             run_dir, real=real, embedder=embedder, max_real=max_real,
@@ -184,9 +184,9 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Run several configurations on the same data and print one comparison table."""
-        from .compare import compare_configs
-        from .runstats import load_secrets
-        from .suite import DEFAULT_CLASSIFIERS
+        from ..evaluate.compare import compare_configs
+        from ..evaluate.runstats import load_secrets
+        from ..evaluate.suite import DEFAULT_CLASSIFIERS
 
         table = compare_configs(
             [str(c) for c in configs], real=real, out_dir=out_dir, overrides=set_ or [], embedder=embedder,
@@ -226,8 +226,8 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Write a self-contained HTML report (privacy statement, metrics, plots, samples)."""
+        from ..evaluate.suite import evaluate_run
         from ..report import build_report
-        from .suite import evaluate_run
 
         ev = evaluate_run(run_dir, real=real, embedder=embedder, max_real=max_real) if real is not None else None
         path = build_report(run_dir, evaluation=ev, out=output, samples_per_label=samples, diagnostics=diagnostics)

@@ -1,4 +1,4 @@
-"""The ``privtext`` command line (typer).
+"""The ``privtext`` application object and what every command shares (typer).
 
 Every command exits non-zero with a one-line error on a :class:`~privtext.errors.PrivtextError` (or a bad
 argument); ``--debug`` (before the command) shows the traceback instead.
@@ -7,17 +7,15 @@ argument); ``--debug`` (before the command) shows the traceback instead.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
-from .errors import PrivtextError
+from ..errors import PrivtextError
 
 app = typer.Typer(
     name="privtext",
@@ -60,7 +58,7 @@ def handle_errors(fn: F) -> F:
 
 
 def print_json(obj: Any) -> None:
-    from .atomicio import dumps
+    from ..atomicio import dumps
 
     sys.stdout.write(dumps(obj, indent=2) + "\n")
 
@@ -75,27 +73,4 @@ def _main(
         os.environ["PRIVTEXT_QUIET"] = "1"
 
 
-# Sub-command groups live next to what they compute; they are mounted here.
-def _mount() -> None:
-    from .privacy.cli import app as budget_app
-
-    app.add_typer(budget_app, name="budget", help="Privacy calculators: noise, ε, μ, (p, r).")
-
-    from .commands import register as register_run_commands
-
-    register_run_commands(app)
-
-    try:
-        from .evaluate.cli import register as register_eval
-    except ImportError:  # pragma: no cover - evaluation module not present
-        register_eval = None
-    if register_eval is not None:
-        register_eval(app)
-
-
-def main(argv: list[str] | None = None) -> None:
-    _mount()
-    app(args=argv, prog_name="privtext")
-
-
-__all__ = ["Path", "app", "fail", "handle_errors", "json", "main", "out", "print_json"]
+__all__ = ["app", "console", "fail", "handle_errors", "out", "print_json"]

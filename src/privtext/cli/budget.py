@@ -20,7 +20,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JS
 
 
 def _emit(data: dict[str, Any], as_json: bool, rows: list[tuple[str, Any]], title: str) -> None:
-    from ..cli import out, print_json
+    from .app import out, print_json
 
     if as_json:
         print_json(data)
@@ -44,7 +44,7 @@ def _fmt(v: Any) -> str:
 
 
 def _handled(fn: Any) -> Any:
-    from ..cli import handle_errors
+    from .app import handle_errors
 
     return handle_errors(fn)
 
@@ -59,7 +59,7 @@ def gdp_cmd(
 
     @_handled
     def run() -> None:
-        from .conversions import gdp_delta, gdp_epsilon
+        from ..privacy.conversions import gdp_delta, gdp_epsilon
 
         eps = float(gdp_epsilon(delta, mu))
         table = [{"epsilon": e, "delta": float(gdp_delta(e, mu))} for e in (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)]
@@ -82,8 +82,8 @@ def secret_cmd(
 
     @_handled
     def run() -> None:
-        from .calibration import augpe_noise_multiplier
-        from .conversions import gdp_epsilon, mu_from_pr, r_from_mu_p
+        from ..privacy.calibration import augpe_noise_multiplier
+        from ..privacy.conversions import gdp_epsilon, mu_from_pr, r_from_mu_p
 
         mu = float(mu_from_pr(p, r))
         sigma = augpe_noise_multiplier(mu, compositions=iterations) if math.isfinite(mu) else 0.0
@@ -114,9 +114,9 @@ def gaussian_cmd(
     def run() -> None:
         import dp_accounting
 
-        from .accounting import epsilon_for_delta
-        from .budget import Budget
-        from .calibration import gaussian_noise_multiplier
+        from ..privacy.accounting import epsilon_for_delta
+        from ..privacy.budget import Budget
+        from ..privacy.calibration import gaussian_noise_multiplier
 
         z = gaussian_noise_multiplier(Budget.dp(epsilon, delta), compositions=iterations, method=method)  # type: ignore[arg-type]
         achieved = epsilon_for_delta(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), iterations),
@@ -147,8 +147,8 @@ def noise_ratio_cmd(
 
     @_handled
     def run() -> None:
+        from ..privacy.noise_ratio import noise_ratio
         from ..rng import make_rng
-        from .noise_ratio import noise_ratio
 
         d = noise_ratio(records=records, secrets=secrets, rate=rate, r_over_p=r_over_p, p=p,
                         compositions=iterations, sampling=sampling, rng=make_rng(seed))

@@ -10,7 +10,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from .cli import handle_errors, out, print_json
+    from .app import handle_errors, out, print_json
 
     @app.command("run")
     @handle_errors
@@ -21,8 +21,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
         """Run a private synthesis job and write its run directory."""
-        from .config import load_config
-        from .runner import run_config
+        from ..config import load_config
+        from ..runner import run_config
 
         cfg = load_config(config, overrides=set_ or [])
         root = run_config(cfg, out=output)
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Continue an interrupted run from its last complete iteration (released noise is reused)."""
-        from .runner import resume_run
+        from ..runner import resume_run
 
         root = resume_run(run_dir)
         _summary(root, as_json, out, print_json)
@@ -48,14 +48,14 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Make a small clinic-notes corpus with planted secrets and run it end to end offline."""
-        from .demo import run_demo
+        from ..demo import run_demo
 
         root = run_demo(out_dir, method=method)
         _summary(root, as_json, out, print_json, demo=True)
 
 
 def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> None:
-    from .rundir import RunDir
+    from ..rundir import RunDir
 
     run = RunDir(root)
     privacy = json.loads(run.privacy.read_text(encoding="utf-8"))

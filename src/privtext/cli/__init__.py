@@ -1,0 +1,36 @@
+"""The ``privtext`` command line (typer). The only package that imports typer: library modules never do.
+
+* :mod:`.app` — the application, one-line errors (``--debug`` for tracebacks), JSON output;
+* :mod:`.run` — ``run``, ``resume``, ``demo``;
+* :mod:`.budget` — ``budget ...`` privacy calculators;
+* :mod:`.evaluate` — ``evaluate``, ``compare``, ``report``.
+"""
+
+from __future__ import annotations
+
+from .app import app, console, fail, handle_errors, out, print_json
+
+_MOUNTED = False
+
+
+def _mount() -> None:
+    """Register every command group on :data:`app` (once)."""
+    global _MOUNTED
+    if _MOUNTED:
+        return
+    _MOUNTED = True
+    from .budget import app as budget_app
+    from .evaluate import register as register_evaluate
+    from .run import register as register_run
+
+    app.add_typer(budget_app, name="budget", help="Privacy calculators: noise, ε, μ, (p, r).")
+    register_run(app)
+    register_evaluate(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _mount()
+    app(args=argv, prog_name="privtext")
+
+
+__all__ = ["app", "console", "fail", "handle_errors", "main", "out", "print_json"]
