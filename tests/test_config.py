@@ -24,7 +24,6 @@ def _raw(**kw):
         (_raw(evolutoin={}), "unknown key 'evolutoin' (did you mean 'evolution'?)"),
         (_raw(evolution={"num_sample": 3}), "unknown key 'evolution.num_sample' (did you mean 'evolution.num_samples'?)"),
         (_raw(privacy={"epsilon": 4.0, "delta": 1e-5, "dleta": 1}), "unknown key 'privacy.dleta'"),
-        (_raw(secpe={"cluster": 4}), "did you mean 'secpe.clusters'"),
         (_raw(zzz=1), "unknown key 'zzz'"),
     ],
 )
@@ -32,6 +31,31 @@ def test_typo_is_named(raw: dict, needle: str) -> None:
     with pytest.raises(ConfigError) as e:
         config_from_dict(raw)
     assert needle in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "raw,needle",
+    [
+        (_raw(method="secpe", secpe={"cluster": 4}), "secpe: unknown option 'cluster' (did you mean 'clusters'?)"),
+        (_raw(augpe={"sensitivity": "group"}), "augpe: sensitivity"),
+        (_raw(method="secpee"), "unknown method 'secpee'"),
+    ],
+)
+def test_method_sections_are_checked_by_their_method_before_a_run_starts(raw: dict, needle: str, tmp_path: Path) -> None:
+    """A method's own section is validated by its Options model when the run is resolved, before anything is
+    written; the resolved config then holds every option with its default."""
+    from privtext.runner import resolve_config, run_config
+
+    cfg = config_from_dict({**raw, "output": str(tmp_path / "run")})
+    with pytest.raises(ConfigError) as e:
+        resolve_config(cfg)
+    assert needle in str(e.value)
+    with pytest.raises(ConfigError):
+        run_config(cfg)
+    assert not (tmp_path / "run").exists()
+    ok, cls = resolve_config(config_from_dict(_raw(method="Sec-PE", secpe={"clusters": 7})))
+    assert ok.method == "secpe" and cls.name == "secpe"
+    assert ok.secpe.options()["clusters"] == 7 and ok.secpe.options()["sample"] == "independent"
 
 
 @pytest.mark.parametrize(
@@ -51,8 +75,10 @@ def test_privacy_forms(privacy: dict, needle: str) -> None:
 
 
 def test_unknown_method_lists_valid() -> None:
+    from privtext.runner import resolve_config
+
     with pytest.raises(ConfigError, match="valid names: augpe, secpe"):
-        config_from_dict(_raw(method="magic"))
+        resolve_config(config_from_dict(_raw(method="magic")))
 
 
 def test_overrides_parse_yaml_values() -> None:

@@ -182,27 +182,9 @@ class VotingConfig(Section):
     ef_search: int = Field(default=256, gt=0)
 
 
-class SecPEConfig(Section):
-    clusters: int = Field(default=100, gt=0, description="K public k-means centres (split over labels)")
-    detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
-    clip_radius: float = Field(default=1.0, gt=0)
-    sampling: Literal["paper", "max", "auto"] = "auto"
-    eta: float | None = Field(default=None, gt=0, description="LP capacity η_j; default Φ⁻¹(1−p)−Φ⁻¹(1−r)")
-    recluster_each_iteration: bool = True
-    sample: Literal["independent", "shared"] = Field(
-        default="independent", description="Bernoulli(ρ) sample: one per release (counts, centres) or one shared "
-        "by both as Alg 2 writes it (accounted as one mixture with sensitivity √2)")
-    blowup: Literal["exact", "paper"] = "exact"
-    kmeans: Literal["faiss", "sklearn"] = "faiss"
-    kmeans_iters: int = Field(default=25, gt=0)
-
-
-class AugPEConfig(Section):
-    """Aug-PE options. ``sensitivity: secret_group`` is SecPE's second GDP baseline: the vote histogram's
-    sensitivity is the number of private records holding the most-repeated secret (found by ``detector``)."""
-
-    sensitivity: Literal["record", "secret_group"] = "record"
-    detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
+class MethodSection(OpenSection):
+    """A method's own options (``augpe:``, ``secpe:``, ...): validated by the method's ``Options`` model when the
+    run starts (unknown keys are errors naming the key), so a new method needs no field here beyond its section."""
 
 
 class Config(Section):
@@ -216,16 +198,16 @@ class Config(Section):
     privacy: PrivacyConfig
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
     voting: VotingConfig = Field(default_factory=VotingConfig)
-    augpe: AugPEConfig = Field(default_factory=AugPEConfig)
-    secpe: SecPEConfig = Field(default_factory=SecPEConfig)
+    augpe: MethodSection = Field(default_factory=MethodSection)
+    secpe: MethodSection = Field(default_factory=MethodSection)
     output: str = "runs/run"
 
     @field_validator("method")
     @classmethod
-    def _method_known(cls, v: str) -> str:
-        from .methods import METHODS
-
-        return METHODS.canonical(v)
+    def _method_name(cls, v: str) -> str:
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"method must be a non-empty name, got {v!r}")
+        return v.strip().lower()
 
     @model_validator(mode="after")
     def _seed_vs_secure(self) -> Config:
@@ -236,6 +218,13 @@ class Config(Section):
         if self.privacy.reproducible_noise and self.seed is None:
             raise ValueError("privacy.reproducible_noise derives the noise from the seed: set a seed")
         return self
+
+    def with_absolute_paths(self, base_dir: str | os.PathLike[str] | None = None) -> Config:
+        """This config with its file paths resolved against ``base_dir`` (default: the working directory), so a
+        run directory's config.yaml can be resumed from anywhere."""
+        d = self.dump()
+        _resolve_paths(d, os.fspath(base_dir) if base_dir is not None else os.getcwd())
+        return Config.model_validate(d)
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=False)
@@ -363,13 +352,19 @@ def _deepcopy(x: Any) -> Any:
 
 
 def _resolve_paths(d: dict[str, Any], base_dir: str) -> None:
-    """Make relative data paths absolute against ``base_dir`` (hf: specs are left alone)."""
-    data = d.get("data")
-    if isinstance(data, dict):
-        for key in ("private", "public"):
-            v = data.get(key)
+    """Make relative file paths absolute against ``base_dir``: the data files (``hf:`` specs are left alone) and
+    the embedding cache folder. The one path resolver: :func:`config_from_dict` (``base_dir``) and
+    :meth:`Config.with_absolute_paths` use it."""
+
+    def fix(section: Any, key: str) -> None:
+        if isinstance(section, dict):
+            v = section.get(key)
             if isinstance(v, str) and v and not v.startswith("hf:") and not os.path.isabs(v):
-                data[key] = os.path.normpath(os.path.join(base_dir, v))
+                section[key] = os.path.normpath(os.path.join(base_dir, v))
+
+    fix(d.get("data"), "private")
+    fix(d.get("data"), "public")
+    fix(d.get("embedder"), "cache_dir")
 
 
 def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = ()) -> Config:

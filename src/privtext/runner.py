@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -14,28 +15,27 @@ from .methods import METHODS
 from .rundir import RunDir
 
 
-def _absolute_paths(config: Config) -> Config:
-    """Data paths and the embedding cache are resolved against the working directory once, at the start, so
-    the run directory's config.yaml can be resumed from anywhere."""
-    d = config.dump()
-    for key in ("private", "public"):
-        v = d["data"].get(key)
-        if isinstance(v, str) and v and not v.startswith("hf:"):
-            d["data"][key] = os.path.abspath(v)
-    if d["embedder"].get("cache_dir"):
-        d["embedder"]["cache_dir"] = os.path.abspath(d["embedder"]["cache_dir"])
-    return Config.model_validate(d)
+def resolve_config(config: Config) -> tuple[Config, type[Any]]:
+    """``config`` with the method name made canonical, the method's own section validated by its ``Options``
+    model and written out in full (defaults included), and paths made absolute; plus the method class.
+    Raises before anything is written."""
+    name = METHODS.canonical(config.method)
+    cls = METHODS.get(name)
+    options = cls.parse_options(config)
+    d = config.with_absolute_paths().dump()
+    d["method"] = name
+    d[name] = options.model_dump(mode="json")
+    return Config.model_validate(d), cls
 
 
 def run_config(config: Config, *, out: str | os.PathLike[str] | None = None) -> Path:
     """Run ``config`` into a new run directory (``out`` or ``config.output``) and return its path."""
-    config = _absolute_paths(config)
+    config, cls = resolve_config(config)
     root = Path(out if out is not None else config.output)
     run = RunDir(root).create()
     atomic_write_text(run.config, config.to_yaml())
     run.log(f"privtext run: method={config.method} output={root}")
-    method = METHODS.get(config.method)(config, run)
-    return method.execute()
+    return cls(config, run).execute()
 
 
 def load_run_config(run_dir: str | os.PathLike[str]) -> Config:
@@ -55,5 +55,5 @@ def resume_run(run_dir: str | os.PathLike[str]) -> Path:
         raise ResumeError(f"{run.root} is already complete ({run.synthetic.name} and {run.privacy.name} exist)")
     done = run.complete_iterations()
     run.log(f"privtext resume: {len(done)} complete iteration(s) of {config.evolution.iterations}")
-    method = METHODS.get(config.method)(config, run)
-    return method.execute()
+    config, cls = resolve_config(config)
+    return cls(config, run).execute()

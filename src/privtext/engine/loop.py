@@ -34,10 +34,10 @@ import numpy as np
 from ..config import EvolutionConfig
 from ..data.labels import LabelSpace
 from ..errors import ConfigError, PrivtextError
+from ..progress import progress, say
 from ..rng import derive
 from ..rundir import RunDir, StageMetrics
 from .state import IterationStore, Population, ReleaseKeeper
-from .ui import progress, say
 
 
 @dataclass

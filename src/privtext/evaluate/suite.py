@@ -33,8 +33,8 @@ from ..atomicio import atomic_write_json
 from ..data.corpus import Corpus
 from ..data.io import load_corpus
 from ..errors import DataError, PrivtextError
+from ..progress import steps
 from ..rng import derive
-from ._progress import steps
 from ._threads import single_blas
 from .downstream import downstream_accuracy
 from .embedding import resolve_embedder

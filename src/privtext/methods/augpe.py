@@ -18,16 +18,25 @@ Each iteration releases one vote histogram with L2 sensitivity Δ = 1 (see
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from ..backends import BackendOptions
 from ..data.labels import LabelSpace
 from ..engine.loop import ScoreResult
 from ..engine.state import IterationStore, Population, ReleaseKeeper
 from ..errors import ConfigError
 from ..mechanisms.voting import dp_vote_histogram, vote_event
 from .base import Inputs, MethodRun
+
+
+class AugPEOptions(BackendOptions):
+    """The ``augpe:`` section. ``sensitivity: secret_group`` is SecPE's second GDP baseline: the vote histogram's
+    sensitivity is the number of private records holding the most-repeated secret (found by ``detector``)."""
+
+    sensitivity: Literal["record", "secret_group"] = "record"
+    detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
 
 
 class DPVoteScorer:
@@ -86,6 +95,8 @@ def label_sigma_ratio(fraction: float, compositions: int) -> float:
 
 class AugPE(MethodRun):
     name = "augpe"
+    Options = AugPEOptions
+    options: AugPEOptions
     group_size: int | None = None  # k under secret-group sensitivity
     sigma: float = 0.0
     label_sigma: float | None = None
@@ -199,12 +210,12 @@ class AugPE(MethodRun):
         }
 
     def group_sensitivity(self, inputs: Inputs) -> tuple[float, str]:
-        mode = self.config.augpe.sensitivity
+        mode = self.options.sensitivity
         if mode == "record":
             return 1.0, "record sensitivity: one record casts one vote (Δ=1)"
         from ..secrets import build_detector
 
-        matrix = build_detector(self.config.augpe.detector).detect(list(inputs.private.texts))
+        matrix = build_detector(self.options.detector).detect(list(inputs.private.texts))
         per_secret = np.asarray(matrix.matrix.sum(axis=0)).ravel()
         k = int(per_secret.max()) if per_secret.size else 1
         k = max(k, 1)

@@ -10,20 +10,22 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel
 
 from ..atomicio import PromptLog, atomic_write_json, read_jsonl
+from ..backends import BackendOptions, parse_options
 from ..config import Config
 from ..data import Corpus, load_corpus, split_corpus, write_corpus
 from ..data.labels import LabelSpace
 from ..engine.loop import Engine, Scorer
 from ..engine.state import ReleaseKeeper
-from ..engine.ui import say
 from ..errors import ConfigError, DataError
 from ..guard import PrivateGuard
 from ..mechanisms.labels import allocate, dp_label_histogram, label_event
+from ..progress import say
 from ..rng import derive, noise_rng
 from ..rundir import RunDir, StageMetrics
 
@@ -40,10 +42,20 @@ class MethodRun:
     """One run of a method in a run directory (fresh or resumed)."""
 
     name = "method"
+    #: the model of the method's own config section (``config.<name>``)
+    Options: ClassVar[type[BaseModel]] = BackendOptions
+
+    @classmethod
+    def parse_options(cls, config: Config) -> Any:
+        """The method's section of ``config`` validated by :attr:`Options` (errors name the key)."""
+        section = getattr(config, cls.name, None)
+        raw = section.options() if section is not None else {}
+        return parse_options(cls.Options, raw, where=cls.name)
 
     def __init__(self, config: Config, run: RunDir):
         self.config = config
         self.run = run
+        self.options = self.parse_options(config)
         self.metrics = StageMetrics()
         self._wall_before = 0.0
         self._llm_before: dict[str, float] = {}

@@ -18,10 +18,12 @@ The generator trains only on public text (secret-free records and the external p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
+from ..backends import BackendOptions
 from ..data import Corpus
 from ..data.labels import LabelSpace
 from ..engine.loop import ScoreResult
@@ -40,6 +42,23 @@ from ..mechanisms.voting import threshold_histogram
 from .base import Inputs, MethodRun
 
 
+class SecPEOptions(BackendOptions):
+    """The ``secpe:`` section."""
+
+    clusters: int = Field(default=100, gt=0, description="K public k-means centres (split over labels)")
+    detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
+    clip_radius: float = Field(default=1.0, gt=0)
+    sampling: Literal["paper", "max", "auto"] = "auto"
+    eta: float | None = Field(default=None, gt=0, description="LP capacity η_j; default Φ⁻¹(1−p)−Φ⁻¹(1−r)")
+    recluster_each_iteration: bool = True
+    sample: Literal["independent", "shared"] = Field(
+        default="independent", description="Bernoulli(ρ) sample: one per release (counts, centres) or one shared "
+        "by both as Alg 2 writes it (accounted as one mixture with sensitivity √2)")
+    blowup: Literal["exact", "paper"] = "exact"
+    kmeans: Literal["faiss", "sklearn"] = "faiss"
+    kmeans_iters: int = Field(default=25, gt=0)
+
+
 class ClusterScorer:
     name = "secret_cluster_votes"
 
@@ -52,7 +71,7 @@ class ClusterScorer:
         self.rho = rho
         self.sigma = float(sigma)
         self.noise = noise
-        self.cfg = run.config.secpe
+        self.cfg = run.options
         self.metric = run.config.voting.metric
         self.threshold = run.config.evolution.threshold
 
@@ -115,6 +134,8 @@ class _NoSecrets:
 
 class SecPE(MethodRun):
     name = "secpe"
+    Options = SecPEOptions
+    options: SecPEOptions
 
     sigma: float = 0.0
     plan: Any = None
@@ -125,7 +146,7 @@ class SecPE(MethodRun):
         from ..privacy.statement import Assumption
 
         b = self.budget
-        cfg = self.config.secpe
+        cfg = self.options
         s = ledger.spent()
         n = len(ledger)
         from ..secrets import describe_detector
@@ -193,7 +214,7 @@ class SecPE(MethodRun):
         from ..secrets import build_detector
 
         with self.metrics.stage("secret_detection"):
-            detector = build_detector(self.config.secpe.detector)
+            detector = build_detector(self.options.detector)
             matrix = detector.detect(list(inputs.private.texts))
         mask = np.asarray(matrix.private_mask(), dtype=bool)
         if len(mask) != len(inputs.private):
@@ -207,7 +228,7 @@ class SecPE(MethodRun):
         summary = matrix.summary()
         self.matrix = matrix.subset_records(priv_idx)
         self.diagnostic("secrets", None, {
-            "detector": self.config.secpe.detector, "records": len(inputs.private),
+            "detector": self.options.detector, "records": len(inputs.private),
             "records_with_secrets": len(priv_idx), "records_public": len(pub_idx),
             "external_public_records": 0 if inputs.public is None else len(inputs.public), **summary,
         })
@@ -221,7 +242,7 @@ class SecPE(MethodRun):
                         keeper: ReleaseKeeper) -> tuple[Any, float | None]:
         from ..privacy import secret_noise
 
-        cfg = self.config.secpe
+        cfg = self.options
         p = self.config.privacy.secret
         assert p is not None and inputs.public is not None
         if self.config.evolution.label_distribution.kind == "dp":
