@@ -8,9 +8,9 @@ import numpy as np
 
 from privtext.config import EvolutionConfig
 from privtext.data.labels import LabelSpace
+from privtext.data.population import Population
 from privtext.embed import build_embedder
 from privtext.engine.loop import Engine
-from privtext.engine.state import Population
 from privtext.generate import GeneratorContext, build_generator
 from privtext.rundir import RunDir, StageMetrics
 
@@ -21,7 +21,7 @@ def _engine(tmp_path: Path, variations: int = 3) -> tuple[Engine, object]:
     emb = build_embedder({"backend": "hashing", "dim": 32, "cache": False})
     eng = Engine(run=RunDir(tmp_path), evolution=EvolutionConfig(variations=variations, iterations=2),
                  generator=gen, embedder=emb, scorer=None, labels=space,  # type: ignore[arg-type]
-                 counts=np.array([2, 2, 2]), keeper=None, metrics=StageMetrics(), seed=0)  # type: ignore[arg-type]
+                 counts=np.array([2, 2, 2]), metrics=StageMetrics(), seed=0)
     return eng, emb
 
 

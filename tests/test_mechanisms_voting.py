@@ -119,27 +119,12 @@ def test_threshold_clips_then_subtracts() -> None:
         threshold_histogram(h, -1)
 
 
-def test_before_release_runs_before_any_data_access() -> None:
-    """An over-budget refusal raised by the hook must stop the mechanism before it reads the embeddings."""
+def test_mechanism_returns_the_gaussian_event_of_its_noise_multiplier() -> None:
+    from privtext.privacy.events import gaussian_event
 
-    class Untouchable(np.ndarray):
-        def __array_finalize__(self, obj):
-            pass
-
-        def __getitem__(self, k):
-            raise AssertionError("private data was read")
-
-    priv = np.zeros((4, 3), dtype=np.float32).view(Untouchable)
-
-    class Refused(Exception):
-        pass
-
-    def hook(event):
-        raise Refused
-
-    with pytest.raises(Refused):
-        dp_vote_histogram(priv, np.zeros((2, 3), dtype=np.float32), noise_multiplier=1.0,
-                          rng=np.random.default_rng(0), before_release=hook)
+    _, ev = dp_vote_histogram(np.eye(3, dtype=np.float32), np.eye(3, dtype=np.float32), noise_multiplier=1.7,
+                              sensitivity=3.0, rng=np.random.default_rng(0))
+    assert ev == gaussian_event(1.7)  # the multiplier σ = std/Δ, whatever Δ
 
 
 def test_centering_keeps_one_vote_per_record_and_breaks_hubs(any_seed: int) -> None:

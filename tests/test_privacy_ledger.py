@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import dp_accounting
+import numpy as np
 import pytest
 
 from privtext.errors import BudgetExceededError, PrivacyError
@@ -16,6 +17,7 @@ from privtext.privacy import (
     GdpTarget,
     Ledger,
     Release,
+    ReleaseKeeper,
     SecretEvent,
     calibrate,
     gaussian_noise_multiplier,
@@ -46,8 +48,9 @@ def test_calibrated_sigma_passes_and_one_more_is_refused_before_data(tmp_path: P
         touched.append(True)
         raise AssertionError("private data was read for a refused release")
 
+    keeper = ReleaseKeeper(led, lambda r: tmp_path / "values" / "v.npz")
     with pytest.raises(BudgetExceededError, match="refused before any private data was read"):
-        led.release(rel("votes/iter_005", z), compute)
+        keeper.release(rel("votes/iter_005", z), compute)
     assert touched == []
     assert path.read_bytes() == before  # nothing written
     assert len(led) == 5
@@ -58,11 +61,12 @@ def test_release_records_then_computes(tmp_path: Path) -> None:
     led = Ledger(path, Budget.gdp(2.0))
     seen = []
 
-    def compute() -> int:
+    def compute() -> tuple[dict, object]:
         seen.append(led.has("h"))  # the event is on disk before the computation starts
-        return 7
+        return {"v": np.array([7.0])}, G(1.0)
 
-    assert led.release(rel("h", 1.0), compute) == 7
+    keeper = ReleaseKeeper(led, lambda r: tmp_path / "values" / "h.npz")
+    assert keeper.release(rel("h", 1.0), compute)["v"].tolist() == [7.0]
     assert seen == [True]
     assert json.loads(path.read_text().splitlines()[0])["key"] == "h"
 
@@ -152,7 +156,7 @@ def test_noise_budget_never_refuses_and_reports_epsilon() -> None:
         led.record(rel(f"t{t}", 0.5))
     s = led.spent()
     assert not s["exceeded"]
-    assert s["epsilon_at_report_delta"] == pytest.approx(led.statement()["spent"]["epsilon_at_report_delta"])
+    assert s["epsilon_at_report_delta"] == pytest.approx(led.account()["spent"]["epsilon_at_report_delta"])
     assert s["epsilon_at_report_delta"] > 10
 
 
@@ -178,8 +182,9 @@ def test_secret_ledger_checks_groups_independently() -> None:
                        secret_events={"g1": se["g1"]}))
     spent = led.spent()
     assert spent["groups"]["g0"]["releases"] == n and spent["groups"]["g1"]["releases"] == n + 1
-    st = led.statement()
-    assert "secret protection" in st["guarantee"] and st["spent"]["worst_group"] == "g0"
+    st = led.account()
+    assert st["neighbouring_relation"].startswith("the same private data with and without one declared secret")
+    assert st["spent"]["worst_group"] == "g0"
 
 
 def test_secret_group_must_match_the_budget() -> None:
@@ -204,11 +209,11 @@ def test_secret_budget_with_record_level_releases_only() -> None:
         led.record(rel("t3", z))
 
 
-def test_statement_is_json_and_plain(tmp_path: Path) -> None:
+def test_account_is_json(tmp_path: Path) -> None:
     led = Ledger(tmp_path / "ledger.jsonl", Budget.dp(2.0, 1e-6))
     led.record(rel("a", 3.0, iteration=0, description="noisy vote histogram"))
-    st = led.statement()
+    st = led.account()
     json.dumps(st, allow_nan=False)
     assert st["releases"] == 1 and st["budget"]["epsilon"] == 2.0
-    assert "differential privacy" in st["guarantee"] and st["ledger"].endswith("ledger.jsonl")
+    assert st["release_list"][0]["key"] == "a" and st["ledger"].endswith("ledger.jsonl")
     assert st["remaining"]["epsilon"] == pytest.approx(2.0 - st["spent"]["epsilon"])

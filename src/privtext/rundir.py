@@ -28,14 +28,20 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
 import os
+import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import RunError
+import numpy as np
+
+from .atomicio import atomic_path, atomic_write_json, atomic_write_text
+from .data.population import Population
+from .errors import ResumeError, RunError
 
 CONFIG = "config.yaml"
 PRIVACY = "privacy.json"
@@ -189,6 +195,18 @@ class RunDir:
     def checkpoint(self, iteration: int) -> Path:
         return self.checkpoints / f"iter_{iteration:03d}"
 
+    def release_path(self, key: str, iteration: int | None) -> Path:
+        """Where the value of release ``key`` is kept: in its iteration's folder, or ``checkpoints/releases``."""
+        folder = self.checkpoint(iteration) if iteration is not None else self.checkpoints
+        return folder / "releases" / (_SAFE.sub("_", key) + ".npz")
+
+    def iteration(self, t: int, labels: Any = None) -> IterationStore:
+        """The checkpoint folder of iteration ``t`` (``labels``: the run's LabelSpace, to name label columns when
+        writing; readers pass nothing)."""
+        if labels is None:
+            return IterationStore(self, t)
+        return IterationStore(self, t, labels.values, labels.columns)
+
     def create(self, *, exist_ok: bool = False) -> RunDir:
         if self.root.exists() and any(self.root.iterdir()) and not exist_ok:
             raise RunError(
@@ -222,3 +240,152 @@ class RunDir:
             if (p / "COMPLETE").exists():
                 out.append(int(p.name.split("_")[1]))
         return out
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+# Checkpoint layout (one folder per iteration; plain Parquet, ``.npy``/``.npz`` without pickle, and JSON)::
+#
+#     private/checkpoints/iter_003/
+#       population.parquet   candidates before the vote: id, text, <labels>, group, origin, parent, generator
+#       embeddings.npy       float32 embeddings of the candidates (rows aligned)
+#       vote_embeddings.npy  (only with lookahead) the embeddings the vote used
+#       lookahead.parquet    (only with lookahead) the variations made for the vote, reused as children
+#       releases/*.npz       every noisy value released in this iteration, saved right after it was drawn
+#       histogram.npy        the released histogram used for selection (float64)
+#       candidates.parquet   population + votes + selected (written at the end of the iteration)
+#       state.json           iteration summary
+#       COMPLETE             written last: the iteration is finished
+#     private/checkpoints/releases/*.npz   releases that belong to no iteration (the DP label histogram)
+
+
+def _write_parquet(df: Any, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def _write_npy(arr: np.ndarray, path: Path) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+
+
+def read_npy(path: Path) -> np.ndarray:
+    return np.load(path, allow_pickle=False)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass
+class IterationStore:
+    """Files of one iteration's checkpoint folder: the one writer (the engine) and reader (evaluation, reports)
+    of the checkpoint format. ``label_values``/``label_columns`` name the label columns of written tables;
+    readers may leave them empty. Writers create the folder; readers never do."""
+
+    run: RunDir
+    iteration: int
+    label_values: Sequence[tuple[str, ...]] = ()
+    label_columns: Sequence[str] = ()
+    folder: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.folder = self.run.checkpoint(self.iteration)
+
+    def _mk(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    # candidates before the vote
+    def has_population(self) -> bool:
+        return (self.folder / "population.parquet").exists() and (self.folder / "embeddings.npy").exists()
+
+    def save_population(self, pop: Population, vote_emb: np.ndarray | None) -> None:
+        assert pop.emb is not None
+        self._mk()
+        _write_npy(pop.emb.astype(np.float32), self.folder / "embeddings.npy")
+        if vote_emb is not None:
+            _write_npy(vote_emb.astype(np.float32), self.folder / "vote_embeddings.npy")
+        # written last: its presence means the embeddings are there too
+        _write_parquet(pop.frame(self.label_values, self.label_columns), self.folder / "population.parquet")
+
+    def load_population(self) -> tuple[Population, np.ndarray | None]:
+        import pandas as pd
+
+        df = pd.read_parquet(self.folder / "population.parquet")
+        emb = read_npy(self.folder / "embeddings.npy")
+        if len(emb) != len(df):
+            raise ResumeError(f"{self.folder}: {len(emb)} embeddings for {len(df)} candidates")
+        ve = self.folder / "vote_embeddings.npy"
+        return Population.from_frame(df, emb), (read_npy(ve) if ve.exists() else None)
+
+
+    def finish(self, pop: Population, histogram: np.ndarray, selected: np.ndarray, state: dict[str, Any]) -> None:
+        self._mk()
+        votes = np.asarray(histogram, dtype=np.float64)
+        sel = np.zeros(len(pop), dtype=bool)
+        sel[np.unique(selected)] = True
+        df = pop.frame(self.label_values, self.label_columns)
+        df["votes"] = votes
+        df["selected"] = sel
+        counts = np.bincount(selected, minlength=len(pop))
+        df["times_selected"] = counts.astype(np.int64)
+        _write_npy(votes, self.folder / "histogram.npy")
+        _write_npy(np.asarray(selected, dtype=np.int64), self.folder / "selected_index.npy")
+        _write_parquet(df, self.folder / "candidates.parquet")
+        atomic_write_json(self.folder / "state.json", state)
+        atomic_write_text(self.folder / "COMPLETE", "ok\n")
+
+    def is_complete(self) -> bool:
+        return (self.folder / "COMPLETE").exists()
+
+    def load_complete(self) -> tuple[Population, np.ndarray, np.ndarray, dict[str, Any]]:
+        pop, _ = self.load_population()
+        hist = read_npy(self.folder / "histogram.npy")
+        selected = read_npy(self.folder / "selected_index.npy")
+        state = json.loads((self.folder / "state.json").read_text(encoding="utf-8"))
+        return pop, hist, selected, state
+
+    def candidates(self) -> Any:
+        """The candidates table of a complete iteration (pandas DataFrame with ``text``, ``selected``, ...)."""
+        import pandas as pd
+
+        p = self.folder / "candidates.parquet"
+        try:
+            return pd.read_parquet(p)
+        except Exception as e:  # pyarrow errors
+            raise RunError(f"{p}: unreadable ({e})") from None
+
+    def histogram(self) -> np.ndarray | None:
+        p = self.folder / "histogram.npy"
+        return read_npy(p) if p.exists() else None
+
+    def state(self) -> dict[str, Any]:
+        return json.loads((self.folder / "state.json").read_text(encoding="utf-8"))
+
+    # lookahead variations, reused as children
+    def save_lookahead(self, reuse: Mapping[str, tuple[list[str], np.ndarray]]) -> None:
+        if not reuse:
+            return
+        self._mk()
+        import pandas as pd
+
+        rows = [(p, x) for p, (tx, _) in reuse.items() for x in tx]
+        embs = np.concatenate([e for _, e in reuse.values()])
+        _write_npy(embs.astype(np.float32), self.folder / "lookahead_embeddings.npy")
+        _write_parquet(pd.DataFrame({"parent": [r[0] for r in rows], "text": [r[1] for r in rows]}),
+                       self.folder / "lookahead.parquet")
+
+    def load_lookahead(self) -> dict[str, tuple[list[str], np.ndarray]]:
+        path = self.folder / "lookahead.parquet"
+        if not path.exists():
+            return {}
+        import pandas as pd
+
+        df = pd.read_parquet(path)
+        emb = read_npy(self.folder / "lookahead_embeddings.npy")
+        out: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+        for row, (p, x) in enumerate(zip(df["parent"], df["text"], strict=True)):
+            out.setdefault(str(p), ([], []))
+            out[str(p)][0].append(str(x))
+            out[str(p)][1].append(emb[row])
+        return {p: (tx, np.stack(e)) for p, (tx, e) in out.items()}
+
+
+__all__ = ["RELEASE_FILES", "RUN_FILES", "IterationStore", "RunDir", "StageMetrics", "read_npy"]

@@ -33,11 +33,13 @@ import numpy as np
 
 from ..config import EvolutionConfig
 from ..data.labels import LabelSpace
+from ..data.population import Population
+from ..embed.base import Embedder
 from ..errors import ConfigError, PrivtextError
+from ..generate.base import Generator
 from ..progress import progress, say
 from ..rng import derive
 from ..rundir import RunDir, StageMetrics
-from .state import IterationStore, Population, ReleaseKeeper
 
 
 @dataclass
@@ -47,14 +49,15 @@ class ScoreResult:
 
 
 class Scorer(Protocol):
-    """Turns candidates into a released histogram (the only step that touches private data)."""
+    """Turns candidates into a released histogram — the only step that touches private data.
+
+    A scorer receives what it uses when it is built (its options, the release keeper, a generator of privacy
+    randomness per release key) and releases every noisy value through the keeper; the engine hands it only the
+    public candidates and the embeddings the vote should see."""
 
     name: str
 
-    def score(
-        self, *, iteration: int, population: Population, vote_emb: np.ndarray, store: IterationStore,
-        keeper: ReleaseKeeper,
-    ) -> ScoreResult: ...
+    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult: ...
 
 
 def select(
@@ -99,12 +102,11 @@ class Engine:
         *,
         run: RunDir,
         evolution: EvolutionConfig,
-        generator: Any,
-        embedder: Any,
+        generator: Generator,
+        embedder: Embedder,
         scorer: Scorer,
         labels: LabelSpace,
         counts: np.ndarray,
-        keeper: ReleaseKeeper,
         metrics: StageMetrics,
         seed: int | None,
         secure: bool = False,
@@ -120,7 +122,6 @@ class Engine:
         self.counts = np.asarray(counts, dtype=np.int64)
         if len(self.counts) != len(labels):
             raise ConfigError(f"{len(self.counts)} sample counts for {len(labels)} label groups")
-        self.keeper = keeper
         self.metrics = metrics
         self.seed = seed
         self.secure = secure
@@ -288,17 +289,17 @@ class Engine:
         reuse: dict[str, tuple[list[str], np.ndarray]] = {}
         summaries: list[dict[str, Any]] = []
         for t in range(T):
-            store = IterationStore(self.run_dir, t, self.labels.values, self.labels.columns)
+            store = self.run_dir.iteration(t, self.labels)
             if store.is_complete():
                 prev, _, prev_sel, state = store.load_complete()
                 summaries.append(state)
-                reuse = self._load_reuse(store)
+                reuse = store.load_lookahead()
                 self.log(f"iteration {t}: complete in checkpoint, reused")
                 continue
             t0 = time.perf_counter()
             if store.has_population():
                 pop, vote_emb = store.load_population()
-                reuse_next = self._load_reuse(store)
+                reuse_next = store.load_lookahead()
                 self.log(f"iteration {t}: candidates reloaded from checkpoint ({len(pop)})")
             else:
                 if t == 0:
@@ -307,16 +308,14 @@ class Engine:
                     assert prev is not None and prev_sel is not None
                     pop = self._children(t, prev, prev_sel, reuse)
                 vote_emb, reuse_next = self._lookahead(t, pop)
-                self._save_reuse(store, reuse_next)
+                store.save_lookahead(reuse_next)
                 store.save_population(pop, vote_emb if self.evo.lookahead > 0 else None)
                 self.log(f"iteration {t}: {len(pop)} candidates generated and embedded")
             if vote_emb is None:
                 vote_emb = pop.emb
             say(f"[dim]iteration {t + 1}/{T}: voting over {len(pop)} candidates[/]")
             with self.metrics.stage("voting", iteration=t) as st:
-                result = self.scorer.score(
-                    iteration=t, population=pop, vote_emb=vote_emb, store=store, keeper=self.keeper
-                )
+                result = self.scorer.score(iteration=t, population=pop, vote_emb=vote_emb)
                 st.count("candidates", len(pop))
             hist = np.asarray(result.histogram, dtype=np.float64)
             if hist.shape != (len(pop),):
@@ -341,35 +340,3 @@ class Engine:
         assert prev is not None and prev_sel is not None
         final = prev.take(prev_sel)
         return final, summaries
-
-    @staticmethod
-    def _save_reuse(store: IterationStore, reuse: dict[str, tuple[list[str], np.ndarray]]) -> None:
-        if not reuse:
-            return
-        import pandas as pd
-
-        from .state import _write_npy, _write_parquet
-
-        rows = [(p, x) for p, (tx, _) in reuse.items() for x in tx]
-        embs = np.concatenate([e for _, e in reuse.values()])
-        _write_npy(embs.astype(np.float32), store.folder / "lookahead_embeddings.npy")
-        _write_parquet(pd.DataFrame({"parent": [r[0] for r in rows], "text": [r[1] for r in rows]}),
-                       store.folder / "lookahead.parquet")
-
-    @staticmethod
-    def _load_reuse(store: IterationStore) -> dict[str, tuple[list[str], np.ndarray]]:
-        path = store.folder / "lookahead.parquet"
-        if not path.exists():
-            return {}
-        import pandas as pd
-
-        from .state import read_npy
-
-        df = pd.read_parquet(path)
-        emb = read_npy(store.folder / "lookahead_embeddings.npy")
-        out: dict[str, tuple[list[str], list[np.ndarray]]] = {}
-        for row, (p, x) in enumerate(zip(df["parent"], df["text"], strict=True)):
-            out.setdefault(str(p), ([], []))
-            out[str(p)][0].append(str(x))
-            out[str(p)][1].append(emb[row])
-        return {p: (tx, np.stack(e)) for p, (tx, e) in out.items()}

@@ -119,32 +119,26 @@ class RunView:
     def iterations(self) -> list[int]:
         return self.dir.complete_iterations()
 
-    def _ckpt(self, t: int) -> Path:
-        p = self.dir.checkpoint(t)
-        if not (p / "COMPLETE").exists():
-            raise RunError(f"{p}: checkpoint missing or incomplete (no COMPLETE marker)")
-        return p
+    def _ckpt(self, t: int) -> Any:
+        store = self.dir.iteration(t)
+        if not store.is_complete():
+            raise RunError(f"{store.folder}: checkpoint missing or incomplete (no COMPLETE marker)")
+        return store
 
     def candidates(self, t: int) -> Any:
         """The candidates table of iteration ``t`` (pandas DataFrame)."""
-        import pandas as pd
-
-        p = self._ckpt(t) / "candidates.parquet"
-        try:
-            df = pd.read_parquet(p)
-        except Exception as e:  # pyarrow errors
-            raise RunError(f"{p}: unreadable ({e})") from None
+        store = self._ckpt(t)
+        df = store.candidates()
         missing = [c for c in ("text", "selected") if c not in df.columns]
         if missing:
-            raise RunError(f"{p}: missing column(s) {missing}; has {list(df.columns)}")
+            raise RunError(f"{store.folder}: candidates table lacks column(s) {missing}; has {list(df.columns)}")
         return df
 
     def state(self, t: int) -> dict[str, Any]:
-        return self._json(self._ckpt(t) / "state.json")
+        return dict(self._ckpt(t).state())
 
     def histogram(self, t: int) -> np.ndarray | None:
-        p = self._ckpt(t) / "histogram.npy"
-        return np.load(p, allow_pickle=False) if p.exists() else None
+        return self._ckpt(t).histogram()
 
     def _frame_corpus(self, df: Any, name: str) -> Corpus:
         labels = {c: [str(x) for x in df[c]] for c in self.label_columns if c in df.columns}

@@ -62,6 +62,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError
+from ..privacy.events import gaussian_event
 from .labels import allocate
 from .nn import Metric, nearest
 
@@ -205,13 +206,10 @@ def clustering_event(sigma: float, sample: str = "independent") -> Any:
     parts of the release per unit shift (``independent``: two Gaussians with multiplier σ, composed; ``shared``:
     one with multiplier σ/√2). What :func:`secret_clustering` returns and the ledger records as ``Release.event``;
     the secret-protection accounting uses :func:`clustering_secret_events`."""
-    import dp_accounting
-
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ConfigError(f"σ must be a finite number ≥ 0, got {sigma}")
     plan = clustering_plan(1, sample)
-    g = dp_accounting.GaussianDpEvent(float(sigma) / plan.release_sensitivity)
-    return dp_accounting.SelfComposedDpEvent(g, plan.per_release) if plan.per_release > 1 else g
+    return gaussian_event(float(sigma) / plan.release_sensitivity, count=plan.per_release)
 
 
 def clustering_secret_events(noise: Any, sigma: float, sample: str = "independent") -> dict[str, Any]:

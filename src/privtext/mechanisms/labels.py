@@ -15,13 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-
-
-def label_event(noise_multiplier: float) -> Any:
-    """The event of one label-histogram release: ``GaussianDpEvent(σ)`` with σ = noise std / Δ."""
-    import dp_accounting
-
-    return dp_accounting.GaussianDpEvent(noise_multiplier=float(noise_multiplier))
+from ..privacy.events import gaussian_event
 
 
 def dp_label_histogram(
@@ -29,7 +23,7 @@ def dp_label_histogram(
     sensitivity: float = 1.0,
 ) -> tuple[np.ndarray, Any]:
     """Noisy counts of private records per label group (records with group −1 are outside the public label
-    space and are not counted), with noise N(0, (σΔ)²) per bin. Returns ``(noisy counts, label_event(σ))``."""
+    space and are not counted), with noise N(0, (σΔ)²) per bin. Returns ``(noisy counts, gaussian_event(σ))``."""
     if not (noise_multiplier >= 0 and np.isfinite(noise_multiplier)):
         raise ConfigError(f"noise_multiplier must be a finite number ≥ 0, got {noise_multiplier}")
     if not (sensitivity > 0 and np.isfinite(sensitivity)):
@@ -39,7 +33,7 @@ def dp_label_histogram(
     std = float(noise_multiplier) * float(sensitivity)
     if std > 0:
         counts = counts + rng.normal(0.0, std, size=n_groups)
-    return counts, label_event(noise_multiplier)
+    return counts, gaussian_event(noise_multiplier)
 
 
 def allocate(weights: np.ndarray, total: int, *, min_each: int = 0) -> np.ndarray:

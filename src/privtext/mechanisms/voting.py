@@ -33,13 +33,14 @@ per iteration (Dong et al.; SecPE Def 2.2), and T iterations compose to μ = √
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..privacy.events import gaussian_event
 from .nn import Backend, Metric, nearest
 
 
@@ -55,13 +56,6 @@ class VoteRelease:
     n_private: int
     n_voting: int  # records whose label group had at least one candidate
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-def vote_event(noise_multiplier: float) -> Any:
-    """The privacy event of one vote release: a Gaussian mechanism with ``noise_multiplier = σ/Δ``."""
-    import dp_accounting
-
-    return dp_accounting.GaussianDpEvent(noise_multiplier=float(noise_multiplier))
 
 
 def threshold_histogram(h: np.ndarray, threshold: float) -> np.ndarray:
@@ -127,13 +121,10 @@ def dp_vote_histogram(
     metric: Metric = "l2",
     backend: Backend = "auto",
     center: np.ndarray | None = None,
-    before_release: Callable[[Any], None] | None = None,
     **nn_kwargs: Any,
 ) -> tuple[VoteRelease, Any]:
-    """Release the DP nearest-neighbour vote histogram. Returns ``(release, event)``.
-
-    ``before_release(event)`` is called before any private data is read — pass the ledger's ``record`` so the
-    event is on disk before the noisy value exists, and an over-budget release is refused without touching data.
+    """Release the DP nearest-neighbour vote histogram. Returns ``(release, gaussian_event(σ))``; record the
+    event (through :class:`privtext.privacy.ReleaseKeeper`) before calling this.
 
     Noise: N(0, (σ·Δ)²) per bin with σ = ``noise_multiplier`` and Δ = ``sensitivity`` (see module docstring).
     """
@@ -141,9 +132,7 @@ def dp_vote_histogram(
         raise ConfigError(f"noise_multiplier must be a finite number ≥ 0, got {noise_multiplier}")
     if sensitivity <= 0:
         raise ConfigError(f"sensitivity must be > 0, got {sensitivity}")
-    event = vote_event(noise_multiplier)
-    if before_release is not None:
-        before_release(event)
+    event = gaussian_event(noise_multiplier)
     counts, n_voting = nearest_votes(
         private_emb, candidate_emb, private_groups=private_groups, candidate_groups=candidate_groups,
         metric=metric, backend=backend, center=center, **nn_kwargs,

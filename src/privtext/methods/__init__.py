@@ -1,9 +1,10 @@
 """Methods: the loops that compose generators, embedders, mechanisms and the ledger."""
 
 from ..registry import Registry
+from .base import Method, MethodRun
 
 METHODS: Registry = Registry("method")
 METHODS.register("augpe", "privtext.methods.augpe:AugPE", aliases=("aug-pe", "pe"))
 METHODS.register("secpe", "privtext.methods.secpe:SecPE", aliases=("sec-pe",))
 
-__all__ = ["METHODS"]
+__all__ = ["METHODS", "Method", "MethodRun"]

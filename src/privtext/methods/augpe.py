@@ -18,16 +18,21 @@ Each iteration releases one vote histogram with L2 sensitivity Δ = 1 (see
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from ..backends import BackendOptions
+from ..config import VotingConfig
 from ..data.labels import LabelSpace
-from ..engine.loop import ScoreResult
-from ..engine.state import IterationStore, Population, ReleaseKeeper
+from ..data.population import Population
+from ..embed.base import Embedder
+from ..engine.loop import Scorer, ScoreResult
 from ..errors import ConfigError
-from ..mechanisms.voting import dp_vote_histogram, vote_event
+from ..mechanisms.voting import dp_vote_histogram
+from ..privacy.events import gaussian_event
+from ..privacy.release import Release, ReleaseKeeper
 from .base import Inputs, MethodRun
 
 
@@ -40,49 +45,48 @@ class AugPEOptions(BackendOptions):
 
 
 class DPVoteScorer:
-    """Aug-PE's scorer: one DP nearest-neighbour vote histogram per iteration."""
+    """Aug-PE's scorer: one DP nearest-neighbour vote histogram per iteration.
+
+    Built with what it uses: the private embeddings and label groups, σ and Δ, the voting options, the release
+    keeper and a factory of privacy randomness (``noise_rng(key)``)."""
 
     name = "dp_nn_votes"
 
-    def __init__(self, *, run: MethodRun, private_emb: np.ndarray, private_groups: np.ndarray, sigma: float,
+    def __init__(self, *, private_emb: np.ndarray, private_groups: np.ndarray, sigma: float, voting: VotingConfig,
+                 threshold: float, keeper: ReleaseKeeper, noise_rng: Callable[[str], np.random.Generator],
                  sensitivity: float = 1.0, sensitivity_note: str = "one record casts one vote (Δ=1)"):
-        self.run = run
         self.private_emb = private_emb
         self.private_groups = private_groups
         self.sigma = float(sigma)
         self.sensitivity = float(sensitivity)
         self.note = sensitivity_note
-        self.voting = run.config.voting
-        self.threshold = run.config.evolution.threshold
+        self.voting = voting
+        self.threshold = float(threshold)
+        self.keeper = keeper
+        self.noise_rng = noise_rng
 
-    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray, store: IterationStore,
-              keeper: ReleaseKeeper) -> ScoreResult:
-        from ..privacy import Release
-
+    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
         key = f"votes/iter_{iteration:03d}"
         v = self.voting
-
-        def make() -> Any:
-            return Release(
-                key=key, mechanism="dp_nn_vote_histogram", event=vote_event(self.sigma),
-                noise_std=self.sigma * self.sensitivity, sensitivity=self.sensitivity, iteration=iteration,
-                description=f"noisy nearest-neighbour vote histogram over {len(population)} candidates; {self.note}",
-                meta={"metric": v.metric, "backend": v.backend, "threshold": self.threshold, "center": v.center},
-            )
-
+        release = Release(
+            key=key, mechanism="dp_nn_vote_histogram", event=gaussian_event(self.sigma),
+            noise_std=self.sigma * self.sensitivity, sensitivity=self.sensitivity, iteration=iteration,
+            description=f"noisy nearest-neighbour vote histogram over {len(population)} candidates; {self.note}",
+            meta={"metric": v.metric, "backend": v.backend, "threshold": self.threshold, "center": v.center},
+        )
         center = vote_emb.mean(axis=0) if v.center == "candidates" and len(vote_emb) else None
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             rel, event = dp_vote_histogram(
                 self.private_emb, vote_emb, noise_multiplier=self.sigma, sensitivity=self.sensitivity,
-                rng=self.run.noise_rng(key), private_groups=self.private_groups,
+                rng=self.noise_rng(key), private_groups=self.private_groups,
                 candidate_groups=population.group, threshold=self.threshold, metric=v.metric,
                 backend=v.backend, center=center, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe,
                 hnsw_m=v.hnsw_m, ef_search=v.ef_search,
             )
             return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}, event
 
-        vals = keeper.release(key, make, compute, store.release_path(key))
+        vals = self.keeper.release(release, compute)
         return ScoreResult(vals["noisy"], meta={"sigma": self.sigma, "noise_std": self.sigma * self.sensitivity,
                                                 "release": key})
 
@@ -94,7 +98,7 @@ def label_sigma_ratio(fraction: float, compositions: int) -> float:
 
 
 class AugPE(MethodRun):
-    name = "augpe"
+    name: ClassVar[str] = "augpe"
     Options = AugPEOptions
     options: AugPEOptions
     group_size: int | None = None  # k under secret-group sensitivity
@@ -224,8 +228,8 @@ class AugPE(MethodRun):
                                                  "holders_per_secret_max": k})
         return float(k), f"secret-group sensitivity: the most-repeated secret sits in {k} records (Δ={k})"
 
-    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Any,
-                        keeper: ReleaseKeeper) -> tuple[Any, float | None]:
+    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Embedder,
+                        keeper: ReleaseKeeper) -> tuple[Scorer, float | None]:
         T = self.config.evolution.iterations
         ld = self.config.evolution.label_distribution
         frac = ld.budget_fraction if (ld.kind == "dp" and space.columns) else None
@@ -238,6 +242,7 @@ class AugPE(MethodRun):
             private_emb = embedder.embed(list(inputs.private.texts))
         if len(private_emb) != len(inputs.private):
             raise ConfigError("embedder returned the wrong number of private embeddings")
-        scorer = DPVoteScorer(run=self, private_emb=private_emb, private_groups=private_groups, sigma=sigma,
-                              sensitivity=sens, sensitivity_note=note)
+        scorer = DPVoteScorer(private_emb=private_emb, private_groups=private_groups, sigma=sigma,
+                              voting=self.config.voting, threshold=self.config.evolution.threshold, keeper=keeper,
+                              noise_rng=self.noise_rng, sensitivity=sens, sensitivity_note=note)
         return scorer, label_sigma

@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -20,11 +20,14 @@ from ..backends import BackendOptions, parse_options
 from ..config import Config
 from ..data import Corpus, load_corpus, split_corpus, write_corpus
 from ..data.labels import LabelSpace
+from ..embed.base import Embedder
 from ..engine.loop import Engine, Scorer
-from ..engine.state import ReleaseKeeper
 from ..errors import ConfigError, DataError
+from ..generate.base import Generator
 from ..guard import PrivateGuard
-from ..mechanisms.labels import allocate, dp_label_histogram, label_event
+from ..mechanisms.labels import allocate, dp_label_histogram
+from ..privacy.events import gaussian_event
+from ..privacy.release import Release, ReleaseKeeper
 from ..progress import say
 from ..rng import derive, noise_rng
 from ..rundir import RunDir, StageMetrics
@@ -38,10 +41,27 @@ class Inputs:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class Method(Protocol):
+    """What the runner needs of a method: a registry name, an options model for its config section, and a
+    constructor over (config, run directory) whose :meth:`execute` writes the run and returns its folder.
+    :class:`MethodRun` implements it for the evolution methods (Aug-PE, SecPE); a method with another loop
+    (DP-KPS: one prompt per record) implements it directly."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type[BaseModel]]
+
+    @classmethod
+    def parse_options(cls, config: Config) -> Any: ...
+
+    def __init__(self, config: Config, run: RunDir) -> None: ...
+
+    def execute(self) -> Path: ...
+
+
 class MethodRun:
     """One run of a method in a run directory (fresh or resumed)."""
 
-    name = "method"
+    name: ClassVar[str] = "method"
     #: the model of the method's own config section (``config.<name>``)
     Options: ClassVar[type[BaseModel]] = BackendOptions
 
@@ -180,28 +200,25 @@ class MethodRun:
         if label_sigma is None:
             raise ConfigError(f"method {self.name} cannot release a DP label histogram")
         key = "labels/histogram"
-        from ..privacy import Release
-
         delta = float(self.label_sensitivity)
-
-        def make() -> Any:
-            return Release(key=key, mechanism="dp_label_histogram", event=label_event(label_sigma),
-                           noise_std=label_sigma * delta, sensitivity=delta, iteration=None,
-                           description=f"noisy count of private records per public label group (Δ={delta:g})")
+        release = Release(key=key, mechanism="dp_label_histogram", event=gaussian_event(label_sigma),
+                          noise_std=label_sigma * delta, sensitivity=delta, iteration=None,
+                          description=f"noisy count of private records per public label group (Δ={delta:g})")
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             noisy, event = dp_label_histogram(private_groups, len(space), noise_multiplier=label_sigma,
                                               sensitivity=delta, rng=self.noise_rng(key))
             return {"noisy": noisy}, event
 
-        vals = keeper.release(key, make, compute, self.run.checkpoints / "labels.npz")
+        vals = keeper.release(release, compute)
         from ..privacy.statement import released_number
 
         self.released["label_histogram"] = {space.key(g): released_number(v) for g, v in enumerate(vals["noisy"])}
         return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
 
     # ------------------------------------------------------------------ backends
-    def build_backends(self, public: Corpus | None, guard: PrivateGuard, prompt_log: PromptLog) -> tuple[Any, Any]:
+    def build_backends(self, public: Corpus | None, guard: PrivateGuard,
+                       prompt_log: PromptLog) -> tuple[Generator, Embedder]:
         from ..embed import build_embedder
         from ..generate import GeneratorContext, build_generator
 
@@ -210,7 +227,7 @@ class MethodRun:
                 self.config.generator,
                 GeneratorContext(public=public, label_columns=self.label_columns, prompt_log=prompt_log,
                                  family=self.config.generator.prompt_family, guard=guard, seed=self.seed,
-                                 cache_dir=self.run.root / "cache"),
+                                 cache_dir=self.run.cache),
             )
         ec = self.config.embedder
         cache = (Path(ec.cache_dir) if ec.cache_dir else self.run.embed_cache) if ec.cache else None
@@ -218,9 +235,9 @@ class MethodRun:
         return gen, emb
 
     # ------------------------------------------------------------------ method hooks
-    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Any,
-                        keeper: ReleaseKeeper) -> tuple[Scorer, Any, float | None]:
-        """Return (scorer, ledger budget description, σ for a DP label histogram or None)."""
+    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Embedder,
+                        keeper: ReleaseKeeper) -> tuple[Scorer, float | None]:
+        """Return (the scorer, σ of a DP label histogram or None when the method cannot release one)."""
         raise NotImplementedError
 
     def make_ledger(self) -> Any:
@@ -244,7 +261,7 @@ class MethodRun:
         self.diagnostic("private_records_outside_label_space", None, outside)
         guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
         ledger = self.make_ledger()
-        keeper = ReleaseKeeper(ledger, self.log)
+        keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
         prompt_log = PromptLog(run.prompts)
         try:
             gen, emb = self.build_backends(public, guard, prompt_log)
@@ -254,7 +271,7 @@ class MethodRun:
             more = f", ... ({len(counts)} label groups)" if len(counts) > 12 else ""
             self.log(f"samples per label: {shown}{more}")
             engine = Engine(run=run, evolution=self.config.evolution, generator=gen, embedder=emb, scorer=scorer,
-                            labels=space, counts=counts, keeper=keeper, metrics=self.metrics, seed=self.seed,
+                            labels=space, counts=counts, metrics=self.metrics, seed=self.seed,
                             secure=self.secure, log=self.log)
             final, summaries = engine.run()
         finally:
@@ -354,7 +371,7 @@ class MethodRun:
         from ..atomicio import atomic_write_json as _write
 
         d = {"method": self.name, **self.diagnostics, "notes": self.privacy_notes,
-             "ledger": ledger.statement() if ledger is not None and len(ledger) else None}
+             "ledger": ledger.account() if ledger is not None and len(ledger) else None}
         if audit is not None:
             d["prompt_audit"] = audit.to_dict()
         _write(self.run.diagnostics, d)

@@ -18,7 +18,8 @@ The generator trains only on public text (secret-free records and the external p
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -26,8 +27,9 @@ from pydantic import Field
 from ..backends import BackendOptions
 from ..data import Corpus
 from ..data.labels import LabelSpace
-from ..engine.loop import ScoreResult
-from ..engine.state import IterationStore, Population, ReleaseKeeper
+from ..data.population import Population
+from ..embed.base import Embedder
+from ..engine.loop import Scorer, ScoreResult
 from ..errors import ConfigError, DataError
 from ..mechanisms.clustering import (
     PublicClusters,
@@ -38,7 +40,9 @@ from ..mechanisms.clustering import (
     public_kmeans,
     secret_clustering,
 )
-from ..mechanisms.voting import threshold_histogram
+from ..mechanisms.nn import Metric
+from ..mechanisms.voting import center_rows, threshold_histogram
+from ..privacy.release import Release, ReleaseKeeper
 from .base import Inputs, MethodRun
 
 
@@ -60,26 +64,36 @@ class SecPEOptions(BackendOptions):
 
 
 class ClusterScorer:
+    """SecPE's scorer (Alg 3 lines 7-11): release the noisy clustering (once per iteration, or once for the run),
+    then let each noisy centre give its noisy count to its nearest candidate — post-processing of released values.
+
+    Built with what it uses: the public clusters, the private embeddings and groups, ρ and σ with SecretNoise's
+    result (for the per-secret events), its options, the voting metric and centring, the release keeper, a
+    factory of privacy randomness (``noise_rng(key)``) and a sink for private diagnostics."""
+
     name = "secret_cluster_votes"
 
-    def __init__(self, *, run: SecPE, clusters: PublicClusters, private_emb: np.ndarray, private_groups: np.ndarray,
-                 rho: np.ndarray, sigma: float, noise: Any):
-        self.run = run
+    def __init__(self, *, clusters: PublicClusters, private_emb: np.ndarray, private_groups: np.ndarray,
+                 rho: np.ndarray, sigma: float, noise: Any, options: SecPEOptions, metric: Metric, center: str,
+                 threshold: float, keeper: ReleaseKeeper, noise_rng: Callable[[str], np.random.Generator],
+                 diagnostic: Callable[[str, str, Any], None] | None = None):
         self.clusters = clusters
         self.private_emb = private_emb
         self.private_groups = private_groups
         self.rho = rho
         self.sigma = float(sigma)
         self.noise = noise
-        self.cfg = run.options
-        self.metric = run.config.voting.metric
-        self.threshold = run.config.evolution.threshold
+        self.cfg = options
+        self.metric = metric
+        self.center = center
+        self.threshold = float(threshold)
+        self.keeper = keeper
+        self.noise_rng = noise_rng
+        self.diagnostic = diagnostic or (lambda name, key, value: None)
 
-    def _release(self, t_rel: int) -> Any:
+    def _release(self, t_rel: int) -> Release:
         """Counts and centres of one clustering: ONE release carrying every event it spends (see
         :mod:`privtext.mechanisms.clustering` for why the two share a sample or not, and the events of each)."""
-        from ..privacy import Release
-
         K = len(self.clusters)
         sample = self.cfg.sample
         return Release(
@@ -91,27 +105,20 @@ class ClusterScorer:
             meta={"clusters": K, "clip_radius": self.cfg.clip_radius, "sample": sample},
         )
 
-    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray, store: IterationStore,
-              keeper: ReleaseKeeper) -> ScoreResult:
-        t_rel = iteration if self.cfg.recluster_each_iteration else 0
-        rel = self._release(t_rel)
-        key = rel.key
-        folder_store = store if t_rel == iteration else IterationStore(self.run.run, t_rel, store.label_values,
-                                                                       store.label_columns)
-        path = folder_store.release_path(key)
+    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
+        release = self._release(iteration if self.cfg.recluster_each_iteration else 0)
+        key = release.key
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             out, event = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
-                                           sigma=self.sigma, rng=self.run.noise_rng(key),
+                                           sigma=self.sigma, rng=self.noise_rng(key),
                                            radius=self.cfg.clip_radius, metric=self.metric, sample=self.cfg.sample)
-            self.run.diagnostic("sampled_secret_holders", key, out.sampled)
+            self.diagnostic("sampled_secret_holders", key, out.sampled)
             return {"centres": out.centres, "counts": out.counts}, event
 
-        vals = keeper.release(key, lambda: rel, compute, path)
+        vals = self.keeper.release(release, compute)
         centres, cands = vals["centres"], vote_emb
-        if self.run.config.voting.center == "candidates" and len(vote_emb):
-            from ..mechanisms.voting import center_rows
-
+        if self.center == "candidates" and len(vote_emb):
             mu = vote_emb.mean(axis=0)  # public: post-processing of released centres and generated texts
             centres, cands = center_rows(centres, mu), center_rows(vote_emb, mu)
         hist = centre_votes(centres, vals["counts"], self.clusters.group, cands, population.group,
@@ -133,7 +140,7 @@ class _NoSecrets:
 
 
 class SecPE(MethodRun):
-    name = "secpe"
+    name: ClassVar[str] = "secpe"
     Options = SecPEOptions
     options: SecPEOptions
 
@@ -238,8 +245,8 @@ class SecPE(MethodRun):
             self.log("no record holds a secret: every record is public; clusters carry no private signal")
         return Inputs(private=private, public=public, heldout=inputs.heldout, extra={"secret_free": secret_free})
 
-    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Any,
-                        keeper: ReleaseKeeper) -> tuple[Any, float | None]:
+    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Embedder,
+                        keeper: ReleaseKeeper) -> tuple[Scorer, float | None]:
         from ..privacy import secret_noise
 
         cfg = self.options
@@ -278,6 +285,9 @@ class SecPE(MethodRun):
             "noise_std": sigma, "compositions": compositions, "clusters": len(clusters),
             **(noise.summary() if hasattr(noise, "summary") else {"mode": noise.mode}),
         })
-        scorer = ClusterScorer(run=self, clusters=clusters, private_emb=private_emb,
-                               private_groups=private_groups, rho=rho, sigma=sigma, noise=noise)
+        v = self.config.voting
+        scorer = ClusterScorer(clusters=clusters, private_emb=private_emb, private_groups=private_groups, rho=rho,
+                               sigma=sigma, noise=noise, options=cfg, metric=v.metric, center=v.center,
+                               threshold=self.config.evolution.threshold, keeper=keeper, noise_rng=self.noise_rng,
+                               diagnostic=self.diagnostic)
         return scorer, None

@@ -8,7 +8,9 @@ where we depart from the papers.
 * :mod:`.accounting` — ε(δ), μ, and the blow-up B(p) from pessimistic PLDs
 * :mod:`.calibration` — one generic :func:`calibrate`; the papers' formulas for comparison
 * :mod:`.secretnoise` — SecPE Alg 1 (LP, sampling probabilities, per-secret noise)
-* :mod:`.ledger` — :class:`Release`, :class:`Ledger` (append-only, fsync'd, checked before data is touched)
+* :mod:`.release` — :class:`Release` and :class:`ReleaseKeeper`: describe, record, compute, keep (the one path)
+* :mod:`.ledger` — :class:`Ledger` (append-only, fsync'd, checked before data is touched)
+* :mod:`.statement` — :class:`PrivacyStatement`: the shareable ``privacy.json`` and its words
 * :mod:`.cli` — ``privtext budget ...`` calculators
 """
 
@@ -28,7 +30,8 @@ _LAZY: dict[str, str] = {
     "GdpTarget": "calibration",
     "Ledger": "ledger",
     "LedgerEntry": "ledger",
-    "Release": "ledger",
+    "Release": "release",
+    "ReleaseKeeper": "release",
     "SecretEvent": "events",
     "SecretGroup": "secretnoise",
     "SecretNoiseResult": "secretnoise",
@@ -96,6 +99,7 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "Release",
+    "ReleaseKeeper",
     "SecretEvent",
     "SecretGroup",
     "SecretNoiseResult",

@@ -7,7 +7,8 @@ Contract
   never the data. It composes the new event with every recorded one; if the result would exceed the budget it
   raises :class:`~privtext.errors.BudgetExceededError` and writes nothing, so a refused release never reads
   private data. Otherwise it appends one JSON line to ``ledger.jsonl`` (:func:`privtext.atomicio.append_jsonl`,
-  fsync'd) and only then returns. :meth:`Ledger.release` packages "record, then compute".
+  fsync'd) and only then returns. :class:`privtext.privacy.release.ReleaseKeeper` is the one code path that
+  records a release and then computes it.
 * Keys are unique: exactly one event per release (:class:`DuplicateReleaseError`). A resumed run asks
   :meth:`Ledger.has` before recording.
 * :meth:`Ledger.load` (and the constructor, on an existing file) reads the file back; a torn last line — a
@@ -31,12 +32,11 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,7 +45,8 @@ from ..errors import BudgetExceededError, PrivacyError, RunError
 from .accounting import epsilon_for_delta, gdp_mu_of, secret_check
 from .budget import Budget
 from .conversions import gdp_epsilon
-from .events import DpEvent, SecretEvent, event_from_dict, event_key, event_to_dict
+from .events import DpEvent, SecretEvent, event_key
+from .release import Release
 
 T = TypeVar("T")
 
@@ -55,60 +56,6 @@ _PAIR_RTOL = 1e-9
 
 class DuplicateReleaseError(PrivacyError):
     """A release key is already in the ledger: each release has exactly one event."""
-
-
-@dataclass(frozen=True)
-class Release:
-    """One noisy release, described before it is drawn.
-
-    ``event`` is the record-level event (for a Gaussian: ``GaussianDpEvent(noise_std / sensitivity)``);
-    ``secret_events`` the per-secret-group events of secret-protection accounting (SecPE), or None.
-    """
-
-    key: str
-    mechanism: str
-    event: DpEvent
-    noise_std: float
-    sensitivity: float
-    iteration: int | None = None
-    description: str = ""
-    secret_events: Mapping[str, SecretEvent] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def validate(self) -> None:
-        if not isinstance(self.key, str) or not self.key or "\n" in self.key:
-            raise PrivacyError(f"a release key must be a non-empty one-line string, got {self.key!r}")
-        if not isinstance(self.event, DpEvent):
-            raise PrivacyError(f"release {self.key!r}: event must be a dp_accounting DpEvent, got {self.event!r}")
-        if not (isinstance(self.noise_std, numbers.Real) and self.noise_std >= 0 and math.isfinite(self.noise_std)):
-            raise PrivacyError(f"release {self.key!r}: noise_std must be a finite number ≥ 0, got {self.noise_std!r}")
-        if not (isinstance(self.sensitivity, numbers.Real) and self.sensitivity > 0):
-            raise PrivacyError(f"release {self.key!r}: sensitivity must be positive, got {self.sensitivity!r}")
-        if self.secret_events is not None:
-            for gid, se in self.secret_events.items():
-                if not isinstance(gid, str) or not isinstance(se, SecretEvent):
-                    raise PrivacyError(f"release {self.key!r}: secret_events must map group ids to SecretEvent")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key, "mechanism": self.mechanism, "event": event_to_dict(self.event),
-            "noise_std": float(self.noise_std), "sensitivity": float(self.sensitivity), "iteration": self.iteration,
-            "description": self.description,
-            "secret_events": None if self.secret_events is None else
-            {g: se.to_dict() for g, se in self.secret_events.items()},
-            "meta": dict(self.meta),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Release:
-        se = d.get("secret_events")
-        return cls(
-            key=d["key"], mechanism=d.get("mechanism", ""), event=event_from_dict(d["event"]),
-            noise_std=float(d.get("noise_std", 0.0)), sensitivity=float(d.get("sensitivity", 1.0)),
-            iteration=d.get("iteration"), description=d.get("description", ""),
-            secret_events=None if se is None else {g: SecretEvent.from_dict(v) for g, v in se.items()},
-            meta=dict(d.get("meta") or {}),
-        )
 
 
 @dataclass(frozen=True)
@@ -257,12 +204,6 @@ class Ledger:
             self._spent_cache = spent
             return entry
 
-    def release(self, release: Release, compute: Callable[[], T]) -> T:
-        """Record ``release`` (refusing it before anything runs), then call ``compute`` — the only code that
-        touches private data and draws the noise."""
-        self.record(release)
-        return compute()
-
     # ------------------------------------------------------------------ accounting
     def _compute(self, releases: list[Release]) -> dict[str, Any]:
         b = self.budget
@@ -351,17 +292,17 @@ class Ledger:
             )
 
     # ------------------------------------------------------------------ statement
-    def statement(self) -> dict[str, Any]:
-        """The guarantee in plain words and numbers, for ``privacy.json``."""
+    def account(self) -> dict[str, Any]:
+        """The ledger's full account in numbers (budget, spent — per secret group included —, remaining, the
+        release list): a private diagnostic (``private/diagnostics.json``). The shareable words are
+        :class:`privtext.privacy.statement.PrivacyStatement`'s."""
         b = self.budget
         s = self.spent()
         approx = any(se.approximate for e in self._entries for se in (e.release.secret_events or {}).values())
-        words = _guarantee_words(b, s, approx)
         mech: dict[str, int] = {}
         for e in self._entries:
             mech[e.release.mechanism] = mech.get(e.release.mechanism, 0) + 1
         out: dict[str, Any] = {
-            "guarantee": words,
             "budget": b.to_dict(),
             "spent": _jsonable(s),
             "remaining": _jsonable(self.remaining()),
@@ -422,29 +363,6 @@ def _spent_words(s: Mapping[str, Any]) -> str:
         v = s["groups"][g]
         return f"secret group {g}: posterior bound {v['posterior']:.6g} > r={v['r']:g} at p={v['p']:g}"
     return ""
-
-
-def _guarantee_words(b: Budget, s: Mapping[str, Any], approx: bool) -> str:
-    n = s["releases"]
-    if b.kind == "dp":
-        return (f"({s['epsilon']:.4g}, {b.delta:g})-differential privacy for adding or removing one private record, "
-                f"over {n} noisy releases (budget ε={b.epsilon:g}).")
-    if b.kind == "gdp":
-        return (f"{s['mu']:.4g}-Gaussian differential privacy for adding or removing one private record "
-                f"(budget μ={b.mu:g}); equivalently ({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-DP; "
-                f"over {n} noisy releases.")
-    if b.kind == "secret":
-        core = ("(p, r)-secret protection (SecPE Def 3.1): for every declared secret s_j, an adversary whose prior "
-                "chance of guessing s_j is at most p_j reconstructs it from the output with probability at most r_j")
-        if s["worst_group"] is None:
-            tail = f"; {n} releases touched no secret."
-        else:
-            v = s["groups"][s["worst_group"]]
-            tail = (f"; the worst secret group's posterior bound is {v['posterior']:.4g} at p={v['p']:g} "
-                    f"(budget r={v['r']:g}), over {n} noisy releases.")
-        return core + tail + (" WARNING: approximate accounting (paper's single Gaussian)." if approx else "")
-    return (f"No privacy target was set (fixed noise). For reference, the {n} releases are "
-            f"({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-DP for one private record.")
 
 
 def _jsonable(x: Any) -> Any:

@@ -1,0 +1,151 @@
+"""The release primitive: a noisy release is *described* (:class:`Release`: key, mechanism, every event it spends),
+*recorded* in the ledger before any private data is read, then *computed* by its mechanism, which reports the
+event it spent, and *kept* so that it is never drawn twice (:class:`ReleaseKeeper`). Every noisy value in
+privtext comes into existence through :meth:`ReleaseKeeper.release`.
+
+Events come from one factory per mechanism kind (e.g. :func:`privtext.privacy.events.gaussian_event`), used by
+calibration and by the mechanisms alike.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomicio import atomic_path
+from ..errors import PrivacyError, ResumeError
+from .events import DpEvent, SecretEvent, event_from_dict, event_key, event_to_dict
+
+
+@dataclass(frozen=True)
+class Release:
+    """One noisy release, described before it is drawn.
+
+    ``event`` is the record-level event (for a Gaussian: ``GaussianDpEvent(noise_std / sensitivity)``);
+    ``secret_events`` the per-secret-group events of secret-protection accounting (SecPE), or None.
+    """
+
+    key: str
+    mechanism: str
+    event: DpEvent
+    noise_std: float
+    sensitivity: float
+    iteration: int | None = None
+    description: str = ""
+    secret_events: Mapping[str, SecretEvent] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if not isinstance(self.key, str) or not self.key or "\n" in self.key:
+            raise PrivacyError(f"a release key must be a non-empty one-line string, got {self.key!r}")
+        if not isinstance(self.event, DpEvent):
+            raise PrivacyError(f"release {self.key!r}: event must be a dp_accounting DpEvent, got {self.event!r}")
+        if not (isinstance(self.noise_std, numbers.Real) and self.noise_std >= 0 and math.isfinite(self.noise_std)):
+            raise PrivacyError(f"release {self.key!r}: noise_std must be a finite number ≥ 0, got {self.noise_std!r}")
+        if not (isinstance(self.sensitivity, numbers.Real) and self.sensitivity > 0):
+            raise PrivacyError(f"release {self.key!r}: sensitivity must be positive, got {self.sensitivity!r}")
+        if self.secret_events is not None:
+            for gid, se in self.secret_events.items():
+                if not isinstance(gid, str) or not isinstance(se, SecretEvent):
+                    raise PrivacyError(f"release {self.key!r}: secret_events must map group ids to SecretEvent")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "mechanism": self.mechanism, "event": event_to_dict(self.event),
+            "noise_std": float(self.noise_std), "sensitivity": float(self.sensitivity), "iteration": self.iteration,
+            "description": self.description,
+            "secret_events": None if self.secret_events is None else
+            {g: se.to_dict() for g, se in self.secret_events.items()},
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Release:
+        se = d.get("secret_events")
+        return cls(
+            key=d["key"], mechanism=d.get("mechanism", ""), event=event_from_dict(d["event"]),
+            noise_std=float(d.get("noise_std", 0.0)), sensitivity=float(d.get("sensitivity", 1.0)),
+            iteration=d.get("iteration"), description=d.get("description", ""),
+            secret_events=None if se is None else {g: SecretEvent.from_dict(v) for g, v in se.items()},
+            meta=dict(d.get("meta") or {}),
+        )
+
+
+class ReleaseKeeper:
+    """Runs each noisy release exactly once per run, and records it before its value exists.
+
+    ``release(release, compute)`` — ``release`` describes the value (key, mechanism, every event it spends),
+    ``compute()`` reads private data, draws the noise and returns ``(arrays, event)``: the arrays to keep and the
+    event the mechanism itself says it spent. The value is kept at ``path_for(release)`` (the run directory
+    decides where; :meth:`privtext.rundir.RunDir.release_path`).
+
+    1. if the value was saved before (its path exists), it is loaded and returned — no noise is drawn and
+       nothing is written to the ledger (the ledger must already hold ``key``, else the run is inconsistent);
+    2. otherwise the event is appended to the ledger (fsync'd; an over-budget release is refused here, before
+       any private data is read) unless the ledger already holds ``key`` — that happens only when a previous
+       process died after recording the event and before the value reached disk: such a value was never saved,
+       used or shown, and the step is redrawn under its single ledger entry;
+    3. ``compute()`` reads private data and draws the noise. The event it returns must equal the recorded
+       release's event (canonical JSON), or the value is refused (:class:`PrivacyError`) before it is saved or
+       used — the ledger cannot drift from what the code drew. Its arrays are saved atomically, then returned.
+    """
+
+    def __init__(self, ledger: Any, path_for: Callable[[Release], Path], log: Callable[[str], None] | None = None):
+        self.ledger = ledger
+        self.path_for = path_for
+        self.log = log or (lambda m: None)
+
+    def release(
+        self,
+        release: Release,
+        compute: Callable[[], tuple[dict[str, np.ndarray], Any]],
+    ) -> dict[str, np.ndarray]:
+        key = release.key
+        path = self.path_for(release)
+        if path.exists():
+            if not self.ledger.has(key):
+                raise ResumeError(f"released value {path} exists but the ledger has no event {key!r}")
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        if self.ledger.has(key):
+            self.log(f"release {key}: event already in the ledger; its value never reached disk, drawing it now")
+            recorded = self.ledger.get(key).release
+            if event_key(recorded.event) != event_key(release.event):
+                raise PrivacyError(f"release {key!r}: the ledger recorded another event than this run describes")
+        else:
+            self.ledger.record(release)
+        _fault(f"after_record:{key}")
+        values, spent = compute()
+        check_spent(self.ledger.get(key).release, spent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.savez(f, **values)
+        _fault(f"after_save:{key}")
+        return values
+
+
+def check_spent(release: Any, event: Any) -> None:
+    """Refuse a value whose mechanism reports a different event than the one recorded for it."""
+    if event_key(event) != event_key(release.event):
+        raise PrivacyError(
+            f"release {release.key!r}: the mechanism spent {event_key(event)} but the ledger recorded "
+            f"{event_key(release.event)}; the value is discarded"
+        )
+
+
+def _fault(point: str) -> None:
+    """Test hook: ``PRIVTEXT_FAULT=after_record:votes/iter_002`` kills the process (SIGKILL) at that point, to
+    prove that a crash between recording an event and saving its value neither loses nor duplicates anything."""
+    if os.environ.get("PRIVTEXT_FAULT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+__all__ = ["Release", "ReleaseKeeper", "check_spent"]

@@ -1,0 +1,193 @@
+"""The layers of docs/architecture.md hold in the code: no module imports a higher layer, and no two modules
+import each other (directly or round a longer circle).
+
+Imports are read from the source with ``ast`` — module-level, inside functions, and under ``TYPE_CHECKING`` alike
+for the layer rule (a lazy import that points up is still a dependency that points up); for circles, imports under
+``TYPE_CHECKING`` are left out (they never run)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "privtext"
+
+#: the design's order, bottom first (../shared/DESIGN.md, docs/architecture.md); a module may import its own
+#: layer or lower ones
+LAYERS: list[set[str]] = [
+    {"errors", "rng", "registry", "atomicio", "progress", "__init__"},
+    {"data", "config", "backends"},
+    {"secrets", "embed", "generate", "guard"},
+    {"privacy"},
+    {"mechanisms"},
+    {"engine", "rundir"},
+    {"methods", "runner"},
+    {"evaluate", "audit", "testing"},
+    {"report"},
+    {"cli", "demo", "__main__"},
+]
+LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def _component(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(imported privtext module, whether it sits under ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    out: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, typing_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            tc = typing_only
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for sub in child.body:
+                    visit_one(sub, True)
+                for sub in child.orelse:
+                    visit_one(sub, typing_only)
+                continue
+            visit_one(child, tc)
+
+    def visit_one(child: ast.AST, typing_only: bool) -> None:
+        if isinstance(child, ast.ImportFrom):
+            if child.level:
+                base = package.split(".")
+                base = base[: len(base) - (child.level - 1)]
+                mod = ".".join([*base, child.module] if child.module else base)
+            else:
+                mod = child.module or ""
+            if mod == "privtext" or mod.startswith("privtext."):
+                names = [a.name for a in child.names]
+                # "from privtext.x import y": y may be a submodule
+                subs = [f"{mod}.{n}" for n in names if (SRC.parent / f"{mod}.{n}".replace(".", "/")).with_suffix(".py").exists()
+                        or (SRC.parent / f"{mod}.{n}".replace(".", "/")).is_dir()]
+                out.extend((m, typing_only) for m in (subs or [mod]))
+        elif isinstance(child, ast.Import):
+            out.extend((a.name, typing_only) for a in child.names if a.name.startswith("privtext"))
+        visit(child, typing_only)
+
+    visit(tree, False)
+    return out
+
+
+def _all_files() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_every_component_has_a_layer() -> None:
+    components = {_component(_module_name(p)) for p in _all_files()}
+    assert components <= set(LAYER), f"components without a layer: {sorted(components - set(LAYER))}"
+
+
+def test_no_import_points_up_a_layer() -> None:
+    upward = []
+    for path in _all_files():
+        me = _module_name(path)
+        mine = LAYER[_component(me)]
+        for target, _ in _imports(path):
+            theirs = LAYER.get(_component(target))
+            if theirs is not None and theirs > mine:
+                upward.append(f"{me} (layer {mine}) imports {target} (layer {theirs})")
+    assert not upward, "imports that point up the layers:\n" + "\n".join(upward)
+
+
+def test_backend_kinds_do_not_lean_on_each_other() -> None:
+    """Generators, embedders, secret detectors and the guard share plumbing through ``backends`` (a layer down),
+    never by importing each other at run time (the first review found embedders importing generator modules)."""
+    kinds = LAYERS[LAYER["embed"]]
+    sideways = []
+    for path in _all_files():
+        me = _module_name(path)
+        if _component(me) not in kinds:
+            continue
+        for target, typing_only in _imports(path):
+            other = _component(target)
+            if other in kinds and other != _component(me) and not typing_only:
+                sideways.append(f"{me} imports {target}")
+    assert not sideways, "\n".join(sideways)
+
+
+def test_no_import_cycles() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in _all_files():
+        me = _module_name(path)
+        deps = graph.setdefault(me, set())
+        for target, typing_only in _imports(path):
+            if typing_only or target == me:
+                continue
+            # a package's __init__ re-exporting its own submodules is not a circle of the design
+            if me == target.rsplit(".", 1)[0] and path.name == "__init__.py":
+                continue
+            if target.startswith(me + ".") and path.name == "__init__.py":
+                continue
+            deps.add(target)
+    for k in list(graph):  # importing a submodule runs its package's __init__ first: not a dependency edge here
+        graph[k] = {d for d in graph[k] if d in graph and not (k.startswith(d + ".") and d != "privtext")}
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+@pytest.mark.parametrize("bad", [
+    ("privtext.data.io", "privtext.rundir"),
+    ("privtext.config", "privtext.methods"),
+])
+def test_the_checker_sees_an_upward_import(bad: tuple[str, str]) -> None:
+    """The rule itself can fail: the two upward imports of the first architecture review would be caught."""
+    me, target = bad
+    assert LAYER[_component(target)] > LAYER[_component(me)]
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
