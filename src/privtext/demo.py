@@ -6,7 +6,9 @@ The corpus is made here, from templates, with a seeded generator:
   with a phone number, an e-mail address, a medical record number or a date of birth; patients come back, so
   a secret repeats across several records (the case SecPE is built for).
 * ``public.csv`` — notes of the same kind with no identifiers (e.g. a published teaching set): the offline
-  n-gram generator trains on it, and it never contains a planted secret.
+  n-gram generator trains on it, and it never contains a planted secret. The teaching set covers every
+  condition of a department evenly; the private clinic sees mostly two of them (:data:`PRIVATE_CASE_MIX`), which
+  is what the private votes have to teach the run.
 * ``patient_names.txt``, ``record_numbers.txt`` — what the data owner declares secret (``explicit`` detector);
   phones, e-mails and dates of birth are found by the ``regex`` detector.
 
@@ -100,10 +102,18 @@ LAST = ["Lopez", "Okafor", "Lindqvist", "Novak", "Haddad", "Tanaka", "Moreau", "
         "Kowalski", "Mensah", "Ivanova", "Dubois", "Reyes", "Abbasi", "Fischer", "Nakamura", "Quinn", "Oyelaran"]
 
 
-def _note(rng: np.random.Generator, dept: str, visit: str) -> str:
-    """One note about one condition of the department (each field strays to another condition w.p. 0.15)."""
+#: the private clinic's case mix: in every department, most visits are about the first two conditions (a
+#: specialised practice), while the public teaching set covers the five conditions evenly. The private signal the
+#: votes must find is this case mix: the generator, trained on public text, writes the even mix.
+PRIVATE_CASE_MIX = (0.45, 0.35, 0.1, 0.05, 0.05)
+
+
+def _note(rng: np.random.Generator, dept: str, visit: str, mix: tuple[float, ...] | None = None) -> str:
+    """One note about one condition of the department (each field strays to another condition w.p. 0.15);
+    the condition is drawn from ``mix`` (default: uniform)."""
     d = DEPARTMENTS[dept]
-    k = int(rng.integers(len(d["complaints"])))
+    n = len(d["complaints"])
+    k = int(rng.choice(n, p=np.asarray(mix) / np.sum(mix))) if mix is not None else int(rng.integers(n))
 
     def field(name: str) -> str:
         xs = d[name]
@@ -165,7 +175,7 @@ def make_demo_corpora(*, n_private: int = 240, n_public: int = 700, n_patients: 
     for j in range(n_private):
         dept = home[owner[j]] if j < n_secret else depts[int(rng.integers(len(depts)))]
         visit = VISITS[int(rng.random() < 0.55)]
-        note = _note(rng, dept, visit)
+        note = _note(rng, dept, visit, PRIVATE_CASE_MIX)
         if j < n_secret:
             note = _with_secret(rng, note, patients[owner[j]])
         texts.append(note)
@@ -182,7 +192,12 @@ def make_demo_corpora(*, n_private: int = 240, n_public: int = 700, n_patients: 
         ptexts.append(_note(prng, dept, visit))
         pd_.append(f"Department: {dept}")
         pv.append(f"Visit: {visit}")
-    public = Corpus.from_texts(ptexts, {"department": pd_, "visit": pv}, name="public")
+    # a teaching note that happens to equal a private note (short templates collide) is left out: the guard
+    # refuses to train a generator on text equal to a private record
+    seen = set(texts)
+    keep = [i for i, t in enumerate(ptexts) if t not in seen]
+    public = Corpus.from_texts([ptexts[i] for i in keep], {"department": [pd_[i] for i in keep],
+                                                           "visit": [pv[i] for i in keep]}, name="public")
     return private, public, patients
 
 
@@ -197,10 +212,10 @@ def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
         "generator": {"backend": "ngram", "order": 4},
         "embedder": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "max_seq_length": 128},
         "privacy": privacy,
-        "evolution": {"num_samples": 80, "iterations": 3, "variations": 4, "selection": "rank",
-                      "variation": {"kind": "blank", "mask_prob": 0.4}},
-        "secpe": {"clusters": 24,
-                  "detector": ["regex",
+        # variation strength falls over the iterations (Aug-PE's schedule): large edits early, small ones late
+        "evolution": {"num_samples": 80, "iterations": 4, "variations": 6, "selection": "rank",
+                      "variation": {"kind": "blank", "mask_prob": 0.5, "mask_prob_schedule": [0.5, 0.35, 0.25, 0.2]}},
+        "secpe": {"detector": ["regex",
                                {"name": "explicit", "file": str(folder / "patient_names.txt"), "type": "PATIENT_NAME"},
                                {"name": "explicit", "file": str(folder / "record_numbers.txt"), "type": "MRN"}],
                   "sampling": "auto", "recluster_each_iteration": True},
@@ -209,6 +224,9 @@ def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
 
 
 def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
+    """Make the corpora, run ``method`` on them, evaluate the synthetic notes against held-out notes of the
+    private clinic, diagnose every iteration (FID to the private notes, share of candidates with a vote) and write
+    the report. Returns the run directory; ``demo_summary`` reads what the demo found."""
     import yaml
 
     from .config import config_from_dict
@@ -225,17 +243,54 @@ def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
         shutil.rmtree(run_dir)  # the demo owns this folder: a second demo replaces the first
     folder.mkdir(parents=True, exist_ok=True)
     private, public, patients = make_demo_corpora()
+    heldout = make_heldout(n=200)
     write_corpus(private, folder / "private.csv", include_ids=False)
     write_corpus(public, folder / "public.csv", include_ids=False)
+    write_corpus(heldout, folder / "heldout.csv", include_ids=False)
     (folder / "patient_names.txt").write_text("".join(f"{p['name']}\n" for p in patients), encoding="utf-8")
     (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients), encoding="utf-8")
     raw = demo_config(folder, method)
     (folder / f"{method}.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     root = run_config(config_from_dict(raw, source="demo"))
-    try:  # the report is a bonus: the demo's job is the run
-        from .report import write_report
+    from .evaluate import evaluate_run
+    from .evaluate.diagnose import diagnose_run
+    from .report import write_report
 
-        write_report(root)
-    except ImportError:
-        pass
+    evaluate_run(root, real=folder / "heldout.csv", quiet=True)
+    diagnose_run(root)
+    write_report(root)
     return root
+
+
+def make_heldout(n: int = 200, seed: int = 99) -> Corpus:
+    """Notes of the private clinic (its case mix, no identifiers) that the run never sees: the demo evaluates the
+    synthetic notes against them (they stand for the clinic's future notes)."""
+    rng = np.random.default_rng(seed)
+    depts = list(DEPARTMENTS)
+    texts, dl, vl = [], [], []
+    for _ in range(n):
+        dept = depts[int(rng.integers(len(depts)))]
+        visit = VISITS[int(rng.random() < 0.55)]
+        texts.append(_note(rng, dept, visit, PRIVATE_CASE_MIX))
+        dl.append(f"Department: {dept}")
+        vl.append(f"Visit: {visit}")
+    return Corpus.from_texts(texts, {"department": dl, "visit": vl}, name="heldout")
+
+
+def demo_summary(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the demo shows, from the run's private diagnostics: FID of the selected notes to the private notes per
+    iteration, the zero-shot FID (the generator alone), and whether the private signal helped."""
+    import json
+
+    from .rundir import RunDir
+
+    d = json.loads(RunDir(root).diagnostics.read_text(encoding="utf-8")).get("evolution") or {}
+    fids = [r["fid_selected"] for r in d.get("iterations", [])]
+    z = d.get("fid_zero_shot")
+    ok = bool(fids) and z is not None and fids[-1] < fids[0] and fids[-1] < z
+    words = (f"FID to the private notes (lower is closer): zero-shot generator {z:.3f}; selected notes by iteration "
+             + ", ".join(f"{f:.3f}" for f in fids)
+             + (". The private votes moved the synthetic notes toward the clinic's notes: the last iteration is "
+                "closer than the first and than the generator alone." if ok else
+                ". The last iteration is NOT closer than both the first iteration and the generator alone."))
+    return {"fid_zero_shot": z, "fid_per_iteration": fids, "improved": ok, "words": words}

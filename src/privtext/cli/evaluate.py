@@ -210,6 +210,24 @@ def register(app: typer.Typer) -> None:
         if csv is not None:
             out.print(f"[bold]written[/] {csv}", highlight=False)
 
+    @app.command("diagnose")
+    @handle_errors
+    def diagnose_cmd(
+        run_dir: Annotated[Path, typer.Argument(help="run directory")],
+        embedder: EmbOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Where the private signal went, per iteration (reads the private corpus: a private diagnostic,
+        written to RUN_DIR/private/diagnostics.json)."""
+        from ..evaluate.diagnose import diagnose_run, summary_lines
+
+        d = diagnose_run(run_dir, embedder=embedder)
+        if as_json:
+            print_json(d)
+        else:
+            for line in summary_lines(d):
+                out.print(line, highlight=False)
+
     @app.command("report")
     @handle_errors
     def report_cmd(

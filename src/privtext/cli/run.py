@@ -74,6 +74,10 @@ def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> 
         "prompt_audit_clean": audit.get("passed", audit.get("clean")),
         "private_diagnostics": str(run.private),
     }
+    if demo:
+        from ..demo import demo_summary
+
+        info["demo"] = demo_summary(root)
     if as_json:
         print_json(info)
         return
@@ -88,3 +92,5 @@ def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> 
         out.print(f"[bold]report[/]         {info['report']}")
     out.print(f"[bold]private[/]        {info['private_diagnostics']} (ledger, checkpoints, log, diagnostics: do not share)")
     out.print(f"[bold]wall time[/]      {info['wall_seconds']} s")
+    if demo:
+        out.print(f"[bold]what it shows[/]  {info['demo']['words']}", highlight=False)

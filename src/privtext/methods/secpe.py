@@ -41,7 +41,7 @@ from ..mechanisms.clustering import (
     secret_clustering,
 )
 from ..mechanisms.nn import Metric
-from ..mechanisms.voting import center_rows, threshold_histogram
+from ..mechanisms.voting import center_rows, nearest_votes, threshold_histogram
 from ..privacy.release import Release, ReleaseKeeper
 from .base import Inputs, MethodRun
 
@@ -49,7 +49,16 @@ from .base import Inputs, MethodRun
 class SecPEOptions(BackendOptions):
     """The ``secpe:`` section."""
 
-    clusters: int = Field(default=100, gt=0, description="K public k-means centres (split over labels)")
+    clusters: int | Literal["auto"] = Field(
+        default="auto", description="K public k-means centres (split over labels); auto: the rule of "
+        "auto_clusters (centre noise at most noise_norm, at most N_syn, at least one per label group)")
+    voting: Literal["hybrid", "clusters"] = Field(
+        default="hybrid", description="hybrid: secret-free private records vote directly and exactly (they are "
+        "public under secret protection), secret holders through the noisy clusters; clusters: Alg 3 as written")
+    cluster_public: Literal["secret_free", "all"] = Field(
+        default="secret_free", description="which public records form the clusters: the secret-free private "
+        "records (the paper's D_pub) or also the external public corpus")
+    noise_norm: float = Field(default=0.25, gt=0, description="auto K: largest expected norm of a centre's noise")
     detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
     clip_radius: float = Field(default=1.0, gt=0)
     sampling: Literal["paper", "max", "auto"] = "auto"
@@ -76,7 +85,10 @@ class ClusterScorer:
     def __init__(self, *, clusters: PublicClusters, private_emb: np.ndarray, private_groups: np.ndarray,
                  rho: np.ndarray, sigma: float, noise: Any, options: SecPEOptions, metric: Metric, center: str,
                  threshold: float, keeper: ReleaseKeeper, noise_rng: Callable[[str], np.random.Generator],
-                 diagnostic: Callable[[str, str, Any], None] | None = None):
+                 diagnostic: Callable[[str, str, Any], None] | None = None,
+                 direct_emb: np.ndarray | None = None, direct_groups: np.ndarray | None = None):
+        self.direct_emb = direct_emb
+        self.direct_groups = direct_groups
         self.clusters = clusters
         self.private_emb = private_emb
         self.private_groups = private_groups
@@ -118,14 +130,41 @@ class ClusterScorer:
 
         vals = self.keeper.release(release, compute)
         centres, cands = vals["centres"], vote_emb
-        if self.center == "candidates" and len(vote_emb):
-            mu = vote_emb.mean(axis=0)  # public: post-processing of released centres and generated texts
+        mu = vote_emb.mean(axis=0) if self.center == "candidates" and len(vote_emb) else None
+        if mu is not None:  # public: post-processing of released centres and generated texts
             centres, cands = center_rows(centres, mu), center_rows(vote_emb, mu)
-        hist = centre_votes(centres, vals["counts"], self.clusters.group, cands, population.group,
-                            metric=self.metric)
+        weights = vals["counts"]
+        direct = np.zeros(len(population))
+        if self.direct_emb is not None:
+            # hybrid: the clusters' public part (n_k secret-free records) votes record by record below; the
+            # centres carry only the holders' noisy count ñ_k − n_k (post-processing of ñ_k and the public n_k)
+            weights = np.clip(weights - self.clusters.sizes, 0.0, None)
+            if len(self.direct_emb):
+                counts, _ = nearest_votes(self.direct_emb, vote_emb, private_groups=self.direct_groups,
+                                          candidate_groups=population.group, metric=self.metric, center=mu)
+                direct = counts.astype(np.float64)
+        hist = direct + centre_votes(centres, weights, self.clusters.group, cands, population.group,
+                                     metric=self.metric)
         hist = threshold_histogram(hist, self.threshold)
         return ScoreResult(hist, meta={"sigma": self.sigma, "clusters": len(self.clusters), "release": key,
-                                       "centres_with_votes": int((vals["counts"] > 0).sum())})
+                                       "centres_with_votes": int((weights > 0).sum()),
+                                       "direct_votes": int(direct.sum())})
+
+
+def auto_clusters(*, n_public: int, n_groups: int, num_samples: int, sigma: float, dim: int, radius: float = 1.0,
+                  noise_norm: float = 0.25, min_size: int = 10) -> int:
+    """K for ``secpe.clusters: auto``.
+
+    A released centre carries noise (2R/n_k)·N(0, σ² I_d) (Eq 7), whose norm is about (2R/n_k)·σ·√d. A centre is
+    only useful when that is small against the spread of the clusters (unit embeddings: distances ≲ 1), so every
+    cluster should hold n_k ≥ 2Rσ√d / ``noise_norm`` public records; with n_public records split evenly that caps
+    K at n_public / that size. The noise does not shrink with the holders' shift, so more clusters only add noise
+    (measured: SecPE with 500 and 1500 clusters on Yelp was no better than 100). K is at least one per label group
+    and at most N_syn (more centres than samples cannot all win a distinct vote), and clusters hold at least
+    ``min_size`` records."""
+    need = max(float(min_size), 2.0 * radius * sigma * np.sqrt(dim) / noise_norm) if sigma > 0 else float(min_size)
+    k = int(n_public // need)
+    return int(max(n_groups, min(k, num_samples, max(n_public // min_size, 1))))
 
 
 class _NoSecrets:
@@ -184,14 +223,16 @@ class SecPE(MethodRun):
         ]
         return {
             "guarantee": guarantee, "headline": head + ".",
-            "parameters": {"clusters": cfg.clusters, "sample": cfg.sample, "sampling_rule": cfg.sampling,
+            "parameters": {"clusters": cfg.clusters, "voting": cfg.voting, "cluster_public": cfg.cluster_public,
+                           "sample": cfg.sample, "sampling_rule": cfg.sampling,
                            "clip_radius": cfg.clip_radius, "recluster_each_iteration": cfg.recluster_each_iteration,
                            "blowup": cfg.blowup},
             "assumed_public": assumed,
             "treated_as_public": [
-                "private records in which the detector found no declared secret: they trained the generator and "
-                "formed the public clusters without noise, and text from them may appear in prompts and in the "
-                "synthetic data",
+                "private records in which the detector found no declared secret: they trained the generator, "
+                "formed the public clusters" + (" and voted for candidates record by record" if cfg.voting == "hybrid"
+                                                else "") + " without noise, and text from them may appear in prompts "
+                "and in the synthetic data",
                 "the external public corpus (data.public), when given",
                 "the label distribution (samples per label) of the public records",
             ],
@@ -270,16 +311,28 @@ class SecPE(MethodRun):
         rho = np.asarray(noise.rho, dtype=np.float64)
         self.log(f"SecretNoise: σ={sigma:.4f} over {compositions} releases; ρ mean={rho.mean() if len(rho) else 0:.4f}"
                  f" ({noise.mode})")
+        secret_free: Corpus = inputs.extra.get("secret_free", inputs.public)
+        base = secret_free if cfg.cluster_public == "secret_free" and len(secret_free) else inputs.public
         with self.metrics.stage("embedding_private"):
             private_emb = embedder.embed(list(inputs.private.texts)) if len(inputs.private) else np.zeros(
                 (0, embedder.dim), dtype=np.float32)
-            public_emb = embedder.embed(list(inputs.public.texts))
-        public_groups = (space.groups_of(inputs.public.label_tuples(space.columns)) if space.columns
-                         else np.zeros(len(inputs.public), dtype=np.int64))
+            public_emb = embedder.embed(list(base.texts))
+        public_groups = (space.groups_of(base.label_tuples(space.columns)) if space.columns
+                         else np.zeros(len(base), dtype=np.int64))
+        k = cfg.clusters if cfg.clusters != "auto" else auto_clusters(
+            n_public=len(base), n_groups=len(np.unique(public_groups[public_groups >= 0])) or 1,
+            num_samples=self.config.evolution.num_samples, sigma=sigma, dim=int(public_emb.shape[1]),
+            radius=cfg.clip_radius, noise_norm=cfg.noise_norm)
         with self.metrics.stage("public_kmeans"):
-            clusters = public_kmeans(public_emb, public_groups, len(space), cfg.clusters,
+            clusters = public_kmeans(public_emb, public_groups, len(space), k,
                                      seed=0 if self.seed is None else int(self.seed), radius=cfg.clip_radius,
                                      iters=cfg.kmeans_iters, backend=cfg.kmeans, metric=self.config.voting.metric)
+        direct_emb = direct_groups = None
+        if cfg.voting == "hybrid":
+            sf_groups = (space.groups_of(secret_free.label_tuples(space.columns)) if space.columns
+                         else np.zeros(len(secret_free), dtype=np.int64))
+            direct_emb = (public_emb if base is secret_free else embedder.embed(list(secret_free.texts)))
+            direct_groups = sf_groups
         self.sigma, self.plan = sigma, plan
         self.diagnostic("secret_noise", None, {
             "noise_std": sigma, "compositions": compositions, "clusters": len(clusters),
@@ -289,5 +342,5 @@ class SecPE(MethodRun):
         scorer = ClusterScorer(clusters=clusters, private_emb=private_emb, private_groups=private_groups, rho=rho,
                                sigma=sigma, noise=noise, options=cfg, metric=v.metric, center=v.center,
                                threshold=self.config.evolution.threshold, keeper=keeper, noise_rng=self.noise_rng,
-                               diagnostic=self.diagnostic)
+                               diagnostic=self.diagnostic, direct_emb=direct_emb, direct_groups=direct_groups)
         return scorer, None

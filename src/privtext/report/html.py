@@ -146,8 +146,18 @@ def _diagnostics_section(view: RunView) -> str:
     d = view.diagnostics
     if not d:
         return '<p class="muted">No private/diagnostics.json in this run.</p>'
-    return ('<div class="card warn">PRIVATE DIAGNOSTICS: exact statistics of the private data. Do not share this '
-            "report.</div>" + _kv({k: v for k, v in d.items() if k != "ledger"}))
+    parts = ['<div class="card warn">PRIVATE DIAGNOSTICS: exact statistics of the private data. Do not share this '
+             "report.</div>", _kv({k: v for k, v in d.items() if k not in ("ledger", "evolution")})]
+    evo = d.get("evolution") or {}
+    if evo.get("iterations"):
+        rows = [[_num(r["iteration"]), _num(r.get("fid_selected")), _num(r.get("fid_candidates")),
+                 _num(r.get("share_with_votes"), pct=True), _num(r.get("nn_private_selected")),
+                 _num(r.get("nn_public_selected"))] for r in evo["iterations"]]
+        parts.append(f"<h3>Where the private signal went</h3><p class=\"muted\">FID to the private corpus; zero-shot "
+                     f"generator: {_num(evo.get('fid_zero_shot'))}.</p>"
+                     + _table(["iteration", "FID selected", "FID candidates", "candidates with a vote",
+                               "nearest private", "nearest public"], rows))
+    return "".join(parts)
 
 
 def _kpis(ev: Mapping[str, Any], syn_n: int) -> str:

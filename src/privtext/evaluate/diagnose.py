@@ -1,0 +1,158 @@
+"""Where does a run's private signal go? Per-iteration diagnostics, computed after the fact from the checkpoints,
+the private corpus and the public corpus. They read private data: the result is a **private diagnostic**
+(``private/diagnostics.json`` → ``iterations``; the ``--diagnostics`` report), never part of the release.
+
+Per iteration t:
+
+* ``candidates``, ``selected`` and ``distinct_selected``;
+* ``share_with_votes`` — candidates whose released (noisy, thresholded) vote count is > 0; a low share means
+  most candidates are chosen by the tie-break, not by the private data;
+* ``votes_per_label`` — the released votes summed per label group;
+* ``fid_candidates`` / ``fid_selected`` — FID of the candidate pool and of the selected set to the private corpus
+  (on the run's embedder): selection helps when the selected set is closer than the pool;
+* ``nn_private_selected`` / ``nn_public_selected`` — mean cosine similarity of each selected sample to its nearest
+  private record and to its nearest public record (the pull of the vote against the pull of the generator);
+* ``fid_zero_shot`` (once) — the iteration-0 random candidates, the generator without any private feedback.
+
+FIDs are computed on sets of equal size where the comparison matters (``fid_candidates`` on a random subset of
+the pool of the selected set's size), since FID is biased upwards at small n.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..data import Corpus, load_corpus
+from ..errors import RunError
+from ..rng import derive
+from .embedding import resolve_embedder
+from .fid import fid
+from .runinfo import RunView
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def _nn_sim(a: np.ndarray, b: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """For each row of a, the cosine similarity to its nearest row of b."""
+    a, b = _unit(a), _unit(b)
+    out = np.empty(len(a))
+    for s in range(0, len(a), chunk):
+        out[s:s + chunk] = (a[s:s + chunk] @ b.T).max(axis=1)
+    return out
+
+
+def _fid(a: np.ndarray, b: np.ndarray) -> float | None:
+    if len(a) < 2 or len(b) < 2:
+        return None
+    return float(fid(a, b).fid)
+
+
+def _load(view: RunView, key: str, corpus: Corpus | str | os.PathLike[str] | None, max_n: int,
+          rng: np.random.Generator) -> Corpus | None:
+    if corpus is None:
+        p = view.data.get(key)
+        if not p or str(p).startswith("hf:"):
+            return None
+        corpus = str(p)
+    if not isinstance(corpus, Corpus):
+        try:
+            corpus = load_corpus(corpus, text_column=view.text_column if key == "private" else
+                                 (view.data.get("public_text_column") or view.text_column))
+        except Exception as e:  # a missing or unreadable file: say so, don't fail the diagnostics
+            raise RunError(f"diagnostics need the {key} corpus: {e}") from None
+    if len(corpus) > max_n:
+        corpus = corpus.subset(np.sort(rng.choice(len(corpus), size=max_n, replace=False)))
+    return corpus
+
+
+def diagnose_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    private: Corpus | str | None = None,
+    public: Corpus | str | None = None,
+    embedder: Any = None,
+    max_private: int = 5000,
+    max_public: int = 2000,
+    write: bool = True,
+) -> dict[str, Any]:
+    """Per-iteration diagnostics of a run (module docstring); with ``write`` they are merged into
+    ``private/diagnostics.json`` under ``iterations``. ``private``/``public`` default to the run's data files."""
+    view = RunView(run_dir)
+    its = view.iterations()
+    if not its:
+        raise RunError(f"{view.root}: no complete iteration to diagnose")
+    rng = derive(view.seed, "diagnose")
+    priv = _load(view, "private", private, max_private, rng)
+    if priv is None:
+        raise RunError(f"{view.root}: the private corpus is not available for diagnostics")
+    pub = _load(view, "public", public, max_public, rng)
+    emb = resolve_embedder(embedder if embedder is not None else view.embedder_config,
+                           cache_dir=view.dir.embed_cache)
+    priv_emb = emb.embed(list(priv.texts))
+    pub_emb = emb.embed(list(pub.texts)) if pub is not None and len(pub) else None
+    rows: list[dict[str, Any]] = []
+    zero_shot = None
+    for t in its:
+        df = view.candidates(t)
+        cand_emb = emb.embed([str(x) for x in df["text"]])
+        sel_mask = df["selected"].to_numpy(dtype=bool)
+        sel_emb = cand_emb[sel_mask]
+        votes = df["votes"].to_numpy(dtype=np.float64) if "votes" in df.columns else np.zeros(len(df))
+        labels = [c for c in view.label_columns if c in df.columns]
+        keys = (df[labels].astype(str).agg(" | ".join, axis=1) if labels else None)
+        per_label: dict[str, float] = {}
+        if keys is not None:
+            for k in sorted(set(keys)):
+                per_label[str(k)] = round(float(votes[(keys == k).to_numpy()].sum()), 3)
+        sub = rng.choice(len(cand_emb), size=min(len(cand_emb), max(2, int(sel_mask.sum()))), replace=False)
+        row: dict[str, Any] = {
+            "iteration": t, "candidates": len(df), "selected": int(sel_mask.sum()),
+            "distinct_selected": int(sel_mask.sum()),
+            "share_with_votes": round(float((votes > 0).mean()) if len(votes) else 0.0, 4),
+            "votes_per_label": per_label,
+            "fid_candidates": _fid(cand_emb[sub], priv_emb),
+            "fid_selected": _fid(sel_emb, priv_emb),
+            "nn_private_selected": round(float(_nn_sim(sel_emb, priv_emb).mean()), 4) if len(sel_emb) else None,
+            "nn_public_selected": (round(float(_nn_sim(sel_emb, pub_emb).mean()), 4)
+                                   if pub_emb is not None and len(sel_emb) else None),
+        }
+        if "times_selected" in df.columns:
+            row["selected"] = int(df["times_selected"].sum())
+        if t == 0 and "origin" in df.columns:
+            rnd = (df["origin"] == "random").to_numpy()
+            if rnd.sum() >= 2:
+                pick = np.flatnonzero(rnd)
+                pick = rng.choice(pick, size=min(len(pick), max(2, int(sel_mask.sum()))), replace=False)
+                zero_shot = _fid(cand_emb[pick], priv_emb)
+        rows.append(row)
+    out = {"iterations": rows, "fid_zero_shot": zero_shot, "embedder": emb.name, "private_n": len(priv),
+           "public_n": len(pub) if pub is not None else 0}
+    if write:
+        from ..atomicio import atomic_write_json
+
+        current = view.diagnostics if view.dir.diagnostics.exists() else {}
+        atomic_write_json(view.dir.diagnostics, {**current, "evolution": out})
+    return out
+
+
+def summary_lines(d: Mapping[str, Any]) -> Sequence[str]:
+    """The diagnostics as a few lines of text (the demo and ``privtext diagnose`` print them)."""
+    lines = []
+    z = d.get("fid_zero_shot")
+    for r in d["iterations"]:
+        lines.append(f"iteration {r['iteration']}: FID to private: selected {r['fid_selected']:.4g}, candidate pool "
+                     f"{r['fid_candidates']:.4g}; candidates with a vote {100 * r['share_with_votes']:.1f}%; "
+                     f"nearest private {r['nn_private_selected']}, nearest public {r['nn_public_selected']}")
+    if z is not None:
+        lines.append(f"zero-shot (generator alone) FID to private: {z:.4g}")
+    return lines
+
+
+__all__ = ["diagnose_run", "summary_lines"]
