@@ -207,19 +207,48 @@ class RunDir:
             return IterationStore(self, t)
         return IterationStore(self, t, labels.values, labels.columns)
 
-    def create(self, *, exist_ok: bool = False) -> RunDir:
-        if self.root.exists() and any(self.root.iterdir()) and not exist_ok:
-            raise RunError(
-                f"run directory {self.root} already exists and is not empty; "
-                f"use `privtext resume {self.root}` or choose another output"
-            )
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.private.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(self.private, 0o700)  # mkdir's mode is filtered by the umask
-        self.checkpoints.mkdir(parents=True, exist_ok=True)
-        for name in (LEDGER, PROMPTS, LOG):
-            (self.root / name).touch(mode=0o600, exist_ok=True)
+    def create(self, *, config_text: str | None = None, force: bool = False) -> RunDir:
+        """Create the run directory atomically: its skeleton (and ``config.yaml``) is built in a temporary sibling
+        folder and renamed into place, so a run either has a complete start or no folder at all.
+
+        An existing non-empty folder is refused (``privtext resume`` continues it), unless ``force`` and it never
+        released anything (its ledger is empty): such a folder — a failed start — is replaced."""
+        import shutil
+        import tempfile
+
+        if self.root.exists() and any(self.root.iterdir()):
+            if not force:
+                hint = (" it released nothing yet: pass --force to replace it" if not self.has_releases() else "")
+                raise RunError(f"run directory {self.root} already exists and is not empty; use `privtext resume "
+                               f"{self.root}` or choose another output" + (f" ({hint.strip()})" if hint else ""))
+            if self.has_releases():
+                raise RunError(f"run directory {self.root} holds noisy releases (private/ledger.jsonl): --force only "
+                               "replaces a run that never released anything; use `privtext resume` or another output")
+            shutil.rmtree(self.root)
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self.root.name}.starting-", dir=self.root.parent))
+        try:
+            os.chmod(tmp, 0o755)
+            staged = RunDir(tmp)
+            staged.private.mkdir(mode=0o700)
+            os.chmod(staged.private, 0o700)  # mkdir's mode is filtered by the umask
+            staged.checkpoints.mkdir(parents=True)
+            for name in (LEDGER, PROMPTS, LOG):
+                (tmp / name).touch(mode=0o600)
+            if config_text is not None:
+                atomic_write_text(staged.config, config_text)
+            if self.root.exists():
+                self.root.rmdir()  # an empty folder: replaced by the staged one
+            os.rename(tmp, self.root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return self
+
+    def has_releases(self) -> bool:
+        """Whether the ledger holds at least one recorded release."""
+        return self.ledger.exists() and any(line.strip() for line in self.ledger.read_text(encoding="utf-8")
+                                             .splitlines())
 
     def require(self) -> RunDir:
         if not self.config.exists():

@@ -8,9 +8,8 @@ from typing import Any
 
 import yaml
 
-from .atomicio import atomic_write_text
 from .config import Config, config_from_dict
-from .errors import ResumeError, RunError
+from .errors import ConfigError, ResumeError, RunError
 from .methods import METHODS
 from .rundir import RunDir
 
@@ -28,12 +27,34 @@ def resolve_config(config: Config) -> tuple[Config, type[Any]]:
     return Config.model_validate(d), cls
 
 
-def run_config(config: Config, *, out: str | os.PathLike[str] | None = None) -> Path:
-    """Run ``config`` into a new run directory (``out`` or ``config.output``) and return its path."""
+def preflight(config: Config, cls: type[Any]) -> None:
+    """Everything that can be checked before a run directory exists: the method's static checks, the corpora
+    (readable, non-empty, the columns named), and the budget against the data (δ must be well below 1/N). A
+    configuration that fails here leaves nothing on disk."""
+    from .methods.base import read_inputs
+    from .rng import derive
+
+    cls.check_config(config, cls.parse_options(config))
+    inputs = read_inputs(config, subsample_rng=lambda: derive(0, "preflight"),
+                         public_rng=lambda: derive(0, "preflight"))
+    p = config.privacy
+    if p.delta is not None and p.delta >= 1.0 / len(inputs.private):
+        # N is private: the message does not print it
+        raise ConfigError(
+            f"privacy.delta={p.delta:g} is too large for this data: δ must be well below 1/N (N, the number of "
+            "private records, is not printed here); with δ ≥ 1/N a mechanism that publishes one record in full "
+            "meets the definition")
+
+
+def run_config(config: Config, *, out: str | os.PathLike[str] | None = None, force: bool = False) -> Path:
+    """Run ``config`` into a new run directory (``out`` or ``config.output``) and return its path.
+
+    The configuration, the method's options, the data and the budget are checked first; the run directory is then
+    created atomically. ``force`` replaces an existing run directory that never released anything."""
     config, cls = resolve_config(config)
+    preflight(config, cls)
     root = Path(out if out is not None else config.output)
-    run = RunDir(root).create()
-    atomic_write_text(run.config, config.to_yaml())
+    run = RunDir(root).create(config_text=config.to_yaml(), force=force)
     run.log(f"privtext run: method={config.method} output={root}")
     return cls(config, run).execute()
 

@@ -2,15 +2,52 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGINT/SIGTERM become a KeyboardInterrupt at the next safe point (every whole-file write is a temporary
+    file renamed into place, and a ledger line is one write: nothing is left half-done); a second signal exits at
+    once (code 130)."""
+    hits = [0]
+
+    def handler(signum: int, frame: object) -> None:
+        hits[0] += 1
+        if hits[0] > 1:
+            os._exit(130)
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _interrupted(root: Path | None, console: object) -> None:
+    from ..rundir import RunDir
+
+    if root is not None and RunDir(root).config.exists():
+        msg = (f"interrupted; `privtext resume {root}` continues (released values are kept and never redrawn; the "
+               "step in progress is redone)")
+    else:
+        msg = "interrupted before the run started; nothing was written"
+    console.print(f"[bold yellow]{msg}[/]", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
+    raise typer.Exit(130)
+
+
 def register(app: typer.Typer) -> None:
-    from .app import handle_errors, out, print_json
+    from .app import console, handle_errors, out, print_json
 
     @app.command("run")
     @handle_errors
@@ -18,6 +55,8 @@ def register(app: typer.Typer) -> None:
         config: Annotated[Path, typer.Argument(help="YAML configuration")],
         set_: Annotated[list[str] | None, typer.Option("--set", help="override a key: a.b=value (repeatable)")] = None,
         output: Annotated[Path | None, typer.Option("--output", "-o", help="run directory (default: config output)")] = None,
+        force: Annotated[bool, typer.Option(
+            "--force", help="replace an existing run directory that never released anything (a failed start)")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
         """Run a private synthesis job and write its run directory."""
@@ -25,7 +64,12 @@ def register(app: typer.Typer) -> None:
         from ..runner import run_config
 
         cfg = load_config(config, overrides=set_ or [])
-        root = run_config(cfg, out=output)
+        target = Path(output if output is not None else cfg.output)
+        try:
+            with interruptible():
+                root = run_config(cfg, out=output, force=force)
+        except KeyboardInterrupt:
+            _interrupted(target, console)
         _summary(root, as_json, out, print_json)
 
     @app.command("resume")
@@ -37,7 +81,11 @@ def register(app: typer.Typer) -> None:
         """Continue an interrupted run from its last complete iteration (released noise is reused)."""
         from ..runner import resume_run
 
-        root = resume_run(run_dir)
+        try:
+            with interruptible():
+                root = resume_run(run_dir)
+        except KeyboardInterrupt:
+            _interrupted(run_dir, console)
         _summary(root, as_json, out, print_json)
 
     @app.command("demo")

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..backends import BackendOptions
-from ..config import VotingConfig
+from ..config import Config, VotingConfig
 from ..data.labels import LabelSpace
 from ..data.population import Population
 from ..embed.base import Embedder
@@ -104,6 +104,13 @@ class AugPE(MethodRun):
     group_size: int | None = None  # k under secret-group sensitivity
     sigma: float = 0.0
     label_sigma: float | None = None
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        if options.sensitivity == "secret_group":
+            from ..secrets import build_detector
+
+            build_detector(options.detector)
 
     def make_ledger(self) -> Any:
         from ..privacy import Budget, Ledger, mu_from_pr

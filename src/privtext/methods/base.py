@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -41,6 +42,38 @@ class Inputs:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generator],
+                public_rng: Callable[[], np.random.Generator]) -> Inputs:
+    """Load the corpora a configuration names: the private corpus (a uniform ``data.max_private`` sample drawn with
+    ``subsample_rng`` — privacy randomness), the public corpus minus its held-out slice, at most
+    ``data.max_public`` of it. Typed errors name the file, column or value. Used by the run and by the runner's
+    pre-flight check (which reads the data before any run directory exists)."""
+    d = config.data
+    private = load_corpus(d.private, text_column=d.text_column, label_columns=d.label_columns,
+                          id_column=d.id_column, name="private")
+    check_nonempty(private, f"the private corpus {d.private}")
+    subsampled = False
+    if d.max_private and len(private) > d.max_private:
+        # privacy randomness: which records were used stays as secret as the noise (privtext.rng)
+        idx = np.sort(subsample_rng().choice(len(private), d.max_private, replace=False))
+        private = private.subset(idx)
+        subsampled = True
+    public = heldout = None
+    if d.public:
+        public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
+                             label_columns=d.label_columns, name="public")
+        if d.public_holdout:
+            ho = d.public_holdout
+            n_ho = round(ho * len(public)) if isinstance(ho, float) and ho < 1 else int(ho)
+            if not 0 < n_ho < len(public):
+                raise ConfigError(f"data.public_holdout={ho} leaves no public text ({len(public)} records)")
+            public, heldout = split_corpus(public, [len(public) - n_ho, n_ho], seed=_seed_int(config.seed))
+        if d.max_public and len(public) > d.max_public:
+            idx = np.sort(public_rng().choice(len(public), d.max_public, replace=False))
+            public = public.subset(idx)
+    return Inputs(private=private, public=public, heldout=heldout, extra={"subsampled": subsampled})
+
+
 class Method(Protocol):
     """What the runner needs of a method: a registry name, an options model for its config section, and a
     constructor over (config, run directory) whose :meth:`execute` writes the run and returns its folder.
@@ -49,6 +82,11 @@ class Method(Protocol):
 
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        """Static checks of a configuration for this method (budget form, detectors that must load), run before
+        any run directory exists. Raise :class:`ConfigError` naming the key."""
 
     @classmethod
     def parse_options(cls, config: Config) -> Any: ...
@@ -123,26 +161,10 @@ class MethodRun:
     def load_inputs(self) -> Inputs:
         d = self.config.data
         with self.metrics.stage("loading"):
-            private = load_corpus(d.private, text_column=d.text_column, label_columns=d.label_columns,
-                                  id_column=d.id_column, name="private")
-            if d.max_private and len(private) > d.max_private:
-                # privacy randomness: which records were used stays as secret as the noise (privtext.rng)
-                idx = np.sort(self.noise_rng("max_private").choice(len(private), d.max_private, replace=False))
-                private = private.subset(idx)
-                self.subsampled = True
-            public = heldout = None
-            if d.public:
-                public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
-                                     label_columns=d.label_columns, name="public")
-                if d.public_holdout:
-                    ho = d.public_holdout
-                    n_ho = round(ho * len(public)) if isinstance(ho, float) and ho < 1 else int(ho)
-                    if not 0 < n_ho < len(public):
-                        raise ConfigError(f"data.public_holdout={ho} leaves no public text ({len(public)} records)")
-                    public, heldout = split_corpus(public, [len(public) - n_ho, n_ho], seed=_seed_int(self.seed))
-                if d.max_public and len(public) > d.max_public:
-                    idx = np.sort(self.rng("max_public").choice(len(public), d.max_public, replace=False))
-                    public = public.subset(idx)
+            inputs = read_inputs(self.config, subsample_rng=lambda: self.noise_rng("max_private"),
+                                 public_rng=lambda: self.rng("max_public"))
+        private, public, heldout = inputs.private, inputs.public, inputs.heldout
+        self.subsampled = bool(d.max_private and inputs.extra.get("subsampled"))
         self.log(f"data: {len(private)} private records, {len(public) if public else 0} public"
                  + (f", {len(heldout)} held out" if heldout else ""))
         self.diagnostic("records", None, {"private": len(private), "public": len(public) if public else 0,

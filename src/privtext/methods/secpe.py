@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import Field
 
 from ..backends import BackendOptions
+from ..config import Config
 from ..data import Corpus
 from ..data.labels import LabelSpace
 from ..data.population import Population
@@ -246,16 +247,26 @@ class SecPE(MethodRun):
                             "records were not checked: they are public under this guarantee."),
         }
 
-    def make_ledger(self) -> Any:
-        from ..privacy import Budget, Ledger
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        from ..secrets import build_detector
 
-        p = self.config.privacy
+        p = config.privacy
         if p.kind != "secret":
             raise ConfigError(
                 f"method secpe needs privacy: {{secret: {{p: ..., r: ...}}}} (got a {p.kind!r} budget); "
                 "for a DP guarantee use method: augpe"
             )
-        self.budget = Budget.from_config(p)
+        if config.evolution.label_distribution.kind == "dp":
+            raise ConfigError("secpe uses the public label distribution (secret-free records are public); "
+                              "set evolution.label_distribution.kind to public, uniform or given")
+        build_detector(options.detector)  # a missing detector file or unknown detector fails here
+
+    def make_ledger(self) -> Any:
+        from ..privacy import Budget, Ledger
+
+        self.check_config(self.config, self.options)
+        self.budget = Budget.from_config(self.config.privacy)
         return Ledger.load(self.run.ledger, self.budget)
 
     def split_data(self, inputs: Inputs) -> Inputs:
