@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"methods", "runner"},
     {"evaluate", "audit", "testing"},
     {"report"},
-    {"cli", "demo", "__main__"},
+    {"cli", "demo", "__main__", "api"},
 ]
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 

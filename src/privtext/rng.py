@@ -38,19 +38,15 @@ import secrets as _secrets
 
 import numpy as np
 
-from .errors import ConfigError, MissingDependencyError
+from .errors import ConfigError
 
 #: significant digits kept for any released noisy number written outside the private folder
 RELEASE_DIGITS = 4
 
 
 def _chacha(key: int) -> np.random.Generator:
-    try:
-        from randomgen import ChaCha
-    except ImportError as e:  # pragma: no cover - randomgen is a core dependency
-        raise MissingDependencyError(
-            "privacy noise needs randomgen's ChaCha20 bit generator: pip install randomgen"
-        ) from e
+    from randomgen import ChaCha  # a core dependency (pyproject.toml)
+
     return np.random.Generator(ChaCha(seed=int(key), rounds=20))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ def preflight(config: Config, cls: type[Any]) -> None:
             "meets the definition")
 
 
-def run_config(config: Config, *, out: str | os.PathLike[str] | None = None, force: bool = False) -> Path:
+def run_config(config: Config, *, out: str | os.PathLike[str] | None = None, force: bool = False,
+               callbacks: Sequence[Callable[[Any], None]] = ()) -> Path:
     """Run ``config`` into a new run directory (``out`` or ``config.output``) and return its path.
 
     The configuration, the method's options, the data and the budget are checked first; the run directory is then
@@ -56,7 +58,7 @@ def run_config(config: Config, *, out: str | os.PathLike[str] | None = None, for
     root = Path(out if out is not None else config.output)
     run = RunDir(root).create(config_text=config.to_yaml(), force=force)
     run.log(f"privtext run: method={config.method} output={root}")
-    return cls(config, run).execute()
+    return cls(config, run, callbacks=callbacks).execute()
 
 
 def load_run_config(run_dir: str | os.PathLike[str]) -> Config:
@@ -68,7 +70,7 @@ def load_run_config(run_dir: str | os.PathLike[str]) -> Config:
     return config_from_dict(raw, source=str(run.config))
 
 
-def resume_run(run_dir: str | os.PathLike[str]) -> Path:
+def resume_run(run_dir: str | os.PathLike[str], *, callbacks: Sequence[Callable[[Any], None]] = ()) -> Path:
     """Continue a run from its last complete iteration. Released noisy values are reused, never redrawn."""
     run = RunDir(run_dir).require()
     config = load_run_config(run_dir)
@@ -77,4 +79,4 @@ def resume_run(run_dir: str | os.PathLike[str]) -> Path:
     done = run.complete_iterations()
     run.log(f"privtext resume: {len(done)} complete iteration(s) of {config.evolution.iterations}")
     config, cls = resolve_config(config)
-    return cls(config, run).execute()
+    return cls(config, run, callbacks=callbacks).execute()

@@ -25,7 +25,7 @@ The output is the selected samples of the last iteration (not their variations).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +40,16 @@ from ..generate.base import Generator
 from ..progress import progress, say
 from ..rng import derive
 from ..rundir import RunDir, StageMetrics
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    """What a callback sees after each iteration (all public: generated texts and released votes)."""
+
+    iteration: int
+    state: dict[str, Any]  # the iteration summary written to the checkpoint
+    selected: Population  # the selected candidates (texts, label groups, embeddings)
+    histogram: np.ndarray  # the released (post-processed) histogram over the candidates
 
 
 @dataclass
@@ -112,6 +122,7 @@ class Engine:
         secure: bool = False,
         log: Callable[[str], None] | None = None,
         batch_size: int = 256,
+        callbacks: Sequence[Callable[[IterationResult], None]] = (),
     ):
         self.run_dir = run
         self.evo = evolution
@@ -126,6 +137,7 @@ class Engine:
         self.seed = seed
         self.secure = secure
         self.log = log or (lambda m: None)
+        self.callbacks = tuple(callbacks)
         self.batch_size = batch_size
         self.gen_name = getattr(generator, "name", "generator")
         self.L = evolution.variations
@@ -335,6 +347,10 @@ class Engine:
             }
             store.finish(pop, hist, sel, state)
             summaries.append(state)
+            if self.callbacks:
+                done = IterationResult(iteration=t, state=dict(state), selected=pop.take(sel), histogram=hist)
+                for cb in self.callbacks:
+                    cb(done)
             self.log(f"iteration {t}: selected {len(sel)} ({state['n_unique_selected']} distinct)")
             prev, prev_sel, reuse = pop, sel, reuse_next
         assert prev is not None and prev_sel is not None

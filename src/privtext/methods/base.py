@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -91,7 +91,7 @@ class Method(Protocol):
     @classmethod
     def parse_options(cls, config: Config) -> Any: ...
 
-    def __init__(self, config: Config, run: RunDir) -> None: ...
+    def __init__(self, config: Config, run: RunDir, *, callbacks: Sequence[Callable[[Any], None]] = ()) -> None: ...
 
     def execute(self) -> Path: ...
 
@@ -110,10 +110,12 @@ class MethodRun:
         raw = section.options() if section is not None else {}
         return parse_options(cls.Options, raw, where=cls.name)
 
-    def __init__(self, config: Config, run: RunDir):
+    def __init__(self, config: Config, run: RunDir, *, callbacks: Sequence[Callable[[Any], None]] = ()):
         self.config = config
         self.run = run
         self.options = self.parse_options(config)
+        #: called after every iteration with a :class:`privtext.engine.loop.IterationResult`
+        self.callbacks = tuple(callbacks)
         self.metrics = StageMetrics()
         self._wall_before = 0.0
         self._llm_before: dict[str, float] = {}
@@ -294,7 +296,7 @@ class MethodRun:
             self.log(f"samples per label: {shown}{more}")
             engine = Engine(run=run, evolution=self.config.evolution, generator=gen, embedder=emb, scorer=scorer,
                             labels=space, counts=counts, metrics=self.metrics, seed=self.seed,
-                            secure=self.secure, log=self.log)
+                            secure=self.secure, log=self.log, callbacks=self.callbacks)
             final, summaries = engine.run()
         finally:
             prompt_log.close()
