@@ -190,6 +190,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "privtext", "demo", "--out", str(tmp_path), "--json"], env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "Loading weights" not in r.stderr and "%|" not in r.stderr  # quiet means quiet: no library bars
     info = json.loads(r.stdout)
     run = Path(info["run_dir"])
     for name in (*RUN_FILES, "report.html"):

@@ -7,9 +7,15 @@
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 __version__ = "0.1.0"
+
+if os.environ.get("PRIVTEXT_QUIET", "") not in ("", "0", "false", "False"):
+    from .progress import silence_libraries
+
+    silence_libraries()
 
 _API = ("Run", "load", "resume", "run")
 

@@ -17,6 +17,16 @@ def quiet() -> bool:
     return os.environ.get("PRIVTEXT_QUIET", "") not in ("", "0", "false", "False")
 
 
+def silence_libraries() -> None:
+    """Quiet means quiet: also the progress bars of tqdm, the Hugging Face hub and transformers (model loading).
+    tqdm reads its environment when it is first imported, so this runs before any heavy import (``privtext``'s
+    ``__init__`` when ``PRIVTEXT_QUIET`` is set; the CLI's ``-q``)."""
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 class _Bar:
     def __init__(self, prog: Any, task: Any):
         self.prog, self.task = prog, task
@@ -83,4 +93,4 @@ def say(message: str) -> None:
         Console(stderr=True).print(message, highlight=False)
 
 
-__all__ = ["progress", "quiet", "say", "steps"]
+__all__ = ["progress", "quiet", "say", "silence_libraries", "steps"]

@@ -71,6 +71,9 @@ def _main(
     _STATE["debug"] = debug
     if quiet:
         os.environ["PRIVTEXT_QUIET"] = "1"
+        from ..progress import silence_libraries
+
+        silence_libraries()
 
 
 __all__ = ["app", "console", "fail", "handle_errors", "out", "print_json"]
