@@ -115,3 +115,19 @@ def test_dump_round_trip() -> None:
     c = config_from_dict(_raw(method="secpe", privacy={"secret": {"p": 1e-4, "r": 2e-4}}))
     again = config_from_dict(c.dump())
     assert again == c
+
+
+def test_yaml_errors_point_to_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("method: augpe\ndata: {private: x.csv\nprivacy: {mu: 1}\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:3:8: not valid YAML"):
+        load_config(bad)
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("method: augpe\ndata: {private: x.csv}\nprivacy:\n  mu: 1\nevolution:\n  num_sample: 3\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(typo)
+    assert "unknown key 'evolution.num_sample' (line 6, column 3) (did you mean 'evolution.num_samples'?)" in str(e.value)
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("method: augpe\ndata: {private: x.csv}\nprivacy:\n  mu: -1\n")
+    with pytest.raises(ConfigError, match=r"privacy\.mu \(line 4, column 3\)"):
+        load_config(wrong)

@@ -289,3 +289,23 @@ def test_classifier_options_from_the_command_line(runs: dict[str, Path]) -> None
     bad = invoke("evaluate", str(runs["augpe"]), "--real", str(runs["real"]), "--classifier", "tfidf-logreg",
                  "--classifier-option", "tfidf-logreg.C=-1", "--no-baselines")
     assert bad.exit_code == 2 and "C must be positive" in bad.output
+
+
+def test_compare_identifies_private_data_by_content(tmp_path: Path) -> None:
+    from privtext.evaluate.compare import file_fingerprint
+
+    a, b, c = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.csv"
+    a.write_text("text\nhello\n")
+    b.write_bytes(a.read_bytes())  # a byte-identical copy at another path
+    c.write_text("text\nhello!\n")
+    assert file_fingerprint(a) == file_fingerprint(b) != file_fingerprint(c)
+    assert file_fingerprint("hf:yelp_review_full") == "name:hf:yelp_review_full"
+
+
+def test_evaluating_on_the_private_data_is_flagged(runs: dict[str, Path]) -> None:
+    ev = evaluate_run(runs["augpe"], real=runs["private"], quiet=True, write=False, per_iteration=False,
+                      classifiers=("tfidf-logreg",))
+    assert any("shares 40 texts with the private corpus" in n for n in ev["notes"])
+    clean = evaluate_run(runs["augpe"], real=runs["real"], quiet=True, write=False, per_iteration=False,
+                         classifiers=("tfidf-logreg",))
+    assert not any("private corpus" in n for n in clean["notes"])

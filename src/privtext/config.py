@@ -257,24 +257,54 @@ def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
-def format_validation_error(err: ValidationError, *, source: str = "config") -> str:
+def yaml_positions(text: str) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """(1-based line, column) of every key and list item of a YAML mapping, by its path (``("privacy",
+    "epsilon")``), so configuration errors can point into the file."""
+    out: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+    def walk(node: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = (*path, k.value)
+                out[key] = (k.start_mark.line + 1, k.start_mark.column + 1)
+                walk(v, key)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                out[(*path, i)] = (v.start_mark.line + 1, v.start_mark.column + 1)
+                walk(v, (*path, i))
+
+    try:
+        walk(yaml.compose(text), ())
+    except yaml.YAMLError:
+        pass
+    return out
+
+
+def format_validation_error(err: ValidationError, *, source: str = "config",
+                            positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None) -> str:
     msgs = []
     for e in err.errors():
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
         where = ".".join(str(p) for p in loc) or "(top level)"
+        if positions:  # point into the file: the deepest key of the path that the file holds
+            for n in range(len(loc), 0, -1):
+                pos = positions.get(tuple(loc[:n]))
+                if pos is not None:
+                    where = f"{where} (line {pos[0]}, column {pos[1]})"
+                    break
         if e["type"] == "extra_forbidden":
             parent = _model_at(loc[:-1])
             valid = _known_keys(parent) if parent else []
             key = str(loc[-1])
             hint = difflib.get_close_matches(key, valid, n=1)
-            msg = f"unknown key {where!r}"
+            msg = f"unknown key {'.'.join(map(str, loc))!r}" + where[len('.'.join(map(str, loc))):]
             if hint:
                 msg += f" (did you mean {'.'.join([*map(str, loc[:-1]), hint[0]])!r}?)"
             elif valid:
                 msg += f" (valid keys here: {', '.join(valid)})"
             msgs.append(msg)
         elif e["type"] == "missing":
-            msgs.append(f"missing required key {where!r}")
+            msgs.append(f"missing required key {'.'.join(map(str, loc))!r}")
         else:
             text = e["msg"].removeprefix("Value error, ")
             msgs.append(f"{where}: {text} (got {e.get('input')!r})" if e["type"] != "value_error" else f"{where}: {text}")
@@ -330,7 +360,8 @@ def parse_overrides(overrides: Sequence[str]) -> list[tuple[str, Any]]:
 
 
 def config_from_dict(
-    raw: Mapping[str, Any], *, overrides: Sequence[str] = (), source: str = "config", base_dir: str | None = None
+    raw: Mapping[str, Any], *, overrides: Sequence[str] = (), source: str = "config", base_dir: str | None = None,
+    positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None,
 ) -> Config:
     d = _deepcopy(dict(raw))
     for k, v in parse_overrides(overrides):
@@ -340,7 +371,7 @@ def config_from_dict(
     try:
         return Config.model_validate(d)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source=source)) from None
+        raise ConfigError(format_validation_error(e, source=source, positions=positions)) from None
 
 
 def _deepcopy(x: Any) -> Any:
@@ -372,11 +403,16 @@ def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = ()) 
     if not p.exists():
         raise ConfigError(f"{p}: no such config file")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML ({e})") from None
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}{where}: not valid YAML: {problem}"
+                          + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not valid UTF-8") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level, got {type(raw).__name__}")
-    return config_from_dict(raw, overrides=overrides, source=str(p))
+    return config_from_dict(raw, overrides=overrides, source=str(p), positions=yaml_positions(text))

@@ -121,6 +121,21 @@ def _reusable(ev: Mapping[str, Any], fingerprint: str, embedder_name: str, class
     )
 
 
+def file_fingerprint(path: Any) -> str:
+    """A data file's identity by content (SHA-256 of its bytes), so that byte-identical copies at different paths
+    compare equal; an ``hf:`` spec or a missing file is identified by its name."""
+    import hashlib
+
+    p = Path(str(path)) if path else None
+    if p is None or str(path).startswith("hf:") or not p.is_file():
+        return f"name:{path}"
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def compare_runs(
     run_dirs: Sequence[str | os.PathLike[str]],
     *,
@@ -150,9 +165,10 @@ def compare_runs(
     emb = resolve_embedder(embedder if embedder is not None else first.embedder_config,
                            cache_dir=first.dir.embed_cache)
     warnings: list[str] = []
-    privs = {str(v.data.get("private")) for v in views}
+    privs = {file_fingerprint(v.data.get("private")) for v in views}
     if len(privs) > 1:
-        warnings.append(f"runs use different private data: {sorted(privs)}")
+        names = sorted({str(v.data.get("private")) for v in views})
+        warnings.append(f"runs use different private data (by content): {names}")
     sizes = {v.num_samples for v in views}
     if len(sizes) > 1:
         warnings.append(f"runs have different synthetic-set sizes (FID depends on n): {sorted(map(str, sizes))}")

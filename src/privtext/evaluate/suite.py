@@ -33,7 +33,7 @@ from ..atomicio import atomic_write_json
 from ..data.corpus import Corpus
 from ..data.io import load_corpus
 from ..errors import DataError, PrivtextError
-from ..progress import steps
+from ..progress import say, steps
 from ..rng import derive
 from ._threads import single_blas
 from .downstream import downstream_accuracy
@@ -112,6 +112,20 @@ def _private_baseline(view: RunView, private: Corpus | str | None, n: int, rng: 
     if n < len(corpus):
         corpus = corpus.subset(np.sort(rng.choice(len(corpus), size=n, replace=False)), name="only-private")
     return corpus
+
+
+def _overlap(real: Corpus, private_sample: Corpus | None, view: RunView) -> int:
+    """How many texts of the evaluation corpus also occur in the run's private corpus (0 when unknown)."""
+    p = view.data.get("private")
+    texts: set[str] = set()
+    if p and not str(p).startswith("hf:") and Path(str(p)).is_file():
+        try:
+            texts = set(load_corpus(str(p), text_column=view.text_column).texts)
+        except PrivtextError:
+            texts = set()
+    elif private_sample is not None:
+        texts = set(private_sample.texts)
+    return sum(1 for t in real.texts if t in texts)
 
 
 def evaluate_run(
@@ -204,6 +218,12 @@ def evaluate_run(
                 train_sets["zero_shot"] = zs
             else:
                 notes.append("zero-shot baseline skipped: no origin == 'random' rows in iteration 0")
+        overlap = _overlap(real_corpus, train_sets.get("only_private"), view)
+        if overlap:
+            msg = (f"the evaluation set shares {overlap} texts with the private corpus: evaluating on private data "
+                   "inflates the OnlyPrivate baseline and makes this evaluation a private diagnostic")
+            notes.append(msg)
+            say(f"[yellow]warning:[/] {msg}")
         result["train_sets"] = {k: len(v) for k, v in train_sets.items()}
         result["notes"] = notes
         if "zero_shot" in train_sets:
