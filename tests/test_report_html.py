@@ -149,12 +149,20 @@ def test_report_renders_in_headless_chromium_without_errors(page: Path, tmp_path
     res = render(page, screenshot=shot, width=1200)
     assert res.ok, res.errors
     assert res.title.startswith("privtext report")
-    assert res.images >= 5 and res.broken_images == 0 and res.page_height > 2000
+    assert res.images >= 4 and res.broken_images == 0 and res.page_height > 2000
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
-    art = ROOT / "artifacts"
-    art.mkdir(exist_ok=True)
-    shutil.copyfile(shot, art / "report.png")
+    assert res.page_width <= 1200  # nothing wider than a desktop window
+
+
+@pytest.mark.chromium
+@needs_chromium
+def test_report_fits_a_phone(page: Path, tmp_path: Path) -> None:
+    """At a phone's width (390 px) the page does not scroll sideways: images shrink, wide tables scroll in place."""
+    res = render(page, screenshot=tmp_path / "phone.png", width=390, height=844)
+    assert res.ok, res.errors
+    assert res.page_width <= 390, res.page_width
+    assert res.images >= 4 and res.broken_images == 0
 
 
 @pytest.mark.chromium
@@ -170,3 +178,27 @@ def test_chromium_check_catches_errors(tmp_path: Path) -> None:
     assert any("boom" in e for e in res.console_errors)
     assert res.exceptions and "undefinedFunction" in res.exceptions[0]
     assert res.external_requests == ["http://127.0.0.1:9/missing.png"] and res.broken_images == 1
+
+
+def test_vote_plot_has_a_panel_per_label_with_full_titles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privtext.report import plots
+
+    seen = {}
+    monkeypatch.setattr(plots, "_png", lambda fig: seen.setdefault("fig", fig) and b"png")
+    long = "Business Category: Restaurants and Bars of the Downtown Area"
+    dist = {f"{long} | Stars: {i}": {"sorted_votes": [3.0, 1.0, 0.0], "total_votes": 10 - i} for i in range(10)}
+    assert plots.votes_plot(dist) == b"png"
+    axes = [a for a in seen["fig"].axes if a.axison]
+    titles = [a.get_title().replace("\n", " ") for a in axes]
+    assert len(axes) == 10 and sorted(titles) == sorted(dist)  # every label, titles wrapped, never cut
+
+
+def test_samples_come_from_every_label(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    priv, pool, _ = toy_corpora(rng=rng, n_private=60, n_pool=240, topics=("food", "hotel", "shop"))
+    r = tiny_run(tmp_path / "run", private=priv, public=pool, iterations=1, num_samples=24, privacy={"mu": 1.0})
+    html = build_report(r, samples_per_label=2, max_samples=4).read_text(encoding="utf-8")
+    section = html.split("<h2>Sample outputs</h2>", 1)[1]
+    labels = {(c, m) for c in ("food", "hotel", "shop") for m in ("good", "bad")}
+    found = {(c, m) for c, m in labels if f'<span class="tag">{c}</span><span class="tag">{m}</span>' in section}
+    assert found == labels

@@ -56,6 +56,7 @@ class RenderResult:
     images: int = 0
     broken_images: int = 0
     page_height: int = 0
+    page_width: int = 0  # the document's scroll width: larger than the viewport means horizontal overflow
     screenshot: Path | None = None
 
     @property
@@ -253,6 +254,8 @@ def render(
         cdp = _CDP(ws, timeout=timeout)
         for m in ("Runtime.enable", "Log.enable", "Page.enable", "Network.enable"):
             cdp.call(m)
+        cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                 mobile=width < 700)
         cdp.call("Page.navigate", url=url)
         cdp.wait_event("Page.loadEventFired")
         cdp.drain(settle)
@@ -260,13 +263,16 @@ def render(
         info = cdp.call("Runtime.evaluate", returnByValue=True, expression=(
             "JSON.stringify({title: document.title, images: document.images.length, "
             "broken: Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).length, "
-            "height: Math.ceil(document.documentElement.scrollHeight)})"))
+            "height: Math.ceil(document.documentElement.scrollHeight), "
+            "width: Math.ceil(document.documentElement.scrollWidth)})"))
         vals = json.loads(info.get("result", {}).get("value") or "{}")
         res.title, res.images, res.broken_images = vals.get("title", ""), vals.get("images", 0), vals.get("broken", 0)
         res.page_height = int(vals.get("height", 0))
+        res.page_width = int(vals.get("width", 0))
         if screenshot is not None:
             h = max(height, min(res.page_height, 16000))
-            cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=h, deviceScaleFactor=1, mobile=False)
+            cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=h, deviceScaleFactor=1,
+                     mobile=width < 700)
             shot = cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
             out = Path(screenshot)
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -47,8 +47,11 @@ text-align:right;vertical-align:top}th{background:#eef1f5}td.l,th.l{text-align:l
 img{max-width:100%;height:auto;display:block;margin:8px 0}
 .kpis{display:flex;flex-wrap:wrap;gap:10px}.kpi{background:#fff;border:1px solid #dde2e8;border-radius:6px;
 padding:8px 14px;min-width:120px}.kpi b{display:block;font-size:1.3em}.kpi span{color:#5a6572;font-size:.8em}
-.sample{white-space:pre-wrap;font-size:.9em;line-height:1.4}.tag{display:inline-block;background:#eef1f5;
-border-radius:4px;padding:1px 6px;margin-right:4px;font-size:.8em;color:#364152}
+.sample{white-space:pre-wrap;font-size:.9em;line-height:1.4;overflow-wrap:anywhere}.tag{display:inline-block;
+background:#eef1f5;border-radius:4px;padding:1px 6px;margin-right:4px;font-size:.8em;color:#364152}
+.scroll{overflow-x:auto;max-width:100%}td,th,.card{overflow-wrap:anywhere}
+@media (max-width:640px){main{padding:12px 10px 40px}h1{font-size:1.3em}table{font-size:.8em}
+th,td{padding:3px 5px}.card{padding:10px 12px}}
 """
 
 
@@ -86,7 +89,7 @@ def _kv(d: Mapping[str, Any]) -> str:
         else:
             cell = _num(v)
         rows.append(f'<tr><th class="l">{_e(k)}</th><td class="l">{cell}</td></tr>')
-    return "<table>" + "".join(rows) + "</table>"
+    return '<div class="scroll"><table>' + "".join(rows) + "</table></div>"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1) -> str:
@@ -95,7 +98,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 
         "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _missing(what: str, run: Path) -> str:
@@ -295,19 +298,21 @@ def _samples_section(view: RunView, *, per_label: int, limit: int) -> str:
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, k in enumerate(keys):
         groups.setdefault(k, []).append(i)
+    # every label gets a sample: with many labels, one each (the limit grows to the number of labels)
+    each = per_label if len(groups) * per_label <= limit else 1
+    limit = max(limit, len(groups))
     chosen: list[int] = []
     for k in sorted(groups):
         idx = groups[k]
-        chosen += sorted(rng.choice(idx, size=min(per_label, len(idx)), replace=False).tolist())
-        if len(chosen) >= limit:
-            break
+        chosen += sorted(rng.choice(idx, size=min(each, len(idx)), replace=False).tolist())
     out = []
     for i in chosen[:limit]:
         t = syn.texts[i]
         t = t if len(t) <= 700 else t[:700] + " …"
         tags = "".join(f'<span class="tag">{_e(v)}</span>' for v in syn.label_tuple(i, cols)) if cols else ""
         out.append(f'<div class="card">{tags}<div class="sample">{_e(t)}</div></div>')
-    return f'<p class="muted">{len(chosen[:limit])} of {len(syn)} synthetic samples.</p>' + "".join(out)
+    return (f'<p class="muted">{len(chosen[:limit])} of {len(syn)} synthetic samples, from every one of the '
+            f"{len(groups)} labels.</p>" + "".join(out))
 
 
 def build_report(

@@ -115,30 +115,38 @@ def length_plot(lengths: Mapping[str, Any], *, zero_shot: Mapping[str, Any] | No
     return _png(fig)
 
 
-def votes_plot(dist: Mapping[str, Mapping[str, Any]], *, max_labels: int = 6, iteration: int | None = None) -> bytes | None:
-    """SecPE Fig. 4b: per label, the candidates' votes sorted in decreasing order."""
+def votes_plot(dist: Mapping[str, Mapping[str, Any]], *, max_labels: int = 24, iteration: int | None = None) -> bytes | None:
+    """SecPE Fig. 4b: per label, the candidates' votes sorted in decreasing order — small multiples, one panel per
+    label (every label, up to ``max_labels``; beyond that the panels show the labels with most votes and the
+    caption names how many are left out). Titles are wrapped, never cut."""
+    import textwrap
+
     keys = [k for k in dist if dist[k].get("sorted_votes")]
     if not keys:
         return None
-    keys = sorted(keys, key=lambda k: -float(dist[k].get("total_votes", 0)))[:max_labels]
+    keys = sorted(keys, key=lambda k: -float(dist[k].get("total_votes", 0)))
+    shown = keys[:max_labels]
     plt = _plt()
-    n = len(keys)
-    cols = min(3, n)
+    n = len(shown)
+    cols = min(4, n)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.5 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows + 0.4), squeeze=False)
     for a in axes.flat[n:]:
         a.axis("off")
-    for ax, k in zip(axes.flat, keys, strict=False):
+    for ax, k in zip(axes.flat, shown, strict=False):
         v = dist[k]["sorted_votes"]
         step = int(dist[k].get("sorted_votes_step", 1))
         ax.bar([i * step for i in range(len(v))], v, width=step, color=PALETTE["synthetic"])
         ax.axhline(0, color="black", lw=0.5)
-        ax.set_title(k if len(k) <= 40 else k[:37] + "...", fontsize=8)
-        ax.set_xlabel("candidate (sorted)", fontsize=7)
-        ax.set_ylabel("noisy votes", fontsize=7)
-        ax.tick_params(labelsize=7)
+        ax.set_title("\n".join(textwrap.wrap(str(k), 32)), fontsize=7)
+        ax.set_xlabel("candidate (sorted)", fontsize=6)
+        ax.set_ylabel("noisy votes", fontsize=6)
+        ax.tick_params(labelsize=6)
     title = "Vote distribution per label" + (f" (iteration {iteration})" if iteration is not None else "")
-    fig.suptitle(title, fontsize=10)
+    if len(keys) > n:
+        title += f" — the {n} labels with most votes; {len(keys) - n} more in the table below"
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
     return _png(fig)
 
 
