@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import privtext.embed.cache as cache_mod
-from privtext.embed import CachedEmbedder, EmbeddingStore, build_embedder, text_key
+from privtext.embed import CachedEmbedder, EmbeddingStore, build_embedder
 from privtext.embed.cache import FILENAME
 from privtext.embed.hashing import HashingEmbedder
 from privtext.errors import ConfigError, DataError, UnknownNameError
@@ -42,7 +42,7 @@ def test_storage_is_sqlite_not_pickle(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / FILENAME)
     rows = db.execute("SELECT model, key, dim, vec FROM emb ORDER BY key").fetchall()
     assert len(rows) == 2 and all(r[0] == c.name and r[2] == 8 and len(r[3]) == 32 for r in rows)
-    assert {r[1] for r in rows} == {text_key("hello"), text_key("world")}
+    assert {r[1] for r in rows} == {c.store.key("hello"), c.store.key("world")}
 
 
 def test_duplicates_in_one_call_are_embedded_once(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_a_corrupt_row_is_recomputed(tmp_path: Path) -> None:
     c = CachedEmbedder(inner, tmp_path)
     good = c.embed(["x", "y"])
     db = sqlite3.connect(tmp_path / FILENAME)
-    db.execute("UPDATE emb SET vec = ? WHERE key = ?", (b"\x00" * 7, text_key("x")))
+    db.execute("UPDATE emb SET vec = ? WHERE key = ?", (b"\x00" * 7, c.store.key("x")))
     db.commit()
     db.close()
     inner.seen.clear()
@@ -130,9 +130,9 @@ def test_killed_mid_write_leaves_a_consistent_cache(tmp_path: Path) -> None:
     ref = HashingEmbedder(dim=64)
     store = EmbeddingStore(tmp_path)
     texts = [f"text 0 {j}" for j in range(500)]
-    got = store.get_many(ref.name, [text_key(t) for t in texts], 64)
+    got = store.get_many(ref.name, [store.key(t) for t in texts], 64)
     assert len(got) == 500
-    assert np.array_equal(np.stack([got[text_key(t)] for t in texts]), ref.embed(texts))
+    assert np.array_equal(np.stack([got[store.key(t)] for t in texts]), ref.embed(texts))
 
 
 def test_build_embedder_wraps_with_the_cache(tmp_path: Path) -> None:
@@ -174,3 +174,52 @@ def test_embedder_cache_survives_another_process(tmp_path: Path) -> None:
     inner = Counting(dim=16)
     x = CachedEmbedder(inner, tmp_path).embed(["alpha", "beta"])
     assert inner.seen == [] and np.array_equal(x, HashingEmbedder(dim=16).embed(["alpha", "beta"]))
+
+
+def test_keys_are_salted_per_cache_and_files_are_private(tmp_path: Path) -> None:
+    """An unsalted hash would let whoever holds the cache test whether a text was private: the same text gets a
+    different key in two caches, the plain hash finds nothing, and the files are readable by the owner only."""
+    import hashlib
+    import os
+    import stat
+
+    a = CachedEmbedder(HashingEmbedder(dim=8), tmp_path / "a")
+    b = CachedEmbedder(HashingEmbedder(dim=8), tmp_path / "b")
+    a.embed(["a private note"])
+    b.embed(["a private note"])
+    assert a.store.key("a private note") != b.store.key("a private note")
+    plain = hashlib.blake2b(b"a private note", digest_size=16).digest()
+    assert a.store.get_many(a.name, [plain], 8) == {}
+    assert len(a.store.get_many(a.name, [a.store.key("a private note")], 8)) == 1
+    for p in (tmp_path / "a" / "salt", tmp_path / "a" / FILENAME):
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o600, p
+    assert stat.S_IMODE(os.stat(tmp_path / "a").st_mode) == 0o700
+    for suffix in ("-wal", "-shm"):
+        f = tmp_path / "a" / f"{FILENAME}{suffix}"
+        if f.exists():
+            assert stat.S_IMODE(os.stat(f).st_mode) == 0o600
+    # reopening reads the vectors back with the same salt
+    again = CachedEmbedder(Counting(dim=8), tmp_path / "a")
+    again.embed(["a private note"])
+    assert again.inner.seen == [] and again.hits == 1
+
+
+def test_a_cache_without_its_salt_is_refused(tmp_path: Path) -> None:
+    from privtext.errors import BackendError
+
+    CachedEmbedder(HashingEmbedder(dim=8), tmp_path).embed(["x"])
+    (tmp_path / "salt").unlink()
+    with pytest.raises(BackendError, match="no salt file"):
+        CachedEmbedder(HashingEmbedder(dim=8), tmp_path)
+
+
+def test_two_processes_agree_on_the_salt(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from privtext.embed.cache import load_or_create_salt; from pathlib import Path; "
+            "sys.stdout.write(load_or_create_salt(Path(sys.argv[1])).hex())")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    salts = {p.communicate()[0] for p in procs}
+    assert len(salts) == 1 and len(next(iter(salts))) == 64

@@ -1,19 +1,31 @@
-"""An on-disk embedding cache keyed by (model id, text hash): a text is embedded once per run, and a resumed run
-reads its vectors back instead of recomputing them.
+"""An on-disk embedding cache keyed by (model id, salted text hash): a text is embedded once per run, and a
+resumed run reads its vectors back instead of recomputing them.
 
 Storage is one SQLite file, ``<cache_dir>/embeddings.sqlite`` (no pickle): a table of
-``(model TEXT, key BLOB, dim INTEGER, vec BLOB)`` where ``key`` is the 16-byte BLAKE2b hash of the UTF-8 text and
-``vec`` the float32 little-endian bytes. Every batch of new vectors is written in one transaction (WAL journal),
-so a process killed mid-write leaves the file as it was before that batch or after it, never half-written; a
-row whose length does not match its ``dim`` is treated as missing and recomputed. Several processes may share a
-cache (SQLite's locking, with a generous busy timeout).
+``(model TEXT, key BLOB, dim INTEGER, vec BLOB)`` where ``key`` is the 16-byte **keyed** BLAKE2b hash of the
+UTF-8 text and ``vec`` the float32 little-endian bytes. Every batch of new vectors is written in one transaction
+(WAL journal), so a process killed mid-write leaves the file as it was before that batch or after it, never
+half-written; a row whose length does not match its ``dim`` is treated as missing and recomputed. Several
+processes may share a cache (SQLite's locking, with a generous busy timeout).
+
+**Why salted.** The cache holds embeddings of private texts. With an unsalted hash, whoever holds the cache file
+could test whether a given text was private (hash it, look it up). The key of this cache is a 32-byte random
+salt, created with the cache (``<cache_dir>/salt``, written once with ``O_EXCL`` so concurrent processes agree,
+mode 0600) and kept beside the data: the cache folder is mode 0700 and its files 0600. This protects a cache
+file that leaks alone; it does not protect against whoever has both the salt and the cache — the cache is as
+private as the data, and lives under the run's ``private/`` folder by default. A cache whose rows exist but whose
+salt is missing cannot be read (its keys are unusable): it is refused with a clear error instead of silently
+mixing keys.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,8 +47,38 @@ CREATE TABLE IF NOT EXISTS emb (
 """
 
 
-def text_key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+SALT = "salt"
+_SALT_BYTES = 32
+
+
+def text_key(text: str, salt: bytes) -> bytes:
+    """The cache key of ``text``: keyed BLAKE2b (``salt`` is the cache's secret salt)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), key=salt, digest_size=16).digest()
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def load_or_create_salt(cache_dir: Path) -> bytes:
+    """The cache's salt: read it, or create it race-free (``O_EXCL``: the first process wins, the others read)."""
+    p = cache_dir / SALT
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # the winner may still be writing its 32 bytes
+            data = p.read_bytes()
+            if len(data) == _SALT_BYTES:
+                return data
+            time.sleep(0.02)
+        raise BackendError(f"embedding cache salt {p} is damaged ({len(data)} bytes); delete the cache to rebuild") from None
+    salt = secrets.token_bytes(_SALT_BYTES)
+    with os.fdopen(fd, "wb") as f:
+        f.write(salt)
+        f.flush()
+        os.fsync(f.fileno())
+    return salt
 
 
 class EmbeddingStore:
@@ -44,8 +86,12 @@ class EmbeddingStore:
 
     def __init__(self, cache_dir: str | Path):
         self.dir = Path(cache_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.dir)
         self.path = self.dir / FILENAME
+        if self.path.exists() and not (self.dir / SALT).exists():
+            raise BackendError(f"embedding cache {self.path} has no salt file ({self.dir / SALT}): its keys cannot be "
+                               "read; delete the cache folder to rebuild it")
+        self.salt = load_or_create_salt(self.dir)
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
@@ -54,6 +100,17 @@ class EmbeddingStore:
             self._db.execute(_SCHEMA)
         except sqlite3.DatabaseError as e:
             raise BackendError(f"embedding cache {self.path} cannot be opened ({e}); delete it to rebuild") from None
+        self._restrict()
+
+    def _restrict(self) -> None:
+        """The database and its WAL/SHM files: mode 0600 (they hold embeddings of private texts)."""
+        for suffix in ("", "-wal", "-shm"):
+            f = Path(f"{self.path}{suffix}")
+            if f.exists():
+                os.chmod(f, 0o600)
+
+    def key(self, text: str) -> bytes:
+        return text_key(text, self.salt)
 
     def get_many(self, model: str, keys: Sequence[bytes], dim: int) -> dict[bytes, np.ndarray]:
         out: dict[bytes, np.ndarray] = {}
@@ -78,6 +135,7 @@ class EmbeddingStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            self._restrict()
 
     def count(self, model: str | None = None) -> int:
         with self._lock:
@@ -117,7 +175,7 @@ class CachedEmbedder:
         dim = self.dim
         if not texts:
             return np.zeros((0, dim), dtype=np.float32)
-        keys = [text_key(t) for t in texts]
+        keys = [self.store.key(t) for t in texts]
         unique = list(dict.fromkeys(keys))
         found = self.store.get_many(self.name, unique, dim)
         missing_keys = [k for k in unique if k not in found]
