@@ -24,7 +24,7 @@ VOCAB = PublicVocabulary(WORDS)
 
 
 def _doc(rng: np.random.Generator) -> str:
-    return " ".join(rng.choice(WORDS + ("filler", "the", "and"), size=int(rng.integers(0, 30))))
+    return " ".join(rng.choice((*WORDS, "filler", "the", "and"), size=int(rng.integers(0, 30))))
 
 
 def _hist(texts: list[str], r: int) -> np.ndarray:
@@ -45,7 +45,7 @@ def test_add_remove_changes_the_histogram_by_at_most_r(r: int, any_seed: int) ->
         assert add == min(r, n_terms) <= vocabulary_sensitivity(r, "add_remove")
         if texts:
             j = int(rng.integers(len(texts)))
-            replaced = texts[:j] + [y] + texts[j + 1:]
+            replaced = [*texts[:j], y, *texts[j + 1:]]
             assert np.abs(_hist(replaced, r) - h).sum() <= vocabulary_sensitivity(r, "replace_one") == 2 * r
     rich = " ".join(WORDS)
     assert np.abs(_hist([rich], r) - _hist([], r)).sum() == r

@@ -593,11 +593,13 @@ class TermScorer:
             raise ConfigError(f"a prefix of {j} terms leaves no block for the next term in a {self.sketch.blocks}-"
                               "block sketch")
         s = self.sketch.noisy[class_index]
-        c = self.proj.window_projection(prefixes) + self.sketch.features.offsets
+        uniq, inverse = np.unique(prefixes, axis=0, return_inverse=True)  # rows sharing a prefix: one score row
+        c = self.proj.window_projection(uniq) + self.sketch.features.offsets
         cos_p, sin_p = self.proj.trig(j)
         a = np.cos(c) * s
         b = np.sin(c) * s
-        return SQRT2 * (a @ cos_p.T - b @ sin_p.T) / self.sketch.features.n_features
+        out = SQRT2 * (a @ cos_p.T - b @ sin_p.T) / self.sketch.features.n_features
+        return out[np.asarray(inverse).reshape(-1)]
 
 
 def score_noise_std(sketch: KDESketch) -> float:
