@@ -162,7 +162,7 @@ class CoralClassifier:
             x_target: np.ndarray | None = None) -> CoralClassifier:
         torch = _torch()
         o = self.options
-        xs = np.asarray(x_source, dtype=np.float64)
+        xs = np.ascontiguousarray(x_source, dtype=np.float64)
         if xs.ndim != 2 or len(xs) == 0:
             raise DataError(f"x_source must be a non-empty 2-d array, got shape {xs.shape}")
         ys = [str(y) for y in y_source]
@@ -173,7 +173,7 @@ class CoralClassifier:
         if use_coral:
             if x_target is None:
                 raise DataError("coral_weight > 0 needs unlabelled target embeddings (x_target)")
-            xt = np.asarray(x_target, dtype=np.float64)
+            xt = np.ascontiguousarray(x_target, dtype=np.float64)
             if xt.ndim != 2 or xt.shape[1] != xs.shape[1] or len(xt) < 2:
                 raise DataError(f"x_target must have at least 2 rows of dimension {xs.shape[1]}, got {xt.shape}")
         self.classes_ = sorted(set(ys))
@@ -222,7 +222,7 @@ class CoralClassifier:
             raise DataError("fit the classifier first")
         layer = layer or self.options.coral_layer
         with torch.no_grad(), _torch_threads(self.options.threads):
-            hid, logits = self._forward(torch.from_numpy(np.asarray(x, dtype=np.float64)))
+            hid, logits = self._forward(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)))
         return (logits if layer == "logits" else hid).numpy()
 
     def predict(self, x: np.ndarray) -> list[str]:
