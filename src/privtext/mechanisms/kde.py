@@ -59,7 +59,9 @@ mean form divides by |X|). A term v ∈ Ṽ is drawn with probability max(K̃_c(
 clipping is ours (noisy scores can be negative, and negative weights are no probabilities; DESIGN "noisy
 histograms with negative entries used as sampling probabilities"); when every score is ≤ 0 the draw is uniform.
 Both are post-processing. The distribution is invariant to a positive rescaling of the sketch, which is why the
-sum sketch loses nothing by not dividing by the (private) class size.
+sum sketch loses nothing by not dividing by the (private) class size. ``threshold`` κ (post-processing too)
+subtracts κ·σ first, σ = √2·b/√I the public standard deviation of a score's noise (:func:`score_noise_std`):
+terms that do not rise above the noise floor get no probability.
 
 Sequences and ensembles (§2 (ii), App A.2, Thm A.1)
 ---------------------------------------------------
