@@ -1,0 +1,399 @@
+"""DP-KPS as a library (dpkps.txt §2, Fig 3): DP vocabulary → per-class DP-KDE sketches → keyphrase sequences →
+one generator prompt per sequence. Not yet wired to ``method: dpkps`` (config/CLI); inputs are kept narrow so
+that wiring is thin.
+
+Pipeline
+--------
+1. **DP vocabulary** (App A.1, :func:`privtext.mechanisms.vocabulary.dp_vocabulary`): each private document's
+   first r public-vocabulary terms, Laplace histogram of scale r/ε_vocab, top ``vocab_size`` → Ṽ. ε_vocab.
+2. **Embed Ṽ** with the run's embedder (public: Ṽ is released). Rows are renormalised to unit length (Thm A.1
+   assumes unit-norm blocks).
+3. **Per-class DP-KDE sketches** (§2, App A.2, :mod:`privtext.mechanisms.kde`): a document's keyphrases are the
+   Ṽ terms it contains, in order of first occurrence (first ``max_terms``); one sketch per block count of the
+   sequence mode (independent: 1; iterative: ⌈log₂ L⌉ (log) or L (linear)), each ε_kde/K, every sketch holding
+   all classes (parallel composition over the disjoint classes). The random Fourier features of each sketch
+   are public randomness with bandwidth h·√m.
+4. **Sequences** (post-processing): ``n_per_class`` sequences of L terms per class, independent or iterative.
+5. **Prompts** (post-processing): ``generator.seeded(sequences, doc_type)`` — one prompt per sequence, naming
+   only the document type and the terms (the family's ``seeded`` template), never the class; each text takes
+   the class of the sketch its sequence came from.
+
+Guarantee: pure (ε_vocab + ε_kde)-DP for add/remove-one-document neighbours (``neighbouring="replace_one"``:
+the same ε for replace-one neighbours, with twice the noise). The event is
+``ComposedDpEvent([LaplaceDpEvent(1/ε_vocab), ComposedDpEvent([LaplaceDpEvent(K/ε_kde)] * K)])``, built without
+data by :func:`dpkps_event`; :func:`dpkps_plan` lists the releases in order.
+
+What is treated as public: the public vocabulary, the class names (``classes``: the label schema, never derived
+from the private labels), ``n_per_class``, every parameter of :class:`DPKPSParams`, the embedder and generator,
+and the random features. Private: the texts and their labels. ``record(release)`` is called with a
+:class:`PlannedRelease` before each noisy release reads any private data (pass a ledger's record function).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data.vocabulary import PublicVocabulary
+from ..errors import ConfigError, DataError, InvalidPrivacyParameter
+from ..mechanisms.kde import (
+    BlockProjections,
+    Ensemble,
+    KDESketch,
+    NoiseMode,
+    RandomFourierFeatures,
+    SequenceMode,
+    Weighting,
+    dp_kde_sketch_terms,
+    ensemble_blocks,
+    ensemble_epsilons,
+    kde_ensemble_event,
+    kde_event,
+    sample_sequences,
+    sketch_sensitivity,
+)
+from ..mechanisms.vocabulary import (
+    Neighbouring,
+    VocabularyRelease,
+    check_epsilon,
+    check_neighbouring,
+    dp_vocabulary,
+    vocabulary_event,
+    vocabulary_sensitivity,
+)
+
+
+def _pos_int(name: str, v: Any, *, allow_none: bool = False) -> None:
+    if v is None and allow_none:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ConfigError(f"dpkps.{name} must be a positive integer, got {v!r}")
+
+
+@dataclass(frozen=True)
+class DPKPSParams:
+    """Every public parameter of a DP-KPS run (the future ``dpkps:`` config section).
+
+    ``r``, ``vocab_size`` and ``length`` default to the paper's experiments (§3 "Method components": r = 10,
+    |Ṽ| = 1000, L = 10). ``bandwidth``, ``n_features`` and ``threshold`` default to what worked on the Yelp
+    validation slice with MiniLM (docs/dpkps.md): the paper's h = 1 made the sampled sequences chance-level even
+    without noise (the KDE of unit-norm word embeddings is nearly flat at h = 1), and the Laplace noise of a
+    score grows like √I, so few features are better at ε ≤ 15 on corpora of thousands of records."""
+
+    epsilon_vocab: float
+    epsilon_kde: float
+    r: int = 10  # terms per document in the vocabulary histogram (App A.1's S)
+    vocab_size: int = 1000  # |Ṽ|
+    length: int = 10  # L, keyphrases per sequence
+    sequence: SequenceMode = "independent"
+    ensemble: Ensemble = "log"
+    n_features: int = 256  # I, random Fourier features per sketch
+    bandwidth: float = 0.3  # h, per block (the paper: 1)
+    max_terms: int | None = 64  # keyphrases per document used by the sketches
+    noise: NoiseMode = "sum"
+    weighting: Weighting = "mean"
+    max_points: int | None = None  # per-document cap for weighting="sum"
+    neighbouring: Neighbouring = "add_remove"
+    allow_repeats: bool = False  # may a term appear twice in one sequence
+    threshold: float = 2.0  # κ: scores below κ noise standard deviations get no probability (0: the paper)
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon_vocab, name="epsilon_vocab")
+        check_epsilon(self.epsilon_kde, name="epsilon_kde")
+        for name in ("r", "vocab_size", "length", "n_features"):
+            _pos_int(name, getattr(self, name))
+        _pos_int("max_terms", self.max_terms, allow_none=True)
+        check_neighbouring(self.neighbouring)
+        ensemble_blocks(self.length, sequence=self.sequence, ensemble=self.ensemble)  # validates both
+        sketch_sensitivity(self.n_features, noise=self.noise, weighting=self.weighting, max_points=self.max_points,
+                           neighbouring=self.neighbouring)
+        h = self.bandwidth
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 < h < math.inf:
+            raise ConfigError(f"dpkps.bandwidth must be a positive finite number, got {h!r}")
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
+            raise ConfigError(f"dpkps.threshold must be a finite number ≥ 0, got {t!r}")
+        if not self.allow_repeats and self.vocab_size < self.length:
+            raise ConfigError(f"dpkps.vocab_size={self.vocab_size} < length={self.length}: sequences of distinct "
+                              "terms need at least L terms (or set allow_repeats)")
+        if self.max_terms is not None and self.sequence == "iterative" and self.max_terms < self.length:
+            raise ConfigError(f"dpkps.max_terms={self.max_terms} < length={self.length}: no document could "
+                              "contribute to the L-block sketch")
+
+    @classmethod
+    def from_total(cls, epsilon: float, *, vocab_share: float = 1 / 6, **kw: Any) -> DPKPSParams:
+        """Split one ε: ε_vocab = share·ε, ε_kde = the rest (default 1/6: the paper's ε = 6 = 1 + 5 setting)."""
+        e = check_epsilon(epsilon, name="epsilon")
+        if not 0 < vocab_share < 1:
+            raise InvalidPrivacyParameter(f"vocab_share must be in (0, 1), got {vocab_share!r}")
+        if math.isinf(e):
+            return cls(epsilon_vocab=math.inf, epsilon_kde=math.inf, **kw)
+        return cls(epsilon_vocab=vocab_share * e, epsilon_kde=(1 - vocab_share) * e, **kw)
+
+    @property
+    def epsilon_total(self) -> float:
+        return self.epsilon_vocab + self.epsilon_kde
+
+    @property
+    def blocks(self) -> tuple[int, ...]:
+        """Block counts m of the sketches (one sketch each)."""
+        return ensemble_blocks(self.length, sequence=self.sequence, ensemble=self.ensemble)
+
+
+@dataclass(frozen=True)
+class PlannedRelease:
+    """A noisy release, described before any private data is read (what ``record`` receives)."""
+
+    key: str
+    mechanism: str
+    event: Any  # dp_accounting DpEvent
+    epsilon: float
+    noise_scale: float  # Laplace scale b
+    sensitivity: float  # Δ₁
+    description: str
+
+
+def dpkps_plan(params: DPKPSParams) -> list[PlannedRelease]:
+    """The releases of a run, in order, built without data."""
+    out = [PlannedRelease(
+        key="dpkps/vocabulary",
+        mechanism="laplace",
+        event=vocabulary_event(params.r, params.epsilon_vocab, neighbouring=params.neighbouring),
+        epsilon=params.epsilon_vocab,
+        noise_scale=_scale(vocabulary_sensitivity(params.r, params.neighbouring), params.epsilon_vocab),
+        sensitivity=vocabulary_sensitivity(params.r, params.neighbouring),
+        description=f"DP vocabulary (App A.1): first {params.r} terms per document, Laplace histogram, top "
+                    f"{params.vocab_size}",
+    )]
+    delta = sketch_sensitivity(params.n_features, noise=params.noise, weighting=params.weighting,
+                               max_points=params.max_points, neighbouring=params.neighbouring)
+    for m, eps in zip(params.blocks, ensemble_epsilons(params.epsilon_kde, len(params.blocks)), strict=True):
+        out.append(PlannedRelease(
+            key=f"dpkps/kde/m={m}",
+            mechanism="laplace",
+            event=kde_event(eps),
+            epsilon=eps,
+            noise_scale=_scale(delta, eps),
+            sensitivity=delta,
+            description=f"DP-KDE sketch over {m}-term windows, all classes (parallel composition), "
+                        f"{params.n_features} random Fourier features, noise={params.noise}",
+        ))
+    return out
+
+
+def _scale(delta: float, eps: float) -> float:
+    return 0.0 if math.isinf(eps) else delta / eps
+
+
+def dpkps_event(params: DPKPSParams) -> Any:
+    """The run's event, without data: ``ComposedDpEvent([vocabulary, ComposedDpEvent(sketches)])``."""
+    import dp_accounting
+
+    return dp_accounting.ComposedDpEvent([
+        vocabulary_event(params.r, params.epsilon_vocab, neighbouring=params.neighbouring),
+        kde_ensemble_event(params.epsilon_kde, len(params.blocks)),
+    ])
+
+
+@dataclass(frozen=True)
+class KeyphraseSequences:
+    """The released (DP) part of a run: Ṽ, the sketches and the sampled sequences, class by class."""
+
+    classes: tuple[str, ...]
+    vocabulary: VocabularyRelease
+    sketches: tuple[KDESketch, ...]
+    sequences: tuple[tuple[str, ...], ...]  # class-major: all of classes[0], then classes[1], ...
+    labels: tuple[str, ...]  # the class of each sequence
+    event: Any
+    releases: tuple[PlannedRelease, ...]
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        return self.vocabulary.terms
+
+
+@dataclass(frozen=True)
+class DPKPSResult:
+    texts: list[str]
+    labels: list[str]
+    keyphrases: KeyphraseSequences
+    doc_type: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sequences(self) -> tuple[tuple[str, ...], ...]:
+        return self.keyphrases.sequences
+
+    @property
+    def event(self) -> Any:
+        return self.keyphrases.event
+
+
+def _class_ids(labels: Sequence[Any], classes: Sequence[str]) -> np.ndarray:
+    index = {c: i for i, c in enumerate(classes)}
+    if len(index) != len(classes):
+        raise ConfigError(f"classes must be distinct, got {list(classes)}")
+    out = np.empty(len(labels), dtype=np.int64)
+    bad: list[str] = []
+    for j, lab in enumerate(labels):
+        i = index.get(str(lab))
+        if i is None:
+            if len(bad) < 5:
+                bad.append(repr(lab))
+            out[j] = -1
+        else:
+            out[j] = i
+    if bad:
+        raise DataError(f"private label(s) {', '.join(bad)} are not among the declared classes {list(classes)}")
+    return out
+
+
+def _counts(n_per_class: int | Mapping[str, int], classes: Sequence[str]) -> list[int]:
+    if isinstance(n_per_class, Mapping):
+        missing = [c for c in classes if c not in n_per_class]
+        extra = [c for c in n_per_class if c not in classes]
+        if missing or extra:
+            raise ConfigError(f"n_per_class must name exactly the classes {list(classes)}; missing {missing}, "
+                              f"unknown {extra}")
+        vals = [n_per_class[c] for c in classes]
+    else:
+        vals = [n_per_class] * len(classes)
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ConfigError(f"n_per_class values must be non-negative integers, got {v!r}")
+    return [int(v) for v in vals]
+
+
+def _embed_terms(embedder: Any, terms: Sequence[str]) -> np.ndarray:
+    e = np.asarray(embedder.embed(list(terms)), dtype=np.float64)
+    if e.shape != (len(terms), int(embedder.dim)):
+        raise DataError(f"embedder returned shape {e.shape} for {len(terms)} terms of dimension {embedder.dim}")
+    n = np.linalg.norm(e, axis=1, keepdims=True)
+    if not np.all(np.isfinite(e)) or np.any(n == 0):
+        raise DataError("embedder returned a zero or non-finite vector for a vocabulary term")
+    return e / n
+
+
+def dpkps_sequences(
+    private_texts: Sequence[str],
+    private_labels: Sequence[Any],
+    *,
+    classes: Sequence[str],
+    public_vocabulary: PublicVocabulary,
+    embedder: Any,
+    params: DPKPSParams,
+    n_per_class: int | Mapping[str, int],
+    rng: np.random.Generator,
+    record: Callable[[PlannedRelease], Any] | None = None,
+) -> KeyphraseSequences:
+    """Steps 1–4: the DP vocabulary, the sketches and the keyphrase sequences (no generator call)."""
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    classes = tuple(str(c) for c in classes)
+    if not classes:
+        raise ConfigError("classes must list the public label values (at least one)")
+    counts = _counts(n_per_class, classes)
+    if isinstance(private_texts, str) or len(private_texts) != len(private_labels):
+        raise DataError(f"{len(private_texts)} private texts but {len(private_labels)} labels")
+    if params.vocab_size > len(public_vocabulary):
+        raise ConfigError(f"dpkps.vocab_size={params.vocab_size} exceeds the public vocabulary's "
+                          f"{len(public_vocabulary)} terms")
+    plan = dpkps_plan(params)
+    rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
+
+    def before(k: int) -> Callable[[Any], None]:
+        def call(event: Any) -> None:
+            if event != plan[k].event:  # the mechanism's own event must be the planned one
+                raise InvalidPrivacyParameter(f"release {plan[k].key}: event {event} differs from the plan")
+            if record is not None:
+                record(plan[k])
+        return call
+
+    # 1. DP vocabulary
+    vocab_release, vocab_ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r,
+                                            epsilon=params.epsilon_vocab, size=params.vocab_size, rng=rng_vocab,
+                                            neighbouring=params.neighbouring, before_release=before(0))
+    dp_vocab = vocab_release.vocabulary(public_vocabulary)
+    # 2. embed Ṽ (public)
+    emb = _embed_terms(embedder, dp_vocab.terms)
+    # 3. sketches, one per block count
+    blocks = params.blocks
+    eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
+    feats = [RandomFourierFeatures.draw(m * emb.shape[1], params.n_features,
+                                        bandwidth=params.bandwidth * math.sqrt(m), rng=r_)
+             for m, r_ in zip(blocks, rng_features.spawn(len(blocks)), strict=True)]
+    projections = [BlockProjections(emb, f, m) for f, m in zip(feats, blocks, strict=True)]
+    doc_terms: list[list[int]] | None = None
+    doc_classes: np.ndarray | None = None
+    sketches: list[KDESketch] = []
+    events: list[Any] = []
+    for k, (proj, eps, r_) in enumerate(zip(projections, eps_each, rng_kde.spawn(len(blocks)), strict=True)):
+        before(k + 1)(kde_event(eps))  # recorded before the private texts are matched against Ṽ
+        if doc_terms is None:
+            doc_classes = _class_ids(private_labels, classes)
+            doc_terms = dp_vocab.matcher().find_all(private_texts, max_terms=params.max_terms)
+        assert doc_classes is not None
+        sketch, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=len(classes), projections=proj,
+                                         epsilon=eps, rng=r_, max_terms=params.max_terms, noise=params.noise,
+                                         weighting=params.weighting, max_points=params.max_points,
+                                         neighbouring=params.neighbouring)
+        sketches.append(sketch)
+        events.append(ev)
+    del doc_terms, doc_classes
+    # 4. sequences (post-processing of the releases)
+    ids = sample_sequences(sketches, projections, counts=counts, length=params.length, sequence=params.sequence,
+                           rng=rng_sample, allow_repeats=params.allow_repeats,
+                           threshold=params.threshold)
+    seqs: list[tuple[str, ...]] = []
+    labels: list[str] = []
+    for c, arr in zip(classes, ids, strict=True):
+        for row in arr:
+            seqs.append(tuple(dp_vocab.terms[i] for i in row))
+            labels.append(c)
+    import dp_accounting
+
+    event = dp_accounting.ComposedDpEvent([vocab_ev, dp_accounting.ComposedDpEvent(events)])
+    return KeyphraseSequences(classes=classes, vocabulary=vocab_release, sketches=tuple(sketches),
+                              sequences=tuple(seqs), labels=tuple(labels), event=event, releases=tuple(plan))
+
+
+def run_dpkps(
+    private_texts: Sequence[str],
+    private_labels: Sequence[Any],
+    *,
+    classes: Sequence[str],
+    public_vocabulary: PublicVocabulary,
+    embedder: Any,
+    generator: Any,
+    params: DPKPSParams,
+    n_per_class: int | Mapping[str, int],
+    rng: np.random.Generator,
+    doc_type: str | None = None,
+    record: Callable[[PlannedRelease], Any] | None = None,
+    batch_size: int = 256,
+) -> DPKPSResult:
+    """Steps 1–5: synthetic texts with their classes. One ``generator.seeded`` prompt per sequence; the prompt
+    names ``doc_type`` (default: the generator's prompt family's document type) and the terms only."""
+    _pos_int("batch_size", batch_size)
+    if doc_type is None:
+        family = getattr(generator, "family", None)
+        doc_type = getattr(family, "doc_type", None) or "text"
+    rng_seq, rng_gen = rng.spawn(2)
+    kp = dpkps_sequences(private_texts, private_labels, classes=classes, public_vocabulary=public_vocabulary,
+                         embedder=embedder, params=params, n_per_class=n_per_class, rng=rng_seq, record=record)
+    texts: list[str] = []
+    seqs = [list(s) for s in kp.sequences]
+    for s in range(0, len(seqs), batch_size):
+        texts.extend(generator.seeded(seqs[s:s + batch_size], doc_type, rng=rng_gen))
+    if len(texts) != len(seqs):
+        raise DataError(f"the generator returned {len(texts)} texts for {len(seqs)} prompts")
+    return DPKPSResult(texts=texts, labels=list(kp.labels), keyphrases=kp, doc_type=doc_type,
+                       meta={"prompts": len(seqs)})
+
+
+__all__ = ["DPKPSParams", "DPKPSResult", "KeyphraseSequences", "PlannedRelease", "dpkps_event", "dpkps_plan",
+           "dpkps_sequences", "run_dpkps"]
