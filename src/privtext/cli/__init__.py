@@ -19,6 +19,7 @@ def _mount() -> None:
     if _MOUNTED:
         return
     _MOUNTED = True
+    from .audit import register as register_audit
     from .budget import app as budget_app
     from .evaluate import register as register_evaluate
     from .run import register as register_run
@@ -26,6 +27,7 @@ def _mount() -> None:
     app.add_typer(budget_app, name="budget", help="Privacy calculators: noise, ε, μ, (p, r).")
     register_run(app)
     register_evaluate(app)
+    register_audit(app)
 
 
 def main(argv: list[str] | None = None) -> None:
