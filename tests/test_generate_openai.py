@@ -79,43 +79,65 @@ def test_transient_faults_are_retried(server: OpenAIServer, fault: Fault, mode: 
     g.close()
 
 
+def _recording_sleep(g) -> list[float]:
+    """Replace the client's sleep with a recorder (the waits it asked for, without waiting)."""
+    waits: list[float] = []
+    g.client._sleep = waits.append
+    return waits
+
+
 def test_timeout_is_retried(server: OpenAIServer) -> None:
     g = make(server, timeout=0.3, max_concurrency=1)
     server.inject(Fault.timeout(2.0))
-    t0 = time.perf_counter()
     out = g.random(None, 2, rng=rng())
     assert len(out) == 2 and g.stats.retries == 1
+    g.close()
+
+
+@pytest.mark.timing
+def test_timeout_is_retried_promptly(server: OpenAIServer) -> None:
+    g = make(server, timeout=0.3, max_concurrency=1)
+    server.inject(Fault.timeout(2.0))
+    t0 = time.perf_counter()
+    g.random(None, 2, rng=rng())
     assert 0.3 <= time.perf_counter() - t0 < 2.0
     g.close()
 
 
 def test_retry_after_seconds_is_honoured(server: OpenAIServer) -> None:
     g = make(server, backoff_base=0.001, backoff_max=0.001)
+    waits = _recording_sleep(g)
     server.inject(Fault.status(429, retry_after=1))
-    t0 = time.perf_counter()
     out = g.random(None, 1, rng=rng())
-    elapsed = time.perf_counter() - t0
     assert len(out) == 1 and g.stats.retries == 1
-    assert elapsed >= 0.95, elapsed  # the backoff alone would wait 1 ms
+    assert waits == [1.0]  # the server's Retry-After, not the 1 ms backoff
 
 
 def test_retry_after_http_date_is_honoured(server: OpenAIServer) -> None:
     g = make(server, backoff_base=0.001, backoff_max=0.001)
-    when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: waits 1-2 s
+    waits = _recording_sleep(g)
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1-2 s from now
     server.inject(Fault.status(503, retry_after=when))
-    t0 = time.perf_counter()
     assert len(g.random(None, 1, rng=rng())) == 1
-    assert time.perf_counter() - t0 >= 0.9
-    assert g.stats.retries == 1
+    assert len(waits) == 1 and 0.9 <= waits[0] <= 2.1 and g.stats.retries == 1
+
+
+@pytest.mark.timing
+def test_retry_after_is_really_waited(server: OpenAIServer) -> None:
+    g = make(server, backoff_base=0.001, backoff_max=0.001)
+    server.inject(Fault.status(429, retry_after=1))
+    t0 = time.perf_counter()
+    g.random(None, 1, rng=rng())
+    assert time.perf_counter() - t0 >= 0.95
 
 
 def test_retry_after_beyond_the_limit_gives_up(server: OpenAIServer) -> None:
     g = make(server, max_retry_after=5)
+    waits = _recording_sleep(g)
     server.inject(Fault.status(429, retry_after=3600))
-    t0 = time.perf_counter()
     with pytest.raises(BackendError, match="retry after 3600 s"):
         g.random(None, 1, rng=rng())
-    assert time.perf_counter() - t0 < 1.0
+    assert waits == []  # gave up at once, without waiting
 
 
 def test_parse_retry_after() -> None:
@@ -240,17 +262,26 @@ def test_prompts_are_logged_before_any_request(server: OpenAIServer) -> None:
     assert seen and min(seen) == 3  # all three prompts were in the log when the first request arrived
 
 
-def test_concurrency_keeps_order_and_saves_time(server: OpenAIServer) -> None:
+def test_concurrency_keeps_order(server: OpenAIServer) -> None:
     texts = [f"text number {i} about soup and bread" for i in range(6)]
     serial = make(server, max_concurrency=1)
     ref = serial.variation(texts, None, VariationSpec(kind="paraphrase"), rng=rng(5))
     par = make(server, max_concurrency=6)
+    server.inject(*[Fault.delay(0.2) for _ in range(6)])
+    before = len(server.requests)
+    out = par.variation(texts, None, VariationSpec(kind="paraphrase"), rng=rng(5))
+    assert out == ref  # answers arrive out of order; the outputs keep the inputs' order
+    assert len(server.requests) - before == 6
+
+
+@pytest.mark.timing
+def test_concurrency_saves_time(server: OpenAIServer) -> None:
+    texts = [f"text number {i} about soup and bread" for i in range(6)]
+    par = make(server, max_concurrency=6)
     server.inject(*[Fault.delay(0.4) for _ in range(6)])
     t0 = time.perf_counter()
-    out = par.variation(texts, None, VariationSpec(kind="paraphrase"), rng=rng(5))
-    dt = time.perf_counter() - t0
-    assert out == ref
-    assert dt < 6 * 0.4 * 0.6, dt  # the six delayed requests overlapped
+    par.variation(texts, None, VariationSpec(kind="paraphrase"), rng=rng(5))
+    assert time.perf_counter() - t0 < 6 * 0.4 * 0.6  # the six delayed requests overlapped
 
 
 def test_each_request_carries_its_own_seed(server: OpenAIServer) -> None:

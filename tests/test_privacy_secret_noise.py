@@ -151,11 +151,14 @@ def test_groups_split_by_rho_multiset_and_budget() -> None:
     assert full.secret_sigma_exact.all() and full.sigma == pytest.approx(res.sigma, rel=1e-12)
 
 
-def test_secret_with_no_sampled_holder_costs_nothing() -> None:
-    m = sp.csr_matrix(np.array([[1, 1]]))  # one record holding both secrets, η tiny
+def test_one_record_holding_two_secrets_is_one_group_at_the_gaussian_noise() -> None:
+    """One record holds both secrets, sampled with ρ = 1: each secret is a deterministic shift of 1, so its σ is
+    the Gaussian mechanism's, √T/μ with μ = Φ⁻¹(1−p) − Φ⁻¹(1−r) (Eq 4), and the two secrets form one group."""
+    m = sp.csr_matrix(np.array([[1, 1]]))
     res = secret_noise(m, p=1e-4, r=2e-4, compositions=2, sampling="max")
-    assert res.sigma > 0
+    mu = float(mu_from_pr(1e-4, 2e-4))
     assert res.rho[0] == 1.0 and len(res.group_info) == 1
+    assert res.sigma == pytest.approx(math.sqrt(2) / mu, rel=2e-3)
 
 
 def test_paper_approximation_underestimates_sigma_for_a_mixture() -> None:

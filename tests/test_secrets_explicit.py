@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import pytest
@@ -88,9 +87,19 @@ def test_thousands_of_secrets_scale() -> None:
         body = " ".join(rng.choice(words, size=40))
         texts.append(f"{body} {secrets[i]} {body}" if i % 3 == 0 else body)
     d = ExplicitDetector(secrets=secrets)
-    t0 = time.perf_counter()
+
+    class Counting:  # the one compiled trie pattern, wrapped to count scans
+        def __init__(self, pat):
+            self.pat, self.scans = pat, 0
+
+        def finditer(self, text):
+            self.scans += 1
+            return self.pat.finditer(text)
+
+    counting = Counting(d._pattern)
+    d._pattern = counting
     m = d.detect(texts)
-    elapsed = time.perf_counter() - t0
     assert m.private_mask().sum() == 1000
     assert m.n_secrets == 1000  # only held secrets get a column
-    assert elapsed < 5.0, f"explicit detection took {elapsed:.1f}s for 3000 texts × 5000 secrets"
+    # 5000 secrets are one trie-shaped pattern, and each text is scanned once (not once per secret)
+    assert counting.scans == len(texts)

@@ -1,9 +1,9 @@
 """The ``hf`` detector with a tiny randomly initialised BERT and a tokenizer trained here (no downloads).
 
 The classifier head is set by hand (zero weights, a bias) so the labels are known: this checks loading, the
-label → type mapping, offsets, windowing of long texts and the SecretMatrix, not accuracy. Marked slow: importing
-transformers and torch alone takes 5–20 s on the shared 2-core machine. The conversion of pipeline output to
-mentions is tested fast in test_secrets_mapping.py.
+label → type mapping, offsets, windowing of long texts and the SecretMatrix, not accuracy. In the default suite
+(a detector that cut long texts short would move secrets into the public split); the conversion of pipeline output
+to mentions is also tested in test_secrets_mapping.py.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 torch = pytest.importorskip("torch")
-
-pytestmark = pytest.mark.slow
 
 from privtext.errors import ConfigError  # noqa: E402
 from privtext.secrets import build_detector  # noqa: E402

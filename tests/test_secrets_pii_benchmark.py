@@ -6,8 +6,6 @@ privtext.secrets.evaluate). Skips when the shared data is absent.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from privtext.secrets import build_detector
@@ -27,9 +25,7 @@ def pii_data(shared_data):
 def test_regex_recall_floors_on_presidio_research(pii_data) -> None:
     texts, gold = pii_data
     assert len(texts) == 1500
-    t0 = time.perf_counter()
     m = build_detector("regex").detect(texts)
-    elapsed = time.perf_counter() - t0
     scores = score_spans(texts, gold, m)
     recall = {lab: scores["recall"][lab]["recall"] for lab in FLOORS}
     short = {lab: r for lab, r in recall.items() if r < FLOORS[lab]}
@@ -38,7 +34,6 @@ def test_regex_recall_floors_on_presidio_research(pii_data) -> None:
     # false-positive control: what regex predicts for these types is mostly gold
     for t in ("EMAIL", "PHONE", "CREDIT_CARD", "US_SSN", "IP_ADDRESS", "IBAN"):
         assert scores["precision"][t]["precision"] >= 0.9, (t, scores["precision"][t])
-    assert elapsed < 10, f"regex detection of 1500 records took {elapsed:.1f}s"
 
 
 def test_regex_canonical_values_match_gold_values(pii_data) -> None:
