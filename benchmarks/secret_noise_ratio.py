@@ -1,7 +1,7 @@
 """SecPE Fig 3 (App B.1): the noise ratio σ_GDP/σ_secret, exact and with the paper's approximation.
 
-    python benchmarks/secret_noise_ratio.py [--out artifacts/fig3] [--seed 0] [--compositions 1]
-                                            [--sampling paper] [--quick] [--no-timing] [--no-accuracy]
+    python benchmarks/secret_noise_ratio.py [--out artifacts/fig3] [--seed 0] [--iterations 1]
+                                            [--sample independent] [--quick] [--sample-modes]
 
 Set-up (secpe.txt App B.1): N records, m secrets, each record holds each secret independently with probability
 0.01; p = 1e-4, μ coupled to (p, r) by Eq 4. Two curves:
@@ -38,29 +38,42 @@ from privtext.rng import derive  # noqa: E402
 
 RATIOS = (2, 5, 10, 20, 50, 100, 200, 400)
 SECRETS = (100, 200, 400, 600, 800, 1000)
-COLUMNS = ("curve", "records", "secrets", "r_over_p", "mu", "holders_max", "sigma_gdp_record", "sigma_gdp_group",
-           "sigma_secret_exact", "sigma_secret_paper", "ratio_record_exact", "ratio_record_paper",
-           "ratio_group_exact", "ratio_group_paper", "expected_sampled_exact", "groups_exact", "seconds_exact")
+RULES = ("paper", "auto", "all")
+COLUMNS = ("curve", "records", "secrets", "r_over_p", "mu", "holders_max", "rule", "mode", "sigma_gdp_record",
+           "sigma_gdp_group", "sigma_secret_exact", "sigma_secret_paper", "expected_sampled", "ratio_record_exact",
+           "ratio_group_exact", "ratio_group_paper", "count_error", "count_error_gdp_group", "error_ratio")
+
+
+def _rows(d: dict[str, Any], curve: str) -> list[dict[str, Any]]:
+    out = []
+    for rule, per in d["rules"].items():
+        e, p = per["exact"], per.get("paper", {})
+        out.append({"curve": curve, "records": d["records"], "secrets": d["secrets"], "r_over_p": d["r_over_p"],
+                    "mu": d["mu"], "holders_max": d["holders_max"], "rule": rule, "mode": e["mode"],
+                    "sigma_gdp_record": d["sigma_gdp_record"], "sigma_gdp_group": d["sigma_gdp_group"],
+                    "sigma_secret_exact": e["sigma"], "sigma_secret_paper": p.get("sigma", math.nan),
+                    "expected_sampled": e["expected_sampled"], "ratio_record_exact": e["ratio_record"],
+                    "ratio_group_exact": e["ratio_group"], "ratio_group_paper": p.get("ratio_group", math.nan),
+                    "count_error": e["count_error"], "count_error_gdp_group": d["count_error_gdp_group"],
+                    "error_ratio": e["error_ratio"], "no_noise": e.get("no_noise")})
+    return out
 
 
 def run_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
     ratios = (*RATIOS[::2], RATIOS[-1]) if args.quick else RATIOS
     secrets = SECRETS[::2] if args.quick else SECRETS
-    rows = []
+    rows: list[dict[str, Any]] = []
+    kw = {"clusterings": args.iterations, "sample": args.sample, "samplings": RULES, "blowups": ("exact", "paper")}
+    if args.compositions:
+        kw["compositions"] = args.compositions
     for rp in ratios:
         d = noise_ratio(records=8000, secrets=400, rate=0.01, r_over_p=float(rp), p=1e-4,
-                        compositions=args.compositions, sampling=args.sampling,
-                        rng=derive(args.seed, "fig3", 8000, 400))
-        d["curve"] = "r_over_p"
-        rows.append(d)
-        _print_row(d)
+                        rng=derive(args.seed, "fig3", 8000, 400), **kw)
+        rows += _print_rows(_rows(d, "r_over_p"))
     for m in secrets:
         d = noise_ratio(records=8000, secrets=m, rate=0.01, r_over_p=10.0, p=1e-4,
-                        compositions=args.compositions, sampling=args.sampling,
-                        rng=derive(args.seed, "fig3", 8000, m))
-        d["curve"] = "secrets"
-        rows.append(d)
-        _print_row(d)
+                        rng=derive(args.seed, "fig3", 8000, m), **kw)
+        rows += _print_rows(_rows(d, "secrets"))
     return rows
 
 
@@ -68,14 +81,14 @@ def _g(v: float, spec: str = ".3g") -> str:
     return "∞" if not math.isfinite(v) else format(v, spec)
 
 
-def _print_row(d: dict[str, Any]) -> None:
-    print(f"{d['curve']:9s} m={d['secrets']:5d} r/p={d['r_over_p']:6g} μ={d['mu']:.4f} "
-          f"k_max={d['holders_max']:4d} | σ_GDP rec={d['sigma_gdp_record']:.4g} grp={d['sigma_gdp_group']:.4g} | "
-          f"σ_sec exact={d['sigma_secret_exact']:.4g} paper={d['sigma_secret_paper']:.4g} "
-          f"[{d['mode_exact']}, E[sampled]={d['expected_sampled_exact']:.3g}] | "
-          f"ratio rec: exact={_g(d['ratio_record_exact'])} paper={_g(d['ratio_record_paper'])}  "
-          f"grp: exact={_g(d['ratio_group_exact'])} paper={_g(d['ratio_group_paper'])}  "
-          f"[{d['seconds_exact']:.2f} s, {d['groups_exact']} groups]", flush=True)
+def _print_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for d in rows:
+        print(f"{d['curve']:9s} m={d['secrets']:5d} r/p={d['r_over_p']:<4g} k_max={d['holders_max']:4d} "
+              f"{d['rule']:5s}({d['mode']:5s}) σ_sec={d['sigma_secret_exact']:8.4g} (paper approx "
+              f"{d['sigma_secret_paper']:.3g}) E[S]={d['expected_sampled']:7.4g} | σ_GDP/σ rec={_g(d['ratio_record_exact'])} "
+              f"grp={_g(d['ratio_group_exact'])} | count error {d['count_error']:.3g} vs GDP group "
+              f"{d['count_error_gdp_group']:.3g}: ratio {d['error_ratio']:.3g}", flush=True)
+    return rows
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
@@ -90,36 +103,57 @@ def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, curve, xkey, xlabel in ((axes[0], "r_over_p", "r_over_p", "r / p  (N=8000, m=400)"),
-                                    (axes[1], "secrets", "secrets", "number of secrets m  (N=8000, r/p=10)")):
-        sel = [r for r in rows if r["curve"] == curve]
-        x = [r[xkey] for r in sel]
-        for key, style, label in (("ratio_record_exact", "o-", "record Δ=1, exact mixture"),
-                                  ("ratio_record_paper", "o--", "record Δ=1, paper approx."),
-                                  ("ratio_group_exact", "s-", "group Δ=k_max, exact mixture"),
-                                  ("ratio_group_paper", "s--", "group Δ=k_max, paper approx.")):
-            xs = [xi for xi, r in zip(x, sel, strict=True) if math.isfinite(r[key])]
-            ys = [r[key] for r in sel if math.isfinite(r[key])]
-            (line,) = ax.plot(xs, ys, style, label=label, ms=4)
-            inf_x = [xi for xi, r in zip(x, sel, strict=True) if not math.isfinite(r[key])]
-            if inf_x:  # σ_secret = 0: sampling alone gives (p, r) — drawn as arrows at the top
-                top = max([v for r in rows for k2 in ("ratio_group_exact", "ratio_group_paper")
-                           for v in [r[k2]] if math.isfinite(v)] or [10.0]) * 3
-                ax.plot(inf_x, [top * (1.0 if 'record' in key else 2.5)] * len(inf_x), "^", color=line.get_color(),
-                        ms=7)
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("σ_GDP / σ_secret")
-        ax.set_yscale("log")
-        if curve == "r_over_p":
-            ax.set_xscale("log")
-        ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=8)
-    fig.suptitle("SecPE Fig 3 set-up: noise ratio (larger = secret protection needs less noise; ▲ = no noise needed)")
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    for col, (curve, xkey, xlabel) in enumerate((("r_over_p", "r_over_p", "r / p  (N=8000, m=400)"),
+                                                 ("secrets", "secrets", "number of secrets m  (N=8000, r/p=10)"))):
+        for rule, style in zip(RULES, ("o-", "s-", "^-"), strict=True):
+            sel = [r for r in rows if r["curve"] == curve and r["rule"] == rule]
+            x = [r[xkey] for r in sel]
+            fin = [(xi, r["ratio_group_exact"]) for xi, r in zip(x, sel, strict=True)
+                   if math.isfinite(r["ratio_group_exact"])]
+            if fin:
+                axes[0][col].plot(*zip(*fin, strict=True), style, label=f"{rule}: σ_GDP(group)/σ_secret", ms=4)
+            axes[1][col].plot(x, [r["error_ratio"] for r in sel], style, label=f"{rule}", ms=4)
+        for row, ylabel in ((0, "σ_GDP (group) / σ_secret"), (1, "count error SecPE / GDP group")):
+            ax = axes[row][col]
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_yscale("log")
+            if curve == "r_over_p":
+                ax.set_xscale("log")
+            ax.grid(alpha=0.3, which="both")
+    axes[0][0].legend(fontsize=8)
+    axes[1][0].legend(fontsize=8)
+    fig.suptitle("SecPE Fig 3 set-up after the shared-sample fix: noise ratio (top; larger = less noise) and the "
+                 "error of the released count at equal (p, r) (bottom; < 1 = SecPE more accurate)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "fig3.png", dpi=130)
     plt.close(fig)
+
+
+def sample_modes() -> None:
+    """σ of one clustering's counts and centres: one shared Bernoulli sample (Δ = √2) against independent ones."""
+    import numpy as np
+
+    from privtext.privacy import secret_noise
+
+    print("\nσ per clustering, shared sample (one mixture, Δ = √2, T compositions) vs independent samples (2T):")
+    print(f"{'ρ of the holders':>22} {'T':>3} {'σ shared':>10} {'σ independent':>14} {'shared/indep.':>14}")
+    for rho in ((0.5,), (0.2,), (0.05,), (0.3, 0.3, 0.3), (0.1,) * 10, (1.0,)):
+        m = np.ones((len(rho), 1))
+        for T in (1, 5):
+            out = []
+            for comps, delta in ((T, math.sqrt(2)), (2 * T, 1.0)):
+                res = secret_noise(m, p=1e-4, r=1e-3, compositions=comps, sampling="max", eta=10.0,
+                                   release_sensitivity=delta)
+                # scale ρ to the asked value: rerun with scaled:c where c = ρ (one value per case)
+                if rho[0] < 1:
+                    res = secret_noise(m, p=1e-4, r=1e-3, compositions=comps, sampling=f"scaled:{rho[0]}",
+                                       eta=10.0, release_sensitivity=delta)
+                out.append(res.sigma)
+            name = f"{rho[0]} × {len(rho)}" if len(rho) > 1 else f"{rho[0]}"
+            print(f"{name:>22} {T:>3} {out[0]:10.4g} {out[1]:14.4g} {out[0] / out[1]:14.3f}")
 
 
 def time_calibration() -> None:
@@ -164,16 +198,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "fig3")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--compositions", type=int, default=1, help="releases sharing σ (T); the ratio depends on it")
-    ap.add_argument("--sampling", default="paper", help="paper | max | auto | scaled:c")
+    ap.add_argument("--iterations", type=int, default=1, help="clusterings (SecPE) = GDP iterations (T)")
+    ap.add_argument("--sample", default="independent", help="independent | shared")
+    ap.add_argument("--compositions", type=int, default=0, help="override SecPE's releases (the paper counts 1)")
     ap.add_argument("--quick", action="store_true", help="every other point")
+    ap.add_argument("--sample-modes", action="store_true", help="only the shared-vs-independent σ table")
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--no-accuracy", action="store_true")
     args = ap.parse_args(argv)
+    if args.sample_modes:
+        sample_modes()
+        return 0
     t0 = time.perf_counter()
     rows = run_curves(args)
     write_outputs(rows, args.out)
     print(f"\nwrote {args.out / 'fig3.csv'} and {args.out / 'fig3.png'} ({time.perf_counter() - t0:.1f} s)")
+    sample_modes()
     if not args.no_timing:
         time_calibration()
     if not args.no_accuracy:

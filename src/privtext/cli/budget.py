@@ -138,30 +138,47 @@ def noise_ratio_cmd(
     rate: Annotated[float, typer.Option("--rate", help="each record holds each secret w.p. rate")] = 0.01,
     r_over_p: Annotated[float, typer.Option("--r-over-p", help="budget ratio r/p")] = 10.0,
     p: Annotated[float, typer.Option("--p", help="prior p")] = 1e-4,
-    iterations: Annotated[int, typer.Option("--iterations", "-T", min=1, help="releases sharing σ")] = 1,
-    sampling: Annotated[str, typer.Option("--sampling", help="paper | max | auto | scaled:c")] = "paper",
+    iterations: Annotated[int, typer.Option("--iterations", "-T", min=1, help="clusterings / GDP iterations")] = 1,
+    sample: Annotated[str, typer.Option("--sample", help="independent | shared (SecPE's Bernoulli sample)")] = "independent",
+    sampling: Annotated[str, typer.Option("--sampling", help="sampling rules, comma-separated")] = "paper,auto,all",
     seed: Annotated[int, typer.Option("--seed", min=0, help="seed of the random membership")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """σ_GDP/σ_secret in SecPE's Fig 3 set-up, with both GDP baselines (record and secret-group sensitivity)."""
+    """σ_GDP/σ_secret in SecPE's Fig 3 set-up, per sampling rule, with both GDP baselines (record and
+    secret-group sensitivity) and the comparison at equal utility (the relative error of the released count)."""
 
     @_handled
     def run() -> None:
         from ..privacy.noise_ratio import noise_ratio
         from ..rng import make_rng
+        from .app import out, print_json
 
-        d = noise_ratio(records=records, secrets=secrets, rate=rate, r_over_p=r_over_p, p=p,
-                        compositions=iterations, sampling=sampling, rng=make_rng(seed))
+        rules = tuple(x.strip() for x in sampling.split(",") if x.strip())
+        d = noise_ratio(records=records, secrets=secrets, rate=rate, r_over_p=r_over_p, p=p, clusterings=iterations,
+                        sample=sample, samplings=rules, blowups=("exact", "paper"), rng=make_rng(seed))
         d["seed"] = seed
-        rows = [
-            ("N, m, rate", f"{records}, {secrets}, {rate:g}"), ("p, r", f"{p:g}, {d['r']:g}"), ("μ (Eq 4)", d["mu"]),
-            ("max holders of one secret", d["holders_max"]),
-            ("σ_GDP record (Δ=1)", d["sigma_gdp_record"]), (f"σ_GDP group (Δ={d['holders_max']})", d["sigma_gdp_group"]),
-            (f"σ_secret exact ({d['mode_exact']})", d["sigma_secret_exact"]),
-            (f"σ_secret paper approx ({d['mode_paper']})", d["sigma_secret_paper"]),
-            ("ratio record/exact", d["ratio_record_exact"]), ("ratio group/exact", d["ratio_group_exact"]),
-            ("ratio record/paper", d["ratio_record_paper"]), ("ratio group/paper", d["ratio_group_paper"]),
-        ]
-        _emit(d, as_json, rows, "SecPE Fig 3 noise ratio σ_GDP/σ_secret")
+        if as_json:
+            print_json(d)
+            return
+        from rich.table import Table
+
+        out.print(f"N={records}, m={secrets}, rate={rate:g}, p={p:g}, r={d['r']:g}, μ={d['mu']:.4g}; {iterations} "
+                  f"clustering(s) = {d['compositions']} releases per secret ({sample} sample, Δ="
+                  f"{d['release_sensitivity']:.3g}) vs {iterations} GDP histogram(s); at most {d['holders_max']} "
+                  f"holders per secret; σ_GDP record {d['sigma_gdp_record']:.4g}, group {d['sigma_gdp_group']:.4g} "
+                  f"(relative error of its count {d['count_error_gdp_group']:.3g})", highlight=False)
+        t = Table(title="σ_secret per sampling rule (exact blow-up)", title_justify="left")
+        for c in ("rule", "σ_secret", "E\\[sampled]", "σ_GDP/σ record", "σ_GDP/σ group", "count error",
+                  "error vs GDP group"):
+            t.add_column(c, justify="right")
+        for rule, per in d["rules"].items():
+            r = per["exact"]
+            t.add_row(f"{rule} ({r['mode']})", _fmt(r["sigma"]), _fmt(r["expected_sampled"]),
+                      _fmt(r["ratio_record"]) if r["sigma"] > 0 else "no noise", _fmt(r["ratio_group"])
+                      if r["sigma"] > 0 else "no noise", _fmt(r["count_error"]), _fmt(r["error_ratio"]))
+        out.print(t)
+        for rule, per in d["rules"].items():
+            if per["exact"].get("no_noise"):
+                out.print(f"{rule}: {per['exact']['no_noise']}", highlight=False)
 
     run()

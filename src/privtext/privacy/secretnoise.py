@@ -230,10 +230,14 @@ def lp_weights(membership: Any, eta: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sampling_probabilities(w: np.ndarray, in_lp: np.ndarray, mode: str) -> np.ndarray:
-    """ρ per record from LP weights (records outside the LP get 1). ``mode``: paper | max | scaled:c."""
+    """ρ per record from LP weights (records outside the LP get 1). ``mode``: paper | max | scaled:c | all
+    (ρ = 1 for every secret holder: no subsampling)."""
     w = np.asarray(w, dtype=np.float64)
     rho = np.ones_like(w)
     lw = w[in_lp]
+    if mode == "all":  # no subsampling: every secret holder in every release (the GDP baselines' records)
+        rho[in_lp] = 1.0
+        return rho
     wmax = float(lw.max()) if lw.size else 0.0
     if wmax <= 0:
         rho[in_lp] = 0.0
@@ -251,7 +255,7 @@ def sampling_probabilities(w: np.ndarray, in_lp: np.ndarray, mode: str) -> np.nd
             raise InvalidPrivacyParameter(f"sampling {mode!r}: c must lie in (0, 1]")
         rho[in_lp] = c * lw / wmax
     else:
-        raise InvalidPrivacyParameter(f"sampling must be paper, max, scaled:c or auto; got {mode!r}")
+        raise InvalidPrivacyParameter(f"sampling must be paper, max, scaled:c, all or auto; got {mode!r}")
     return np.clip(rho, 0.0, 1.0)
 
 
