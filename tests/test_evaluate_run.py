@@ -308,3 +308,28 @@ def test_evaluating_on_the_private_data_is_flagged(runs: dict[str, Path]) -> Non
     clean = evaluate_run(runs["augpe"], real=runs["real"], quiet=True, write=False, per_iteration=False,
                          classifiers=("tfidf-logreg",))
     assert not any("private corpus" in n for n in clean["notes"])
+
+
+def test_metric_objects_compose_and_a_user_metric_lands_in_the_result(runs: dict[str, Path]) -> None:
+    from privtext.errors import ConfigError
+    from privtext.evaluate.suite import DEFAULT_METRICS, EvaluationOptions
+
+    class MeanLength:
+        name = "mean_length"
+
+        def steps(self, ctx) -> int:
+            return 0
+
+        def compute(self, ctx) -> dict:
+            return {"mean_length": sum(map(len, ctx.syn.texts)) / len(ctx.syn)}
+
+    opts = EvaluationOptions(classifiers=("tfidf-logreg",), per_iteration=False, baselines=False)
+    ev = evaluate_run(runs["augpe"], real=runs["real"], options=opts, metrics=[*DEFAULT_METRICS, MeanLength()],
+                      quiet=True, write=False)
+    syn = RunView(runs["augpe"]).synthetic()
+    assert ev["mean_length"] == pytest.approx(sum(map(len, syn.texts)) / len(syn))
+    only = evaluate_run(runs["augpe"], real=runs["real"], options=opts, metrics=[DEFAULT_METRICS[0]], quiet=True,
+                        write=False)
+    assert only["fid"] == ev["fid"] and "downstream" not in only
+    with pytest.raises(ConfigError, match="unknown option"):
+        evaluate_run(runs["augpe"], real=runs["real"], classifer=("x",), quiet=True, write=False)

@@ -24,15 +24,16 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..atomicio import atomic_write_json
 from ..data.corpus import Corpus
 from ..data.io import load_corpus
-from ..errors import DataError, PrivtextError
+from ..errors import ConfigError, DataError, PrivtextError
 from ..progress import say, steps
 from ..rng import derive
 from ._threads import single_blas
@@ -128,47 +129,321 @@ def _overlap(real: Corpus, private_sample: Corpus | None, view: RunView) -> int:
     return sum(1 for t in real.texts if t in texts)
 
 
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """What :func:`evaluate_run` computes (every field has the default the CLI uses).
+
+    ``classifiers``: downstream classifiers (the first is used per iteration); ``classifier_options``: per
+    classifier; ``baselines``: OnlyPrivate and zero-shot training sets; ``private``: the OnlyPrivate corpus
+    (default: the run's private file); ``per_iteration``: FID and accuracy of each iteration's selection;
+    ``knn_k``: k of kNN precision/recall; ``mauve``; ``next_word``: ``None`` runs it only when the real corpus has
+    no labels; ``next_word_options``; ``secrets``: strings whose exposure is counted; ``seed`` (default: the
+    run's) drives every sample and classifier; ``cache_dir``: the embedding cache (default: the run's)."""
+
+    classifiers: Sequence[str] = DEFAULT_CLASSIFIERS
+    classifier_options: Mapping[str, Mapping[str, Any]] | None = None
+    baselines: bool = True
+    private: Corpus | str | None = None
+    per_iteration: bool = True
+    knn_k: int = 3
+    mauve: bool = False
+    next_word: bool | None = None
+    next_word_options: Mapping[str, Any] | None = None
+    secrets: Sequence[str] | None = None
+    seed: int | None = None
+    cache_dir: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.classifiers, str):
+            raise ConfigError(f"classifiers must be a list of names, got the string {self.classifiers!r}")
+        if self.knn_k < 1:
+            raise ConfigError(f"knn_k must be ≥ 1, got {self.knn_k}")
+
+    @classmethod
+    def from_kwargs(cls, base: EvaluationOptions | None, kwargs: Mapping[str, Any]) -> EvaluationOptions:
+        fields = set(cls.__dataclass_fields__)
+        unknown = sorted(set(kwargs) - fields)
+        if unknown:
+            raise ConfigError(f"evaluate_run: unknown option(s) {unknown}; valid: {', '.join(sorted(fields))}")
+        return replace(base or cls(), **dict(kwargs))
+
+
+@dataclass
+class EvaluationContext:
+    """What the metrics share: the run, the embedder, the real and synthetic corpora with their embeddings, the
+    training sets (synthetic plus the baselines, once :class:`Baselines` ran), notes and the progress display."""
+
+    view: RunView
+    options: EvaluationOptions
+    seed: int
+    emb: Any
+    real: Corpus
+    real_emb: np.ndarray
+    syn: Corpus
+    syn_emb: np.ndarray
+    labels: list[str]
+    progress: Any
+    train_sets: dict[str, Corpus] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def rng(self, *keys: object) -> np.random.Generator:
+        return derive(self.seed, "eval", *keys)
+
+
+class Metric(Protocol):
+    """One concern of an evaluation (the pe library's callbacks play the same role): ``compute`` returns the
+    keys it adds to ``evaluation.json``; ``steps`` is its share of the progress bar. Pass your own objects as
+    ``evaluate_run(..., metrics=[*DEFAULT_METRICS, Mine()])``."""
+
+    name: str
+
+    def steps(self, ctx: EvaluationContext) -> int: ...
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]: ...
+
+
+class Distribution:
+    """FID, kNN precision/recall, MAUVE and lengths of the final synthetic set against the real corpus."""
+
+    name = "distribution"
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return 1
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        ctx.progress.step("FID and precision/recall")
+        k = min(ctx.options.knn_k, len(ctx.real) - 1, len(ctx.syn) - 1)
+        return {
+            "fid": fid(ctx.syn_emb, ctx.real_emb).to_dict(),
+            "precision_recall": precision_recall(ctx.real_emb, ctx.syn_emb, k=k).to_dict() if k >= 1 else None,
+            "mauve": mauve_score(ctx.real_emb, ctx.syn_emb, rng=ctx.rng("mauve")).to_dict()
+            if ctx.options.mauve else None,
+            "lengths": length_distribution(list(ctx.syn.texts), list(ctx.real.texts)).to_dict(),
+        }
+
+
+class Baselines:
+    """The training sets besides the synthetic one: OnlyPrivate (a sample of the private corpus of the synthetic
+    set's size) and zero-shot (the generator's iteration-0 random samples), and their FID/lengths; warns when the
+    evaluation corpus overlaps the private data."""
+
+    name = "baselines"
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return 3 if ctx.options.baselines else 1
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        ctx.progress.step("baselines")
+        ctx.train_sets = {"synthetic": ctx.syn}
+        if ctx.options.baselines:
+            try:
+                priv = _private_baseline(ctx.view, ctx.options.private, len(ctx.syn), ctx.rng("only-private"))
+            except PrivtextError as e:
+                priv = None
+                ctx.notes.append(f"OnlyPrivate baseline skipped: {e}")
+            if priv is not None:
+                ctx.train_sets["only_private"] = priv
+            else:
+                ctx.notes.append("OnlyPrivate baseline skipped: private corpus not available")
+            zs = ctx.view.zero_shot(len(ctx.syn), rng=ctx.rng("zero-shot"))
+            if zs is not None:
+                ctx.train_sets["zero_shot"] = zs
+            else:
+                ctx.notes.append("zero-shot baseline skipped: no origin == 'random' rows in iteration 0")
+        overlap = _overlap(ctx.real, ctx.train_sets.get("only_private"), ctx.view)
+        if overlap:
+            msg = (f"the evaluation set shares {overlap} texts with the private corpus: evaluating on private data "
+                   "inflates the OnlyPrivate baseline and makes this evaluation a private diagnostic")
+            ctx.notes.append(msg)
+            say(f"[yellow]warning:[/] {msg}")
+        out: dict[str, Any] = {"train_sets": {k: len(v) for k, v in ctx.train_sets.items()}, "notes": ctx.notes}
+        if "zero_shot" in ctx.train_sets:
+            zs = ctx.train_sets["zero_shot"]
+            out["fid_zero_shot"] = fid(ctx.emb.embed(list(zs.texts)), ctx.real_emb).to_dict()
+            out["lengths_zero_shot"] = length_distribution(list(zs.texts), list(ctx.real.texts)).to_dict()
+        return out
+
+
+class Downstream:
+    """Classifiers trained on each training set, tested on the real corpus, per label column."""
+
+    name = "downstream"
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return len(ctx.options.classifiers) if ctx.labels else 0
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        if not ctx.labels:
+            return {"downstream": None}
+        clfs = list(ctx.options.classifiers)
+        opts = dict(ctx.options.classifier_options or {})
+        downstream: dict[str, Any] = {"classifiers": clfs, "primary": clfs[0] if clfs else None, "results": {}}
+        for ci, cname in enumerate(clfs):
+            per_set: dict[str, Any] = {}
+            for sname, tset in ctx.train_sets.items():
+                ctx.progress.note(f"downstream {cname} on {sname}")
+                cols = [c for c in ctx.labels if c in tset.labels]
+                if not cols:
+                    continue
+                res = downstream_accuracy(tset, ctx.real, label_columns=cols, classifier=cname, embedder=ctx.emb,
+                                          classifier_options=opts.get(cname), rng=ctx.rng("clf", ci, sname))
+                per_set[sname] = {c: r.to_dict() for c, r in res.items()}
+            downstream["results"][cname] = per_set
+            ctx.progress.step(f"downstream {cname}")
+        return {"downstream": downstream}
+
+
+class NextWord:
+    """A small next-word model trained on each training set, scored on the real corpus (unlabelled corpora, or
+    when asked)."""
+
+    name = "next_word"
+
+    def _on(self, ctx: EvaluationContext) -> bool:
+        return (not ctx.labels) if ctx.options.next_word is None else bool(ctx.options.next_word)
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return 1 if self._on(ctx) else 0
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        if not self._on(ctx):
+            return {"next_word": None}
+        nw = {}
+        for sname, tset in ctx.train_sets.items():
+            ctx.progress.note(f"next-word model on {sname}")
+            nw[sname] = next_word_accuracy(list(tset.texts), list(ctx.real.texts), rng=ctx.rng("next-word", sname),
+                                           **dict(ctx.options.next_word_options or {})).to_dict()
+        ctx.progress.step("next-word")
+        return {"next_word": nw}
+
+
+class PerIteration:
+    """FID (and the first classifier's accuracy) of the samples each complete iteration selected."""
+
+    name = "per_iteration"
+
+    def _its(self, ctx: EvaluationContext) -> list[int]:
+        return ctx.view.iterations() if ctx.options.per_iteration else []
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return len(self._its(ctx))
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        per_it: list[dict[str, Any]] = []
+        clfs = list(ctx.options.classifiers)
+        primary = clfs[0] if clfs else None
+        opts = dict(ctx.options.classifier_options or {})
+        for t in self._its(ctx):
+            ctx.progress.note(f"iteration {t}")
+            sel = ctx.view.selected(t)
+            row: dict[str, Any] = {"iteration": t, "n_selected": len(sel)}
+            if len(sel) >= 2:
+                row["fid"] = fid(ctx.emb.embed(list(sel.texts)), ctx.real_emb).fid
+                cols = [c for c in ctx.labels if c in sel.labels]
+                if ctx.labels and primary is not None and cols:
+                    res = downstream_accuracy(sel, ctx.real, label_columns=cols, classifier=primary, embedder=ctx.emb,
+                                              classifier_options=opts.get(primary), rng=ctx.rng("it", t))
+                    row["accuracy"] = {c: r.accuracy for c, r in res.items()}
+            st = ctx.view.state(t)
+            for key in ("sigma", "n_candidates"):
+                if key in st:
+                    row[key] = st[key]
+            per_it.append(row)
+            ctx.progress.step(f"iteration {t} done")
+        return {"per_iteration": per_it}
+
+
+class Votes:
+    """The released vote distribution per label of every iteration (sorted votes of the last one kept)."""
+
+    name = "votes"
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return 0
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        ctx.progress.note("votes and runtime")
+        votes: dict[str, Any] = {}
+        all_its = ctx.view.iterations()
+        for t in all_its:
+            df = ctx.view.candidates(t)
+            if "votes" not in df.columns:
+                continue
+            dist = vote_distribution(df, label_columns=ctx.view.label_columns, max_points=300)
+            if t != all_its[-1]:
+                for v in dist.values():
+                    v.pop("sorted_votes", None)
+            votes[str(t)] = dist
+        return {"votes": votes}
+
+
+class Runtime:
+    """The run's time per stage group and LLM usage (from ``private/metrics.json``)."""
+
+    name = "runtime"
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return 0
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        return {"runtime": runtime_split(ctx.view.metrics)}
+
+
+class SecretExposure:
+    """How many of the given secret strings occur in the synthetic set (and in the zero-shot baseline)."""
+
+    name = "secrets"
+
+    def steps(self, ctx: EvaluationContext) -> int:
+        return 1
+
+    def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        secrets = ctx.options.secrets
+        out = None
+        if secrets:
+            zs = ctx.train_sets.get("zero_shot")
+            out = secret_exposure(list(ctx.syn.texts), secrets,
+                                  baseline=list(zs.texts) if zs is not None else None).to_dict()
+        ctx.progress.step("done")
+        return {"secrets": out}
+
+
+#: the metrics of a default evaluation, in order (Baselines before the metrics that use its training sets)
+DEFAULT_METRICS: tuple[Metric, ...] = (Distribution(), Baselines(), Downstream(), NextWord(), PerIteration(),
+                                       Votes(), Runtime(), SecretExposure())
+
+
 def evaluate_run(
     run_dir: str | os.PathLike[str],
     *,
     real: Corpus | str | os.PathLike[str],
     embedder: Any = None,
     max_real: int | None = None,
-    classifiers: Sequence[str] = DEFAULT_CLASSIFIERS,
-    classifier_options: Mapping[str, Mapping[str, Any]] | None = None,
-    baselines: bool = True,
-    private: Corpus | str | None = None,
-    per_iteration: bool = True,
-    knn_k: int = 3,
-    mauve: bool = False,
-    next_word: bool | None = None,
-    next_word_options: Mapping[str, Any] | None = None,
-    secrets: Sequence[str] | None = None,
-    seed: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
+    options: EvaluationOptions | None = None,
+    metrics: Sequence[Metric] | None = None,
     write: bool = True,
     quiet: bool | None = None,
+    **option_overrides: Any,
 ) -> dict[str, Any]:
     """Evaluate one run; returns the evaluation dict and (``write``) saves it as ``RUN/evaluation.json``.
 
     ``embedder``: object, spec string or config section (default: the run's own embedder section, else MiniLM).
-    ``next_word``: ``None`` runs it only when the real corpus has no labels. ``seed`` (default: the run's)
-    drives every sample and classifier through :func:`privtext.rng.derive`.
+    ``options``: an :class:`EvaluationOptions`; keyword overrides of its fields are accepted too
+    (``evaluate_run(run, real=..., classifiers=("tfidf-logreg",), per_iteration=False)``). ``metrics``: the metric
+    objects to run (default :data:`DEFAULT_METRICS`).
     """
     t0 = time.perf_counter()
+    opts = EvaluationOptions.from_kwargs(options, option_overrides)
     view = RunView(run_dir)
-    seed = view.seed if seed is None else seed
+    seed = view.seed if opts.seed is None else opts.seed
     real_corpus, real_path = load_real(real, text_column=view.text_column, label_columns=view.label_columns,
                                        max_real=max_real, rng=derive(seed, "eval", "real"))
     syn = view.synthetic()
     labels = [c for c in view.label_columns if c in real_corpus.labels and c in syn.labels]
-    do_next = (not labels) if next_word is None else bool(next_word)
-    its = view.iterations() if per_iteration else []
     emb = resolve_embedder(embedder if embedder is not None else view.embedder_config,
-                           cache_dir=cache_dir if cache_dir is not None else view.dir.embed_cache)
-    classifier_options = dict(classifier_options or {})
-
-    n_steps = 5 + len(its) + (2 if baselines else 0) + (1 if do_next else 0)
+                           cache_dir=opts.cache_dir if opts.cache_dir is not None else view.dir.embed_cache)
+    ms = tuple(metrics) if metrics is not None else DEFAULT_METRICS
+    params = (view.privacy.get("parameters") or {})
     result: dict[str, Any] = {
         "version": 1,
         "run": str(view.root),
@@ -177,141 +452,28 @@ def evaluate_run(
         "guarantee": privacy_facts(view.privacy)[1],
         "guarantee_text": guarantee_text(view.privacy),
         "statement": privacy_facts(view.privacy)[0],
-        "noise_multiplier": view.privacy.get("noise_multiplier"),
-        "iterations": view.privacy.get("iterations", len(view.iterations())),
+        "noise_multiplier": params.get("noise_multiplier"),
+        "iterations": params.get("iterations", len(view.iterations())),
         "real": {"path": real_path, "n": len(real_corpus), "fingerprint": corpus_fingerprint(real_corpus),
                  "text_column": view.text_column, "label_columns": labels},
         "synthetic": {"n": len(syn), "source": "synthetic.jsonl" if view.dir.synthetic.exists() else "checkpoint"},
         "seed": seed,
     }
+    probe = EvaluationContext(view=view, options=opts, seed=seed, emb=emb, real=real_corpus,
+                              real_emb=np.zeros((0, 0)), syn=syn, syn_emb=np.zeros((0, 0)), labels=labels,
+                              progress=None)
+    n_steps = 1 + sum(m.steps(probe) for m in ms)
     with steps(n_steps, title="evaluate", quiet=quiet) as prog, single_blas():
         prog.note(f"embedding {len(real_corpus)} real texts")
         real_emb = emb.embed(list(real_corpus.texts))
         prog.step(f"embedding {len(syn)} synthetic texts")
         syn_emb = emb.embed(list(syn.texts))
         result["embedder"] = {"name": emb.name, "dim": int(real_emb.shape[1])}
-        prog.step("FID and precision/recall")
-        result["fid"] = fid(syn_emb, real_emb).to_dict()
-        k = min(knn_k, len(real_corpus) - 1, len(syn) - 1)
-        result["precision_recall"] = precision_recall(real_emb, syn_emb, k=k).to_dict() if k >= 1 else None
-        result["mauve"] = (
-            mauve_score(real_emb, syn_emb, rng=derive(seed, "eval", "mauve")).to_dict() if mauve else None
-        )
-        result["lengths"] = length_distribution(list(syn.texts), list(real_corpus.texts)).to_dict()
-
-        # ---- downstream / next word, with baselines
-        prog.step("baselines")
-        train_sets: dict[str, Corpus] = {"synthetic": syn}
-        notes: list[str] = []
-        if baselines:
-            try:
-                priv = _private_baseline(view, private, len(syn), derive(seed, "eval", "only-private"))
-            except PrivtextError as e:
-                priv = None
-                notes.append(f"OnlyPrivate baseline skipped: {e}")
-            if priv is not None:
-                train_sets["only_private"] = priv
-            else:
-                notes.append("OnlyPrivate baseline skipped: private corpus not available")
-            zs = view.zero_shot(len(syn), rng=derive(seed, "eval", "zero-shot"))
-            if zs is not None:
-                train_sets["zero_shot"] = zs
-            else:
-                notes.append("zero-shot baseline skipped: no origin == 'random' rows in iteration 0")
-        overlap = _overlap(real_corpus, train_sets.get("only_private"), view)
-        if overlap:
-            msg = (f"the evaluation set shares {overlap} texts with the private corpus: evaluating on private data "
-                   "inflates the OnlyPrivate baseline and makes this evaluation a private diagnostic")
-            notes.append(msg)
-            say(f"[yellow]warning:[/] {msg}")
-        result["train_sets"] = {k: len(v) for k, v in train_sets.items()}
-        result["notes"] = notes
-        if "zero_shot" in train_sets:
-            zs = train_sets["zero_shot"]
-            zs_emb = emb.embed(list(zs.texts))
-            result["fid_zero_shot"] = fid(zs_emb, real_emb).to_dict()
-            result["lengths_zero_shot"] = length_distribution(list(zs.texts), list(real_corpus.texts)).to_dict()
-
-        downstream: dict[str, Any] | None = None
-        if labels:
-            downstream = {"classifiers": list(classifiers), "primary": classifiers[0] if classifiers else None,
-                          "results": {}}
-            for ci, cname in enumerate(classifiers):
-                per_set: dict[str, Any] = {}
-                for sname, tset in train_sets.items():
-                    prog.note(f"downstream {cname} on {sname}")
-                    cols = [c for c in labels if c in tset.labels]
-                    if not cols:
-                        continue
-                    res = downstream_accuracy(
-                        tset, real_corpus, label_columns=cols, classifier=cname, embedder=emb,
-                        classifier_options=classifier_options.get(cname), rng=derive(seed, "eval", "clf", ci, sname),
-                    )
-                    per_set[sname] = {c: r.to_dict() for c, r in res.items()}
-                downstream["results"][cname] = per_set
-                prog.step(f"downstream {cname}")
-        result["downstream"] = downstream
-
-        nw: dict[str, Any] | None = None
-        if do_next:
-            nw = {}
-            for sname, tset in train_sets.items():
-                prog.note(f"next-word model on {sname}")
-                nw[sname] = next_word_accuracy(
-                    list(tset.texts), list(real_corpus.texts), rng=derive(seed, "eval", "next-word", sname),
-                    **dict(next_word_options or {}),
-                ).to_dict()
-            prog.step("next-word")
-        result["next_word"] = nw
-
-        # ---- per iteration
-        per_it: list[dict[str, Any]] = []
-        primary = classifiers[0] if classifiers else None
-        for t in its:
-            prog.note(f"iteration {t}")
-            sel = view.selected(t)
-            row: dict[str, Any] = {"iteration": t, "n_selected": len(sel)}
-            if len(sel) >= 2:
-                row["fid"] = fid(emb.embed(list(sel.texts)), real_emb).fid
-                if labels and primary is not None:
-                    cols = [c for c in labels if c in sel.labels]
-                    if cols:
-                        res = downstream_accuracy(
-                            sel, real_corpus, label_columns=cols, classifier=primary, embedder=emb,
-                            classifier_options=classifier_options.get(primary), rng=derive(seed, "eval", "it", t),
-                        )
-                        row["accuracy"] = {c: r.accuracy for c, r in res.items()}
-            st = view.state(t)
-            for key in ("sigma", "n_candidates"):
-                if key in st:
-                    row[key] = st[key]
-            per_it.append(row)
-            prog.step(f"iteration {t} done")
-        result["per_iteration"] = per_it
-
-        # ---- votes, runtime, secrets
-        prog.note("votes and runtime")
-        votes: dict[str, Any] = {}
-        all_its = view.iterations()
-        for t in all_its:
-            df = view.candidates(t)
-            if "votes" not in df.columns:
-                continue
-            dist = vote_distribution(df, label_columns=view.label_columns, max_points=300)
-            if t != all_its[-1]:
-                for v in dist.values():
-                    v.pop("sorted_votes", None)
-            votes[str(t)] = dist
-        result["votes"] = votes
-        result["runtime"] = runtime_split(view.metrics)
-        if secrets:
-            zs = train_sets.get("zero_shot")
-            result["secrets"] = secret_exposure(
-                list(syn.texts), secrets, baseline=list(zs.texts) if zs is not None else None
-            ).to_dict()
-        else:
-            result["secrets"] = None
-        prog.step("done")
+        ctx = EvaluationContext(view=view, options=opts, seed=seed, emb=emb, real=real_corpus, real_emb=real_emb,
+                                syn=syn, syn_emb=syn_emb, labels=labels, progress=prog,
+                                train_sets={"synthetic": syn})
+        for m in ms:
+            result.update(m.compute(ctx))
     result["seconds"] = time.perf_counter() - t0
     result["created"] = _dt.datetime.now().isoformat(timespec="seconds")
     if write:
@@ -333,5 +495,5 @@ def headline(evaluation: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-__all__ = ["DEFAULT_CLASSIFIERS", "EVALUATION", "corpus_fingerprint", "evaluate_run", "guarantee_text", "headline",
-           "load_real", "privacy_facts"]
+__all__ = ["DEFAULT_CLASSIFIERS", "DEFAULT_METRICS", "EVALUATION", "EvaluationContext", "EvaluationOptions", "Metric",
+           "corpus_fingerprint", "evaluate_run", "guarantee_text", "headline", "load_real", "privacy_facts"]
