@@ -54,6 +54,8 @@ def _raw(tmp_path: Path, files: dict[str, Path], **kw: object) -> dict:
     ("missing_detector_file", ConfigError, "names.txt"),
     ("method_budget_mismatch", ConfigError, "method secpe needs privacy"),
     ("delta_too_large", ConfigError, "too large for this data"),
+    ("public_equals_private", DataError, "contains records equal to private records"),
+    ("unwritable_output", RunError, "cannot create the run directory"),
 ])
 def test_a_bad_start_writes_nothing(tmp_path: Path, data: dict[str, Path], case: str, error: type,
                                     needle: str) -> None:
@@ -65,12 +67,14 @@ def test_a_bad_start_writes_nothing(tmp_path: Path, data: dict[str, Path], case:
                                   "secpe": {"detector": {"name": "explicit", "file": str(tmp_path / "names.txt")}}},
         "method_budget_mismatch": {"method": "secpe"},
         "delta_too_large": {"privacy": {"epsilon": 4.0, "delta": 0.05}},  # 40 private records: δ ≥ 1/N
+        "public_equals_private": {"data": {"public": str(data["private"])}},
+        "unwritable_output": {"output": str(data["private"] / "run")},  # under a file
     }[case]
     raw = _raw(tmp_path, data, **kw)
     with pytest.raises(PrivtextError) as e:
         run_config(config_from_dict(raw))
     assert isinstance(e.value, error) and needle in str(e.value), str(e.value)
-    assert not (tmp_path / "run").exists()
+    assert not (tmp_path / "run").exists() and not (data["private"] / "run").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".run.starting-")]
     if case == "delta_too_large":
         assert "40" not in str(e.value)  # N is private: never printed
@@ -118,3 +122,12 @@ def test_ctrl_c_says_how_to_resume_and_resume_completes(tmp_path: Path, data: di
     lines = [x for x in ledger.read_text().splitlines() if x.strip()]
     keys = [yaml.safe_load(x)["key"] for x in lines]
     assert len(keys) == len(set(keys)) == 6  # one event per release, none twice
+
+
+@pytest.mark.slow
+def test_hostile_inputs_through_the_cli_end_well(tmp_path: Path) -> None:
+    """benchmarks/hostile_inputs.py: every hostile input exits 0 or 2 with one line, no traceback, nothing left."""
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "hostile_inputs.py"), "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:]

@@ -225,8 +225,11 @@ class RunDir:
                 raise RunError(f"run directory {self.root} holds noisy releases (private/ledger.jsonl): --force only "
                                "replaces a run that never released anything; use `privtext resume` or another output")
             shutil.rmtree(self.root)
-        self.root.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{self.root.name}.starting-", dir=self.root.parent))
+        try:
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{self.root.name}.starting-", dir=self.root.parent))
+        except OSError as e:
+            raise RunError(f"cannot create the run directory {self.root}: {e.strerror or e}") from None
         try:
             os.chmod(tmp, 0o755)
             staged = RunDir(tmp)

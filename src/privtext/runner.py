@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from .config import Config, config_from_dict
-from .errors import ConfigError, ResumeError, RunError
+from .errors import ConfigError, DataError, ResumeError, RunError
 from .methods import METHODS
 from .rundir import RunDir
 
@@ -38,6 +38,14 @@ def preflight(config: Config, cls: type[Any]) -> None:
     cls.check_config(config, cls.parse_options(config))
     inputs = read_inputs(config, subsample_rng=lambda: derive(0, "preflight"),
                          public_rng=lambda: derive(0, "preflight"))
+    if inputs.public is not None:
+        from .guard import PrivateGuard
+
+        guard = PrivateGuard(inputs.private.texts)
+        if any(guard.is_private_record(t) for t in inputs.public.texts):
+            raise DataError(
+                f"the public corpus {config.data.public} contains records equal to private records: a generator must "
+                "never be trained on private text; remove them from the public corpus")
     p = config.privacy
     if p.delta is not None and p.delta >= 1.0 / len(inputs.private):
         # N is private: the message does not print it
