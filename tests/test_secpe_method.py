@@ -165,7 +165,15 @@ def test_gdp_baselines_record_and_group_sensitivity(demo_data: dict) -> None:
 
 def test_no_secret_found_means_no_noise(tmp_path: Path, demo_data: dict) -> None:
     raw = _cfg(demo_data, "none")
-    raw["data"]["private"] = str(demo_data["tmp"] / "public.csv")  # the public notes hold no identifier
+    # private = half of the public notes (they hold no identifier), public = the other half: never the same text
+    import pandas as pd
+
+    notes = pd.read_csv(demo_data["tmp"] / "public.csv")
+    half = len(notes) // 2
+    notes.iloc[:half].to_csv(tmp_path / "clean_private.csv", index=False)
+    notes.iloc[half:].to_csv(tmp_path / "clean_public.csv", index=False)
+    raw["data"]["private"] = str(tmp_path / "clean_private.csv")
+    raw["data"]["public"] = str(tmp_path / "clean_public.csv")
     raw["secpe"]["detector"] = "regex"
     raw["output"] = str(tmp_path / "none")
     run = run_config(config_from_dict(raw))
