@@ -129,7 +129,8 @@ def test_auto_maximises_signal_over_noise() -> None:
     assert {"paper", "max", "scaled:0.5"} <= set(scores)
     assert res.mode == max(scores, key=scores.get)
     best = next(c for c in res.candidates if c["mode"] == res.mode)
-    assert best["score"] == pytest.approx(res.signal / res.sigma)
+    rho = np.asarray(res.rho)[np.asarray(res.in_lp)]
+    assert best["score"] == pytest.approx(res.signal / np.sqrt(res.sigma ** 2 + (rho * (1 - rho)).sum()))
 
 
 def test_groups_split_by_rho_multiset_and_budget() -> None:

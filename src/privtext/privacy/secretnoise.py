@@ -20,9 +20,13 @@ Steps (equation numbers from secpe.txt):
    * ``max``: ρ_i = w_i/max w (the largest weight is always sampled);
    * ``scaled:c``: ρ_i = c·w_i/max w for c ∈ (0, 1];
    * ``auto``: the candidate among ``paper``, ``max`` and ``scaled:c`` for c ∈ :data:`AUTO_SCALES` with the
-     largest **expected signal over noise**, Σ_{i in LP} ρ_i / σ(ρ): the expected number of secret-holding
-     records that reach the release per unit of noise std on each released count (candidates that need no noise
-     at all, σ = 0, rank first, by Σ ρ).
+     largest **expected signal over total error**, S/E = Σ_i ρ_i / √(σ(ρ)² + Σ_i ρ_i(1−ρ_i)) over the records in
+     the LP: the expected number of secret-holding records that reach a released count, over the std of that
+     count's error from both sources — the Gaussian noise (σ, times the release sensitivity) and the Bernoulli
+     sampling (Poisson-binomial variance). 1/(S/E) is the count's relative error. Counting the sampling error
+     matters: a rule that samples about one holder (``paper`` at large r/p) needs no noise at all (σ = 0) yet
+     releases a count whose relative error is ≈ 1 — ranking noise-free candidates first, as an earlier version
+     did, picked it over ``max`` (relative error 0.019 at r/p = 50 in the Fig 3 set-up; docs/privacy.md §11).
 3. **Noise** (Alg 1 lines 5–6) — for secret j the released shift is S_j·Δ + N(0, σ²) with
    S_j = Σ_{i ∈ D_j} Bern(ρ_i) (Poisson-binomial), against N(0, σ²) without the secret. Over ``compositions``
    releases: P_j = (Σ_k Pr[S_j = k]·N(kΔ, σ²))^⊗T, Q_j = N(0, σ²)^⊗T, and
@@ -544,11 +548,12 @@ def _secret_noise(membership: Any, *, p: Any, r: Any, compositions: int, samplin
         rho = sampling_probabilities(w, in_lp, mode)
         sigma, info, labels, per_secret, exact = _evaluate(csr_t, rho, pa, ra, compositions, blowup,
                                                            exact_per_secret)
-        signal = float(rho[in_lp].sum())
-        score = signal / sigma if sigma > 0 else (math.inf if signal > 0 else 0.0)
+        r_in = rho[in_lp]
+        signal = float(r_in.sum())
+        error = math.sqrt((sigma * release_sensitivity) ** 2 + float((r_in * (1.0 - r_in)).sum()))
+        score = signal / error if error > 0 else (math.inf if signal > 0 else 0.0)
         cands.append({"mode": mode, "sigma": sigma, "signal": signal, "score": score})
-        # rank: noise-free candidates first (by signal), then by signal/σ
-        rank = (1, signal) if math.isinf(score) else (0, score)
+        rank = (score, signal)  # signal over the released count's total error (noise and sampling)
         if best is None or rank > best[0]:
             best = (rank, mode, rho, sigma, info, labels, per_secret, exact)
     assert best is not None
@@ -556,7 +561,6 @@ def _secret_noise(membership: Any, *, p: Any, r: Any, compositions: int, samplin
     sigma, per_secret = sigma * release_sensitivity, per_secret * release_sensitivity  # unit shifts → Δ
     for c in cands:
         c["sigma"] *= release_sensitivity
-        c["score"] = c["signal"] / c["sigma"] if c["sigma"] > 0 else c["score"]
     t_total = time.perf_counter() - t0
     return SecretNoiseResult(
         sigma=sigma, rho=_ro(rho), w=_ro(w), in_lp=_ro(in_lp), secret_sigma=_ro(per_secret),
