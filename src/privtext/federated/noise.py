@@ -162,6 +162,13 @@ def party_rng(index: int, *, seed: int | None, key: str, reproducible: bool) -> 
     return noise_rng(seed, "federated", key, int(index), reproducible=reproducible)
 
 
+def _party_data(p: object) -> object:
+    """A :class:`~privtext.federated.parties.Party`'s records, or ``p`` itself (any other object is the data)."""
+    from .parties import Party
+
+    return p.data if isinstance(p, Party) else p
+
+
 def plain_sum(
     parties: Sequence[object],
     local_fn: LocalFn,
@@ -180,7 +187,7 @@ def plain_sum(
     total = np.zeros(plan.dim)
     for l in idx:
         p = parties[l]
-        data = getattr(p, "data", p)
+        data = _party_data(p)
         x = local_noisy_vector(local_histogram(data, local_fn, plan), plan,
                                party_rng(l, seed=seed, key=key, reproducible=reproducible))
         total += quantise(x, plan) if quantised else x
