@@ -185,11 +185,11 @@ def plain_sum(
     process holds every party's data, so it is NOT a secure aggregation."""
     idx = range(len(parties)) if survivors is None else survivors
     total = np.zeros(plan.dim)
-    for l in idx:
-        p = parties[l]
+    for k in idx:
+        p = parties[k]
         data = _party_data(p)
         x = local_noisy_vector(local_histogram(data, local_fn, plan), plan,
-                               party_rng(l, seed=seed, key=key, reproducible=reproducible))
+                               party_rng(k, seed=seed, key=key, reproducible=reproducible))
         total += quantise(x, plan) if quantised else x
     return total
 

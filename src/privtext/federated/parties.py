@@ -76,8 +76,8 @@ def dirichlet_split(
             p = rng.dirichlet(np.full(n_parties, float(alpha)))
             perm = rng.permutation(idx)
             cuts = (np.cumsum(p)[:-1] * len(perm)).astype(int)
-            for l, chunk in enumerate(np.split(perm, cuts)):
-                parts[l].append(chunk)
+            for k, chunk in enumerate(np.split(perm, cuts)):
+                parts[k].append(chunk)
         out = [np.sort(np.concatenate(ch)) if ch else np.zeros(0, dtype=int) for ch in parts]
         if min(len(o) for o in out) >= min_size:
             return out
@@ -99,7 +99,7 @@ def split_parties(
             raise DataError(f"corpus {corpus.name!r} has no label column {label!r}; it has {corpus.label_columns}")
         labels = corpus.labels[label]
     idx = dirichlet_split(labels, n_parties, alpha=alpha, seed=seed, min_size=min_size)
-    return [Party(l, corpus.subset(ix, name=f"{corpus.name}[party {l}]")) for l, ix in enumerate(idx)]
+    return [Party(k, corpus.subset(ix, name=f"{corpus.name}[party {k}]")) for k, ix in enumerate(idx)]
 
 
 def parties_from_files(paths: Sequence[str | os.PathLike[str]], **load_kwargs: object) -> list[Party]:
@@ -110,9 +110,9 @@ def parties_from_files(paths: Sequence[str | os.PathLike[str]], **load_kwargs: o
     if not paths:
         raise ConfigError("parties_from_files needs at least one file")
     out = []
-    for l, p in enumerate(paths):
+    for k, p in enumerate(paths):
         c = load_corpus(p, **load_kwargs)  # type: ignore[arg-type]
         if len(c) == 0:
-            raise DataError(f"party {l}: {p} holds no records")
-        out.append(Party(l, c))
+            raise DataError(f"party {k}: {p} holds no records")
+        out.append(Party(k, c))
     return out

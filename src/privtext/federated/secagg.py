@@ -57,7 +57,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import AggregationError, ConfigError, MissingDependencyError
-from .noise import LocalFn, _party_data, QuantisationPlan, local_histogram, local_noisy_vector, party_rng, plan_quantisation, quantise
+from .noise import (
+    LocalFn,
+    QuantisationPlan,
+    _party_data,
+    local_histogram,
+    local_noisy_vector,
+    party_rng,
+    plan_quantisation,
+    quantise,
+)
 
 #: the SecAgg+ stages at which a test can make a party crash (``drop``)
 STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
@@ -347,9 +356,9 @@ def secure_sum(
     shares = L if num_shares is None else num_shares
     if not isinstance(shares, int) or isinstance(shares, bool) or not (t <= shares <= L):
         raise ConfigError(f"num_shares must be an integer in [min_survivors={t}, {L}], got {num_shares!r}")
-    for l, stage in (drop or {}).items():
-        if stage not in STAGES or not (0 <= l < L):
-            raise ConfigError(f"drop: party {l!r} at stage {stage!r}; parties are 0..{L - 1}, stages {STAGES}")
+    for k, stage in (drop or {}).items():
+        if stage not in STAGES or not (0 <= k < L):
+            raise ConfigError(f"drop: party {k!r} at stage {stage!r}; parties are 0..{L - 1}, stages {STAGES}")
     plan = plan_quantisation(n_parties=L, dim=dim, sigma=sigma, value_bound=value_bound, min_survivors=t,
                              beta=beta)
 
@@ -378,15 +387,15 @@ def secure_sum(
         n = secrets.randbits(62) + 1
         if n not in node_ids:
             node_ids.append(n)
-    index_of = {n: l for l, n in enumerate(node_ids)}
+    index_of = {n: k for k, n in enumerate(node_ids)}
     ctx = multiprocessing.get_context("spawn")
     procs = []
     conns: dict[int, socket.socket] = {}
     try:
-        for l, p in enumerate(parties):
-            spec = _PartySpec(l, node_ids[l], address, _party_data(p), local_fn, plan, seed, key,
-                              reproducible, (drop or {}).get(l))
-            proc = ctx.Process(target=_party_main, args=(spec,), daemon=True, name=f"privtext-party-{l}")
+        for k, p in enumerate(parties):
+            spec = _PartySpec(k, node_ids[k], address, _party_data(p), local_fn, plan, seed, key,
+                              reproducible, (drop or {}).get(k))
+            proc = ctx.Process(target=_party_main, args=(spec,), daemon=True, name=f"privtext-party-{k}")
             proc.start()
             procs.append(proc)
         listener.settimeout(connect_timeout)
