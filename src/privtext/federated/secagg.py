@@ -294,6 +294,24 @@ def _make_grid_class() -> type:
     return LoopbackGrid
 
 
+def _workflow_class(base: type) -> type:
+    class _SecAggPlus(base):  # type: ignore[misc,valid-type]
+        """Flower's workflow with one fix: a party that drops out *before* it has distributed its key shares
+        (setup or share-keys stage) is forgotten — nobody masked with it, so there is nothing to unmask.
+        Flower 1.41 keeps it among the "dead" and asks the survivors for key shares they never received, which
+        fails the whole round. After the share-keys stage the sampled set and the neighbour sets are cut down
+        to the parties that completed it (the survivors' pairwise masks are exactly with those)."""
+
+        def share_keys_stage(self, grid: Any, context: Any, state: Any) -> bool:
+            ok = super().share_keys_stage(grid, context, state)
+            alive = set(state.active_node_ids)
+            state.sampled_node_ids = alive
+            state.nid_to_neighbours = {n: nb & alive for n, nb in state.nid_to_neighbours.items() if n in alive}
+            return bool(ok) and self._check_threshold(state)
+
+    return _SecAggPlus
+
+
 @dataclass
 class SecureSumResult:
     """The aggregate and what is public about the round."""
@@ -425,7 +443,7 @@ def secure_sum(
         context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({WorkflowKey.CURRENT_ROUND: 1})
         context.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(
             ndarrays_to_parameters([np.zeros(1)]), True)
-        workflow = SecAggPlusWorkflow(
+        workflow = _workflow_class(SecAggPlusWorkflow)(
             num_shares=shares / len(conns), reconstruction_threshold=t / shares, max_weight=1.0,
             clipping_range=plan.clip_range, quantization_range=plan.quantization_range,
             modulus_range=plan.modulus, timeout=timeout,
