@@ -52,7 +52,7 @@ def test_small_alpha_concentrates_each_label() -> None:
 
 
 def test_every_party_non_empty_or_a_clear_error() -> None:
-    with pytest.raises(DataError, match="alpha=0.001"):
+    with pytest.raises(DataError, match=r"alpha=0\.001"):
         dirichlet_split(np.repeat(["a"], 30), 10, alpha=0.001, seed=0, max_tries=5)
     with pytest.raises(DataError, match="only 3 records"):
         dirichlet_split(["a", "b", "c"], 4, alpha=1.0, seed=0)

@@ -8,9 +8,9 @@ from scipy import stats
 
 pytest.importorskip("flwr")
 
-from privtext.errors import AggregationError, ConfigError  # noqa: E402
-from privtext.federated import plain_sum  # noqa: E402
-from privtext.federated.secagg import _chacha_masks, masked_vectors, secure_sum  # noqa: E402
+from privtext.errors import AggregationError, ConfigError
+from privtext.federated import plain_sum
+from privtext.federated.secagg import _chacha_masks, masked_vectors, secure_sum
 
 DIM = 1000
 
