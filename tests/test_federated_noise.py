@@ -122,3 +122,14 @@ def test_user_vote_histogram_sums_records_per_user() -> None:
     rv = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
     h = user_vote_histogram(rv, ["u", "u", "w"])  # u: (2, 0) → (1, 0); w: (0, 2) → (0, 1)
     assert np.allclose(h, [1.0, 1.0])
+
+
+def test_secure_sum_without_flwr_names_the_extra(monkeypatch) -> None:
+    import sys
+
+    from privtext.errors import MissingDependencyError
+    from privtext.federated import secure_sum
+
+    monkeypatch.setitem(sys.modules, "flwr", None)
+    with pytest.raises(MissingDependencyError, match=r"privtext\[flower\]"):
+        secure_sum([[1], [2]], zeros, dim=D, sigma=1.0, value_bound=1.0)
