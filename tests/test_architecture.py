@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"data", "config", "backends"},
     {"secrets", "embed", "generate", "guard"},
     {"privacy"},
-    {"mechanisms"},
+    {"mechanisms", "federated"},
     {"engine", "rundir"},
     {"methods", "runner"},
     {"evaluate", "audit", "testing"},

@@ -89,3 +89,7 @@ class RunError(PrivtextError):
 
 class ResumeError(RunError):
     """A run cannot be resumed as asked."""
+
+
+class AggregationError(PrivtextError):
+    """A secure aggregation round did not complete (too few parties survived, a party failed, a timeout)."""
