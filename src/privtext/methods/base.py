@@ -61,7 +61,8 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
     public = heldout = None
     if d.public:
         public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
-                             label_columns=d.label_columns, name="public")
+                             label_columns=d.label_columns, name="public",
+                             optional_labels=d.label_values is not None)
         if d.public_holdout:
             ho = d.public_holdout
             n_ho = round(ho * len(public)) if isinstance(ho, float) and ho < 1 else int(ho)
@@ -181,6 +182,16 @@ class MethodRun:
         if not self.label_columns:
             return LabelSpace.unlabeled()
         ld = self.config.evolution.label_distribution
+        declared = self.config.data.label_values
+        if declared is not None:  # the public schema: every combination of the declared values
+            import itertools
+
+            values = tuple(itertools.product(*(tuple(declared[c]) for c in self.label_columns)))
+            if ld.kind == "public" and not _has_labels(public, self.label_columns):
+                raise ConfigError(
+                    "evolution.label_distribution.kind=public needs labelled public text, but the public corpus has "
+                    f"no column(s) {list(self.label_columns)}; with data.label_values use uniform, given or dp")
+            return LabelSpace(self.label_columns, values)
         if ld.kind == "given":
             if not ld.weights:
                 raise ConfigError("evolution.label_distribution.kind=given needs weights: {'a|b': w, ...}")
@@ -205,6 +216,10 @@ class MethodRun:
             return np.ones(len(space))
         if ld.kind == "given":
             assert ld.weights is not None
+            missing = [" | ".join(v) for v in space.values
+                       if " | ".join(v) not in ld.weights and "|".join(v) not in ld.weights]
+            if missing:
+                raise ConfigError(f"evolution.label_distribution.weights has no weight for {missing[:5]}")
             w = np.array([float(ld.weights[" | ".join(v)] if " | ".join(v) in ld.weights else ld.weights["|".join(v)])
                           for v in space.values])
             if (w < 0).any():
@@ -279,6 +294,10 @@ class MethodRun:
         private_groups = (space.groups_of(inputs.private.label_tuples(space.columns)) if space.columns
                           else np.zeros(len(inputs.private), dtype=np.int64))
         outside = int((private_groups < 0).sum())
+        if outside and self.config.data.label_values is not None:
+            # the declared values are public, an undeclared one is private: neither it nor the count is printed
+            raise DataError("a private record has a label not in data.label_values: declare every label value "
+                            f"of the columns {list(space.columns)} (values as they appear in the private file)")
         if outside:
             self.log(f"{outside} private records have label combinations absent from the public label space; "
                      "they cast no vote")
@@ -414,6 +433,10 @@ class MethodRun:
             d["counters"]["synthetic_records"] = records
         d["complete"] = final
         atomic_write_json(self.run.metrics, d)
+
+
+def _has_labels(corpus: Corpus | None, columns: Sequence[str]) -> bool:
+    return corpus is not None and all(c in corpus.labels for c in columns)
 
 
 def _seed_int(seed: int | None) -> int:
