@@ -98,7 +98,7 @@ def test_released_values_carry_the_laplace_noise(tmp_path: Path) -> None:
 
 
 def test_budget_forms(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="exceeds privacy.epsilon"):
+    with pytest.raises(ConfigError, match=r"exceeds privacy\.epsilon"):
         _run(tmp_path, "a", epsilon=5.0, epsilon_vocab=1.0, epsilon_kde=5.0)
     with pytest.raises(ConfigError, match="go together"):
         _run(tmp_path, "b", epsilon_vocab=1.0)
