@@ -15,7 +15,14 @@ from privtext.data.vocabulary import PublicVocabulary, term_tokens, vocabulary_f
 from privtext.embed.hashing import HashingEmbedder
 from privtext.errors import ConfigError, DataError, InvalidPrivacyParameter
 from privtext.generate.ngram import NgramGenerator
-from privtext.methods.dpkps_core import DPKPSParams, dpkps_event, dpkps_plan, dpkps_sequences, run_dpkps
+from privtext.methods.dpkps_core import (
+    DirectReleases,
+    DPKPSParams,
+    dpkps_event,
+    dpkps_plan,
+    dpkps_sequences,
+    run_dpkps,
+)
 from privtext.privacy.accounting import epsilon_for_delta
 from privtext.privacy.pure import pure_epsilon
 from tests.conftest import shared_file
@@ -54,18 +61,19 @@ def test_event_is_the_data_free_factory_and_composes(sequence: str, ensemble: st
     labels = ["x", "y", "x"] * 4
     vocab = PublicVocabulary(tuple("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
                                    "omicron pi rho sigma tau upsilon".split()))
-    recorded: list[Any] = []
+    keeper = DirectReleases()
     kp = dpkps_sequences(texts, labels, classes=["x", "y"], public_vocabulary=vocab, embedder=HashingEmbedder(dim=16),
-                         params=p, n_per_class=3, rng=np.random.default_rng(0), record=recorded.append)
+                         params=p, n_per_class=3, rng=np.random.default_rng(0), keeper=keeper)
+    recorded = keeper.recorded
     assert kp.event == dpkps_event(p)
     assert [r.key for r in recorded] == [r.key for r in dpkps_plan(p)] == [r.key for r in kp.releases]
     assert len(recorded) == 1 + k
     assert [r.event for r in recorded] == [r.event for r in dpkps_plan(p)]
     assert pure_epsilon(kp.event) == pytest.approx(6.0)  # ε_vocab + ε_kde, whatever the split over sketches
-    assert sum(r.epsilon for r in recorded) == pytest.approx(6.0)
+    assert sum(r.meta["epsilon"] for r in recorded) == pytest.approx(6.0)
     assert 5.9 < epsilon_for_delta(kp.event, 1e-12) <= 6.0 + (1 + k) * 2e-3  # the PLD accountant agrees
     for r in recorded:
-        assert r.noise_scale == pytest.approx(r.sensitivity / r.epsilon)
+        assert r.meta["laplace_scale"] == pytest.approx(r.sensitivity / r.meta["epsilon"])
     assert len(kp.sequences) == 6 and all(len(s) == 5 and len(set(s)) == 5 for s in kp.sequences)
     assert kp.labels == ("x",) * 3 + ("y",) * 3
 
@@ -93,9 +101,14 @@ def test_releases_are_recorded_before_private_data_is_read() -> None:
     p = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=4, length=2, sequence="iterative", n_features=8,
                     max_terms=4)
     seen: list[tuple[str, int, int]] = []
+
+    class Watching(DirectReleases):
+        def release(self, release: Any, compute: Any) -> Any:
+            seen.append((release.key, texts.reads, labels.reads))
+            return super().release(release, compute)
+
     dpkps_sequences(texts, labels, classes=["x", "y"], public_vocabulary=vocab, embedder=HashingEmbedder(dim=8),
-                    params=p, n_per_class=2, rng=np.random.default_rng(0),
-                    record=lambda r: seen.append((r.key, texts.reads, labels.reads)))
+                    params=p, n_per_class=2, rng=np.random.default_rng(0), keeper=Watching())
     assert seen[0] == ("dpkps/vocabulary", 0, 0)  # nothing read before the first release is recorded
     assert seen[1] == ("dpkps/kde/m=2", 3, 0)  # the vocabulary read each text once; no label read yet
     assert texts.reads == 6 and labels.reads == 3
@@ -103,14 +116,16 @@ def test_releases_are_recorded_before_private_data_is_read() -> None:
     class Refused(Exception):
         pass
 
-    def refuse(r: Any) -> None:
-        if r.key.startswith("dpkps/kde"):
-            raise Refused(r.key)
+    class Refusing(DirectReleases):
+        def release(self, release: Any, compute: Any) -> Any:
+            if release.key.startswith("dpkps/kde"):
+                raise Refused(release.key)
+            return super().release(release, compute)
 
     texts.reads = labels.reads = 0
     with pytest.raises(Refused):
         dpkps_sequences(texts, labels, classes=["x", "y"], public_vocabulary=vocab, embedder=HashingEmbedder(dim=8),
-                        params=p, n_per_class=2, rng=np.random.default_rng(0), record=refuse)
+                        params=p, n_per_class=2, rng=np.random.default_rng(0), keeper=Refusing())
     assert texts.reads == 3 and labels.reads == 0  # a refused sketch reads nothing
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -55,10 +56,8 @@ def test_event_equals_the_data_free_factory(any_seed: int) -> None:
     rng = np.random.default_rng(any_seed)
     texts = [_doc(rng) for _ in range(30)]
     for eps, rel in [(0.5, "add_remove"), (2.0, "replace_one"), (math.inf, "add_remove")]:
-        seen = []
-        rel_, ev = dp_vocabulary(texts, VOCAB, r=5, epsilon=eps, size=10, rng=rng, neighbouring=rel,  # type: ignore[arg-type]
-                                 before_release=seen.append)
-        assert ev == vocabulary_event(5, eps, neighbouring=rel) == seen[0]  # type: ignore[arg-type]
+        rel_, ev = dp_vocabulary(texts, VOCAB, r=5, epsilon=eps, size=10, rng=rng, neighbouring=rel)  # type: ignore[arg-type]
+        assert ev == vocabulary_event(5, eps, neighbouring=rel)  # type: ignore[arg-type]
         assert ev == LaplaceDpEvent(0.0 if math.isinf(eps) else 1 / eps)
         assert pure_epsilon(ev) == pytest.approx(eps)
         assert rel_.scale == (0.0 if math.isinf(eps) else rel_.sensitivity / eps)
@@ -104,20 +103,24 @@ def test_large_epsilon_recovers_frequent_terms(any_seed: int) -> None:
     assert set(rel.terms) == {"w7", "w8"}  # counts 200 vs ≤ 200·(1/…) for the rest; noise scale 0.6
 
 
-def test_release_is_recorded_before_private_text_is_read() -> None:
+def test_release_is_recorded_before_private_text_is_read(tmp_path: Any) -> None:
+    """Through the keeper (the only path a run uses): an over-budget vocabulary release is refused by the ledger
+    before the mechanism reads a single private text."""
+    from privtext.errors import BudgetExceededError
+    from privtext.methods.dpkps_core import PlannedRelease, as_release
+    from privtext.privacy import Budget, Ledger
+    from privtext.privacy.release import ReleaseKeeper
+
     class Exploding(list):
         def __iter__(self):  # type: ignore[override]
             raise AssertionError("private text read before the release was recorded")
 
-    class Refused(Exception):
-        pass
-
-    def refuse(event: object) -> None:
-        raise Refused
-
-    with pytest.raises(Refused):
-        dp_vocabulary(Exploding(["w1"]), VOCAB, r=2, epsilon=1.0, size=3, rng=np.random.default_rng(0),
-                      before_release=refuse)
+    keeper = ReleaseKeeper(Ledger(None, Budget.pure(0.5)), lambda r: tmp_path / "v.npz")
+    planned = PlannedRelease(key="dpkps/vocabulary", mechanism="laplace", event=vocabulary_event(2, 1.0),
+                             epsilon=1.0, noise_scale=2.0, sensitivity=2.0, description="")
+    with pytest.raises(BudgetExceededError):
+        keeper.release(as_release(planned), lambda: dp_vocabulary(Exploding(["w1"]), VOCAB, r=2, epsilon=1.0, size=3,
+                                                                   rng=np.random.default_rng(0)))  # type: ignore[arg-type,return-value]
 
 
 def test_bad_input_names_the_value() -> None:

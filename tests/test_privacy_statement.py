@@ -75,7 +75,7 @@ def _pair(tmp: Path, method: str, **kw: Any) -> tuple[dict[str, Any], dict[str, 
     return a, b, out[0], out[1]
 
 
-@pytest.mark.parametrize("case", ["dp_labels", "gdp_record", "secpe"])
+@pytest.mark.parametrize("case", ["dp_labels", "gdp_record", "secpe", "dpkps"])
 def test_statement_depends_on_private_data_only_through_released_values_and_assumptions(
         tmp_path: Path, case: str) -> None:
     if case == "dp_labels":
@@ -84,6 +84,10 @@ def test_statement_depends_on_private_data_only_through_released_values_and_assu
         method = "augpe"
     elif case == "gdp_record":
         kw, method = {"privacy": {"secret": {"p": 1e-3, "r": 2e-2}}}, "augpe"
+    elif case == "dpkps":
+        kw = {"privacy": {"epsilon": 6.0}, "evolution": {"label_distribution": {"kind": "dp"}},
+              "dpkps": {"vocab_size": 15, "length": 4, "n_features": 32, "vocabulary_min_count": 3}}
+        method = "dpkps"
     else:
         kw, method = {"secpe": {"detector": "regex", "clusters": 6}}, "secpe"
     a, b, ra, rb = _pair(tmp_path, method, **kw)
@@ -91,7 +95,9 @@ def test_statement_depends_on_private_data_only_through_released_values_and_assu
     # the exact counts are kept — privately
     da, db = (json.loads((r / "private" / "diagnostics.json").read_text()) for r in (ra, rb))
     assert da["records"]["private"] != db["records"]["private"] or method == "secpe"
-    if case == "dp_labels":
+    if case == "dpkps":
+        assert a["released"]["dp_vocabulary"] and a["guarantee"]["kind"] == "pure"
+    if case in ("dp_labels", "dpkps"):
         assert a["released"]["label_histogram"] and a["released"] != b["released"]
         # released noisy values are rounded before they leave private/ (floating-point attacks)
         for v in a["released"]["label_histogram"].values():

@@ -50,6 +50,35 @@ class DataConfig(Section):
     public_holdout: float | int = Field(
         default=0, ge=0, description="records (or fraction) of the public corpus held out for evaluation"
     )
+    label_values: dict[str, list[str]] | None = Field(
+        default=None, description="the public label schema {COLUMN: [v1, v2, ...]} (values as they appear in the "
+        "private file): the label groups without labelled public text; label_columns default to its keys")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _columns_from_values(cls, d: Any) -> Any:
+        if isinstance(d, dict) and isinstance(d.get("label_values"), dict) and not d.get("label_columns"):
+            d = {**d, "label_columns": list(d["label_values"])}
+        if isinstance(d, dict) and isinstance(d.get("label_values"), dict):  # YAML numbers (5.0) are label text
+            d = {**d, "label_values": {k: [v if isinstance(v, str) else str(v) for v in vs]
+                                       if isinstance(vs, list) else vs for k, vs in d["label_values"].items()}}
+        return d
+
+    @model_validator(mode="after")
+    def _check_label_values(self) -> DataConfig:
+        lv = self.label_values
+        if lv is None:
+            return self
+        if set(lv) != set(self.label_columns):
+            raise ValueError(f"data.label_values names the columns {sorted(lv)} but data.label_columns is "
+                             f"{self.label_columns}: give one list of values per label column")
+        for col, vals in lv.items():
+            if not vals:
+                raise ValueError(f"data.label_values.{col} is empty: list the public label values")
+            dup = sorted({v for v in vals if vals.count(v) > 1})
+            if dup:
+                raise ValueError(f"data.label_values.{col} lists {dup} more than once")
+        return self
 
 
 class GeneratorConfig(OpenSection):
@@ -110,8 +139,6 @@ class PrivacyConfig(Section):
                 "privacy needs exactly one of {epsilon (with delta), mu, secret: {p, r}, noise_multiplier}; "
                 f"got {given or 'none'}"
             )
-        if self.epsilon is not None and self.delta is None:
-            raise ValueError("privacy.epsilon needs privacy.delta (e.g. 1e-5)")
         if self.delta is not None and self.epsilon is None:
             raise ValueError("privacy.delta is only used with privacy.epsilon")
         if self.secure and self.reproducible_noise:
@@ -120,8 +147,9 @@ class PrivacyConfig(Section):
 
     @property
     def kind(self) -> str:
+        """``dp`` (ε, δ), ``pure`` (ε alone: pure ε-DP, DP-KPS only), ``gdp``, ``secret`` or ``noise``."""
         if self.epsilon is not None:
-            return "dp"
+            return "dp" if self.delta is not None else "pure"
         if self.mu is not None:
             return "gdp"
         if self.secret is not None:
@@ -182,6 +210,10 @@ class VotingConfig(Section):
     ef_search: int = Field(default=256, gt=0)
 
 
+#: methods (and their aliases) whose guarantee is pure ε-DP: ``privacy: {epsilon}`` without delta
+PURE_DP_METHODS: tuple[str, ...] = ("dpkps", "dp-kps")
+
+
 class MethodSection(OpenSection):
     """A method's own options (``augpe:``, ``secpe:``, ...): validated by the method's ``Options`` model when the
     run starts (unknown keys are errors naming the key), so a new method needs no field here beyond its section."""
@@ -200,6 +232,7 @@ class Config(Section):
     voting: VotingConfig = Field(default_factory=VotingConfig)
     augpe: MethodSection = Field(default_factory=MethodSection)
     secpe: MethodSection = Field(default_factory=MethodSection)
+    dpkps: MethodSection = Field(default_factory=MethodSection)
     output: str = "runs/run"
 
     @field_validator("method")
@@ -215,6 +248,9 @@ class Config(Section):
             raise ValueError(
                 f"privacy.secure draws every stream from OS entropy and refuses a seed; set seed: null (got {self.seed})"
             )
+        if self.privacy.kind == "pure" and self.method not in PURE_DP_METHODS:
+            raise ValueError("privacy.epsilon needs privacy.delta (e.g. 1e-5); epsilon alone (pure ε-DP) is only "
+                             f"for the methods {', '.join(PURE_DP_METHODS[::2])}")
         if self.privacy.reproducible_noise and self.seed is None:
             raise ValueError("privacy.reproducible_noise derives the noise from the seed: set a seed")
         return self

@@ -211,12 +211,18 @@ def load_corpus(
     format: str | None = None,
     allow_empty_text: bool = False,
     name: str | None = None,
+    optional_labels: bool = False,
 ) -> Corpus:
-    """Load a corpus. ``path`` may be ``hf:name[:config][:split]`` for a dataset in the local HF cache."""
+    """Load a corpus. ``path`` may be ``hf:name[:config][:split]`` for a dataset in the local HF cache.
+
+    ``optional_labels``: label columns the file lacks are left out instead of being an error (public text
+    without labels when the label schema is declared in ``data.label_values``)."""
     spath = str(path)
     fmt = format or infer_format(spath)
     if fmt == "hf":
         rows, cols, nm = _read_hf(spath)
+        if optional_labels:
+            label_columns = [c for c in label_columns if c in cols]
         return _build(spath, rows, cols, text_column=text_column, label_columns=label_columns,
                       id_column=id_column, allow_empty_text=allow_empty_text, name=name or nm)
     p = Path(spath)
@@ -234,6 +240,8 @@ def load_corpus(
         rows, cols = _read_parquet(p)
     else:
         raise DataFormatError(f"{p}: unknown format {fmt!r}; use one of {FORMATS}")
+    if optional_labels:
+        label_columns = [c for c in label_columns if c in cols]
     return _build(spath, rows, cols, text_column=text_column, label_columns=label_columns,
                   id_column=id_column, allow_empty_text=allow_empty_text, name=name)
 

@@ -93,7 +93,7 @@ Speed: scoring every term of Ṽ for N prefixes uses cos(a + p) = cos a·cos p �
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -395,19 +395,17 @@ def dp_kde_sketch(
     weighting: Weighting = "mean",
     max_points: int | None = None,
     neighbouring: Neighbouring = "add_remove",
-    before_release: Callable[[Any], None] | None = None,
 ) -> tuple[KDESketch, Any]:
     """Release the per-class DP-KDE sketch of records given as point sets (each (k_j, D), k_j ≥ 0).
 
     ``blocks`` only documents how queries are padded (D = blocks·d). Returns ``(sketch, event)``; the event
-    equals :func:`kde_event` (ε) and ``before_release(event)`` is called before the points are read."""
+    equals :func:`kde_event` (ε), which the caller records before this reads the points (run it inside
+    :meth:`privtext.privacy.release.ReleaseKeeper.release`)."""
     eps, delta1 = _validate_common(epsilon, noise, weighting, max_points, neighbouring, rng, features.n_features)
     blocks = _check_pos_int("blocks", blocks)
     if features.dim % blocks:
         raise ConfigError(f"features of dimension {features.dim} cannot be split into {blocks} blocks")
     event = kde_event(eps)
-    if before_release is not None:
-        before_release(event)
     cls = _check_classes(record_classes, len(record_points), n_classes)
     pts = [np.asarray(p, dtype=np.float64).reshape(-1, features.dim) for p in record_points]
     counts = np.array([len(p) for p in pts], dtype=np.int64)
@@ -499,7 +497,6 @@ def dp_kde_sketch_terms(
     weighting: Weighting = "mean",
     max_points: int | None = None,
     neighbouring: Neighbouring = "add_remove",
-    before_release: Callable[[Any], None] | None = None,
 ) -> tuple[KDESketch, Any]:
     """The DP-KDE sketch of records given as term-id sequences (ids into the embedded vocabulary Ṽ).
 
@@ -512,8 +509,6 @@ def dp_kde_sketch_terms(
     if max_terms is not None:
         max_terms = _check_pos_int("max_terms", max_terms)
     event = kde_event(eps)
-    if before_release is not None:
-        before_release(event)
     cls = _check_classes(doc_classes, len(doc_terms), n_classes)
     m = projections.blocks
     ids, rec = record_windows(doc_terms, m, max_terms=max_terms)

@@ -36,6 +36,23 @@ def dp_label_histogram(
     return counts, gaussian_event(noise_multiplier)
 
 
+def laplace_label_histogram(
+    private_groups: np.ndarray, n_groups: int, *, epsilon: float, rng: np.random.Generator,
+) -> tuple[np.ndarray, Any]:
+    """Noisy counts of private records per label group with Laplace(1/ε) per bin (DP-KPS's pure-DP label shares).
+
+    Sensitivity: adding or removing one record changes one count by 1, so Δ₁ = 1 and Laplace(Δ₁/ε) on every bin
+    is ε-DP (Dwork et al. 2006). Records with group −1 are not counted. Returns ``(noisy, LaplaceDpEvent(1/ε))``."""
+    from .vocabulary import check_epsilon, laplace_event
+
+    eps = check_epsilon(epsilon, name="epsilon_labels")
+    g = np.asarray(private_groups)
+    counts = np.bincount(g[g >= 0], minlength=n_groups).astype(np.float64)
+    if np.isfinite(eps):
+        counts = counts + rng.laplace(0.0, 1.0 / eps, size=n_groups)
+    return counts, laplace_event(eps)
+
+
 def allocate(weights: np.ndarray, total: int, *, min_each: int = 0) -> np.ndarray:
     """Integer counts summing to ``total`` proportional to non-negative ``weights`` (largest remainder).
 

@@ -28,7 +28,7 @@ privtext's accounting treats as non-private).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -132,12 +132,11 @@ def dp_vocabulary(
     size: int,
     rng: np.random.Generator,
     neighbouring: Neighbouring = "add_remove",
-    before_release: Callable[[Any], None] | None = None,
 ) -> tuple[VocabularyRelease, Any]:
     """Release the DP vocabulary Ṽ of ``size`` terms (App A.1). Returns ``(release, event)``.
 
-    ``before_release(event)`` runs before any private text is read (record the event in the ledger there).
-    Noise: Laplace(b) on every one of the |V| bins, b = Δ₁/ε with Δ₁ from :func:`vocabulary_sensitivity`.
+    Call it inside :meth:`privtext.privacy.release.ReleaseKeeper.release` (the event is recorded before this
+    reads any private text; :func:`vocabulary_event` builds it without data). Noise: Laplace(b) on every one of the |V| bins, b = Δ₁/ε with Δ₁ from :func:`vocabulary_sensitivity`.
     """
     r = _check_positive_int("r", r)
     size = _check_positive_int("size", size)
@@ -148,8 +147,6 @@ def dp_vocabulary(
     if not isinstance(rng, np.random.Generator):
         raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     event = vocabulary_event(r, eps, neighbouring=neighbouring)
-    if before_release is not None:
-        before_release(event)
     # ---- private data is read from here on
     matcher = vocabulary.matcher()
     h = term_histogram(matcher.find_all(texts, max_terms=r), len(vocabulary), r)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from ..backends import BackendOptions
 from ..config import Config, VotingConfig
@@ -42,6 +43,14 @@ class AugPEOptions(BackendOptions):
 
     sensitivity: Literal["record", "secret_group"] = "record"
     detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
+    vocabulary_prompts: bool = Field(
+        default=False, description="DP-KPS's baseline (dpkps.txt §3): release a DP vocabulary (Laplace, App A.1) and "
+        "write the initial candidates from prompts holding random DP-vocabulary terms, with no class topic")
+    vocabulary_epsilon_fraction: float = Field(default=1 / 6, gt=0, lt=1, description="share of privacy.epsilon "
+                                               "spent on the DP vocabulary (pure ε; the votes get the rest)")
+    vocabulary_size: int = Field(default=400, ge=1)
+    vocabulary_r: int = Field(default=10, ge=1)
+    vocabulary_terms: int = Field(default=8, ge=1, description="DP-vocabulary terms per prompt")
 
 
 class DPVoteScorer:
@@ -107,6 +116,9 @@ class AugPE(MethodRun):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
+        if options.vocabulary_prompts and config.privacy.kind != "dp":
+            raise ConfigError("augpe.vocabulary_prompts spends part of an (ε, δ) budget on a Laplace vocabulary: "
+                              f"give privacy: {{epsilon, delta}} (got a {config.privacy.kind!r} budget)")
         if options.sensitivity == "secret_group":
             from ..secrets import build_detector
 
@@ -141,18 +153,71 @@ class AugPE(MethodRun):
             return sigma, (sigma * label_sigma_ratio(label_fraction, compositions) if label_fraction else None)
         b = self.budget
         ratio = label_sigma_ratio(label_fraction, compositions) if label_fraction else None
-        if p.calibration == "paper" and ratio is None:
+        vocab = self.vocabulary_event()
+        if p.calibration == "paper" and ratio is None and vocab is None:
             return float(gaussian_noise_multiplier(b, compositions=compositions, method="paper")), None
 
         def make(s: float) -> Any:
             votes = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), compositions)
-            if ratio is None:
-                return votes
-            return dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(s * ratio), votes])
+            parts = ([vocab] if vocab is not None else []) + (
+                [dp_accounting.GaussianDpEvent(s * ratio)] if ratio is not None else [])
+            return dp_accounting.ComposedDpEvent([*parts, votes]) if parts else votes
 
         target = GdpTarget(b.mu) if b.kind == "gdp" else DpTarget(b.epsilon, b.delta)
         sigma = float(calibrate(make, target))
         return sigma, (sigma * ratio if ratio is not None else None)
+
+    def vocabulary_epsilon(self) -> float | None:
+        o = self.options
+        if not o.vocabulary_prompts:
+            return None
+        return o.vocabulary_epsilon_fraction * float(self.config.privacy.epsilon)  # type: ignore[arg-type]
+
+    def vocabulary_event(self) -> Any:
+        from ..mechanisms.vocabulary import vocabulary_event
+
+        eps = self.vocabulary_epsilon()
+        return None if eps is None else vocabulary_event(self.options.vocabulary_r, eps)
+
+    def build_backends(self, public: Any, guard: Any, prompt_log: Any) -> Any:
+        gen, emb = super().build_backends(public, guard, prompt_log)
+        if self.options.vocabulary_prompts:
+            gen = VocabularyPrompts(gen, terms_per_prompt=self.options.vocabulary_terms)
+        self._generator = gen
+        return gen, emb
+
+    def release_vocabulary(self, inputs: Inputs, keeper: ReleaseKeeper) -> None:
+        """The DP vocabulary of DP-KPS (App A.1) for the baseline's prompts: Laplace(r/ε_v) on every public term,
+        through the keeper (recorded before the private texts are read; kept for resume)."""
+        from ..data.vocabulary import vocabulary_from_corpus
+        from ..mechanisms.vocabulary import dp_vocabulary, vocabulary_sensitivity
+        from ..privacy.statement import released_number
+
+        o = self.options
+        eps = self.vocabulary_epsilon()
+        assert eps is not None
+        if inputs.public is None:
+            raise ConfigError("augpe.vocabulary_prompts needs data.public (the public vocabulary's source)")
+        vocab = vocabulary_from_corpus(list(inputs.public.texts), min_count=3)
+        size = min(o.vocabulary_size, len(vocab))
+        delta = vocabulary_sensitivity(o.vocabulary_r)
+        key = "vocabulary"
+        release = Release(key=key, mechanism="dp_vocabulary", event=self.vocabulary_event(),
+                          noise_std=float(np.sqrt(2.0)) * delta / eps, sensitivity=delta,
+                          description=f"DP vocabulary (DP-KPS App A.1): first {o.vocabulary_r} public terms per "
+                                      f"private record, Laplace histogram, top {size}",
+                          meta={"epsilon": eps, "laplace_scale": delta / eps, "norm": "L1"})
+
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            rel, event = dp_vocabulary(inputs.private.texts, vocab, r=o.vocabulary_r, epsilon=eps, size=size,
+                                       rng=self.noise_rng(key))
+            return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, event
+
+        vals = keeper.release(release, compute)
+        terms = [vocab.terms[int(i)] for i in vals["indices"]]
+        self._generator.terms = terms
+        self.released["dp_vocabulary"] = {t: released_number(c) for t, c in zip(terms, vals["noisy_counts"],
+                                                                                 strict=True)}
 
     def statement_parts(self, ledger: Any) -> dict[str, Any]:
         """Aug-PE's guarantee in words. Numbers: the budget (configured), ε/μ spent (a function of the
@@ -209,6 +274,9 @@ class AugPE(MethodRun):
                     f"releases are ({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-DP for {unit}")
         ld = self.config.evolution.label_distribution
         public = ["the public corpus (generator training text, label values, zero-shot prompts)"]
+        if self.options.vocabulary_prompts:
+            public.append("the public vocabulary (words and phrases of the public corpus); the initial prompts hold "
+                          "random terms of the released DP vocabulary and no class")
         if ld.kind == "public":
             public.append("the label distribution of the public corpus (samples per label)")
         elif ld.kind == "given":
@@ -216,6 +284,8 @@ class AugPE(MethodRun):
         return {
             "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
             "parameters": {"noise_multiplier": self.sigma, "sensitivity": "record" if k is None else "secret_group",
+                           **({"vocabulary_epsilon": self.vocabulary_epsilon()} if self.options.vocabulary_prompts
+                              else {}),
                            **({"label_noise_multiplier": self.label_sigma} if self.label_sigma else {})},
             "assumed_public": assumed, "treated_as_public": public, "coverage": coverage,
         }
@@ -242,6 +312,8 @@ class AugPE(MethodRun):
         frac = ld.budget_fraction if (ld.kind == "dp" and space.columns) else None
         sigma, label_sigma = self.calibrate(T, frac)
         self.sigma, self.label_sigma = sigma, label_sigma
+        if self.options.vocabulary_prompts:
+            self.release_vocabulary(inputs, keeper)
         sens, note = self.group_sensitivity(inputs)
         self.label_sensitivity = sens  # the label histogram's Δ is the group size too (privtext.mechanisms.labels)
         self.log(f"noise multiplier σ={sigma:.4f} for {T} vote releases; {note}")
@@ -253,3 +325,25 @@ class AugPE(MethodRun):
                               voting=self.config.voting, threshold=self.config.evolution.threshold, keeper=keeper,
                               noise_rng=self.noise_rng, sensitivity=sens, sensitivity_note=note)
         return scorer, label_sigma
+
+
+class VocabularyPrompts:
+    """A generator whose RANDOM_API writes each candidate from a seeded prompt of ``terms_per_prompt`` random terms
+    of the released DP vocabulary (``terms``) and the document type — no class (DP-KPS's Aug-PE baseline); every
+    other operation is the wrapped generator's. The per-label DP votes decide which label a candidate serves."""
+
+    def __init__(self, inner: Any, *, terms_per_prompt: int):
+        self.inner = inner
+        self.terms: list[str] | None = None
+        self.k = int(terms_per_prompt)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def random(self, label: Any, n: int, *, rng: np.random.Generator) -> list[str]:
+        if self.terms is None:
+            raise ConfigError("the DP vocabulary was not released before the first prompt")
+        k = min(self.k, len(self.terms))
+        seqs = [[self.terms[int(i)] for i in rng.choice(len(self.terms), size=k, replace=False)] for _ in range(n)]
+        doc_type = getattr(getattr(self.inner, "family", None), "doc_type", None) or "text"
+        return self.inner.seeded(seqs, doc_type, rng=rng)

@@ -61,7 +61,8 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
     public = heldout = None
     if d.public:
         public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
-                             label_columns=d.label_columns, name="public")
+                             label_columns=d.label_columns, name="public",
+                             optional_labels=d.label_values is not None)
         if d.public_holdout:
             ho = d.public_holdout
             n_ho = round(ho * len(public)) if isinstance(ho, float) and ho < 1 else int(ho)
@@ -181,6 +182,16 @@ class MethodRun:
         if not self.label_columns:
             return LabelSpace.unlabeled()
         ld = self.config.evolution.label_distribution
+        declared = self.config.data.label_values
+        if declared is not None:  # the public schema: every combination of the declared values
+            import itertools
+
+            values = tuple(itertools.product(*(tuple(declared[c]) for c in self.label_columns)))
+            if ld.kind == "public" and not _has_labels(public, self.label_columns):
+                raise ConfigError(
+                    "evolution.label_distribution.kind=public needs labelled public text, but the public corpus has "
+                    f"no column(s) {list(self.label_columns)}; with data.label_values use uniform, given or dp")
+            return LabelSpace(self.label_columns, values)
         if ld.kind == "given":
             if not ld.weights:
                 raise ConfigError("evolution.label_distribution.kind=given needs weights: {'a|b': w, ...}")
@@ -197,6 +208,22 @@ class MethodRun:
         values = tuple(sorted(set(public.label_tuples(self.label_columns))))
         return LabelSpace(self.label_columns, values)
 
+    def private_groups(self, space: LabelSpace, private: Corpus) -> np.ndarray:
+        """The label group of each private record (−1: outside the public label space, casts no vote). With
+        ``data.label_values`` a record outside the declared schema is a :class:`DataError`."""
+        groups = (space.groups_of(private.label_tuples(space.columns)) if space.columns
+                  else np.zeros(len(private), dtype=np.int64))
+        outside = int((groups < 0).sum())
+        if outside and self.config.data.label_values is not None:
+            # the declared values are public, an undeclared one is private: neither it nor the count is printed
+            raise DataError("a private record has a label not in data.label_values: declare every label value "
+                            f"of the columns {list(space.columns)} (values as they appear in the private file)")
+        if outside:
+            self.log(f"{outside} private records have label combinations absent from the public label space; "
+                     "they cast no vote")
+        self.diagnostic("private_records_outside_label_space", None, outside)
+        return groups
+
     def public_label_weights(self, space: LabelSpace, public: Corpus | None) -> np.ndarray:
         ld = self.config.evolution.label_distribution
         if not space.columns:
@@ -205,6 +232,10 @@ class MethodRun:
             return np.ones(len(space))
         if ld.kind == "given":
             assert ld.weights is not None
+            missing = [" | ".join(v) for v in space.values
+                       if " | ".join(v) not in ld.weights and "|".join(v) not in ld.weights]
+            if missing:
+                raise ConfigError(f"evolution.label_distribution.weights has no weight for {missing[:5]}")
             w = np.array([float(ld.weights[" | ".join(v)] if " | ".join(v) in ld.weights else ld.weights["|".join(v)])
                           for v in space.values])
             if (w < 0).any():
@@ -276,13 +307,7 @@ class MethodRun:
             write_corpus(inputs.heldout, run.heldout)
         public = inputs.public
         space = self.label_space(public)
-        private_groups = (space.groups_of(inputs.private.label_tuples(space.columns)) if space.columns
-                          else np.zeros(len(inputs.private), dtype=np.int64))
-        outside = int((private_groups < 0).sum())
-        if outside:
-            self.log(f"{outside} private records have label combinations absent from the public label space; "
-                     "they cast no vote")
-        self.diagnostic("private_records_outside_label_space", None, outside)
+        private_groups = self.private_groups(space, inputs.private)
         guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
         ledger = self.make_ledger()
         keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
@@ -325,13 +350,19 @@ class MethodRun:
         values and listed assumptions may appear (see :mod:`privtext.privacy.statement`)."""
         raise NotImplementedError
 
+    def statement_parameters(self) -> dict[str, Any]:
+        """The configured run parameters listed in ``privacy.json`` (the evolution loop's, for PE methods)."""
+        ev = self.config.evolution
+        return {"iterations": ev.iterations, "num_samples": ev.num_samples, "variations": ev.variations,
+                "selection": ev.selection, "label_distribution": ev.label_distribution.kind,
+                "calibration": self.config.privacy.calibration}
+
     def privacy_statement(self, ledger: Any, audit: Any) -> dict[str, Any]:
         from ..privacy.events import event_to_dict
         from ..privacy.statement import PRIVATE_FOLDER_WORDS, RUN_FILES_RELEASE, PrivacyStatement
 
         parts = self.statement_parts(ledger)
         pc = self.config.privacy
-        ev = self.config.evolution
         reproducible = pc.reproducible_noise
         # a release without noise that touches private data (SecPE's clusterings with no secret found name no
         # secret group and hold no private record: they are not private releases)
@@ -370,9 +401,7 @@ class MethodRun:
                     for e in ledger.entries]
         st = PrivacyStatement(
             method=self.name, private=private, headline=headline, guarantee=parts["guarantee"],
-            parameters={"iterations": ev.iterations, "num_samples": ev.num_samples, "variations": ev.variations,
-                        "selection": ev.selection, "label_distribution": ev.label_distribution.kind,
-                        "calibration": pc.calibration, **parts.get("parameters", {})},
+            parameters={**self.statement_parameters(), **parts.get("parameters", {})},
             treated_as_public=list(parts.get("treated_as_public", [])), coverage=self._coverage(parts),
             assumed_public=list(parts.get("assumed_public", [])), released=dict(self.released),
             releases=releases, noise=noise,
@@ -414,6 +443,10 @@ class MethodRun:
             d["counters"]["synthetic_records"] = records
         d["complete"] = final
         atomic_write_json(self.run.metrics, d)
+
+
+def _has_labels(corpus: Corpus | None, columns: Sequence[str]) -> bool:
+    return corpus is not None and all(c in corpus.labels for c in columns)
 
 
 def _seed_int(seed: int | None) -> int:

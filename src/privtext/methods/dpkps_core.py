@@ -1,6 +1,5 @@
 """DP-KPS as a library (dpkps.txt §2, Fig 3): DP vocabulary → per-class DP-KDE sketches → keyphrase sequences →
-one generator prompt per sequence. Not yet wired to ``method: dpkps`` (config/CLI); inputs are kept narrow so
-that wiring is thin.
+one generator prompt per sequence (the library; the run is :mod:`privtext.methods.dpkps`).
 
 Pipeline
 --------
@@ -18,6 +17,11 @@ Pipeline
    only the document type and the terms (the family's ``seeded`` template), never the class; each text takes
    the class of the sketch its sequence came from.
 
+Releases: each noisy release is described (:func:`dpkps_plan` → :func:`as_release`), recorded and computed
+through ``keeper.release`` (a run's :class:`~privtext.privacy.release.ReleaseKeeper`, or :class:`DirectReleases`
+for library use), so nothing private is read before its event is recorded and a resumed run reloads the kept
+values instead of drawing noise again. ``method: dpkps`` is :mod:`privtext.methods.dpkps`.
+
 Guarantee: pure (ε_vocab + ε_kde)-DP for add/remove-one-document neighbours (``neighbouring="replace_one"``:
 the same ε for replace-one neighbours, with twice the noise). The event is
 ``ComposedDpEvent([LaplaceDpEvent(1/ε_vocab), ComposedDpEvent([LaplaceDpEvent(K/ε_kde)] * K)])``, built without
@@ -25,8 +29,7 @@ data by :func:`dpkps_event`; :func:`dpkps_plan` lists the releases in order.
 
 What is treated as public: the public vocabulary, the class names (``classes``: the label schema, never derived
 from the private labels), ``n_per_class``, every parameter of :class:`DPKPSParams`, the embedder and generator,
-and the random features. Private: the texts and their labels. ``record(release)`` is called with a
-:class:`PlannedRelease` before each noisy release reads any private data (pass a ledger's record function).
+and the random features. Private: the texts and their labels.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from ..mechanisms.vocabulary import (
     vocabulary_event,
     vocabulary_sensitivity,
 )
+from ..privacy.release import Release, check_spent
 
 
 def _pos_int(name: str, v: Any, *, allow_none: bool = False) -> None:
@@ -278,6 +282,32 @@ def _embed_terms(embedder: Any, terms: Sequence[str]) -> np.ndarray:
     return e / n
 
 
+class DirectReleases:
+    """The release path for library use without a run directory: each release is described (appended to
+    :attr:`recorded`) before its mechanism reads private data, then computed, and the mechanism's event is checked
+    against the described one (:func:`privtext.privacy.release.check_spent`). A run uses
+    :class:`privtext.privacy.release.ReleaseKeeper` instead (ledger, budget, values kept for resume)."""
+
+    def __init__(self) -> None:
+        self.recorded: list[Release] = []
+
+    def release(self, release: Release, compute: Callable[[], tuple[dict[str, np.ndarray], Any]]
+                ) -> dict[str, np.ndarray]:
+        release.validate()
+        self.recorded.append(release)
+        values, spent = compute()
+        check_spent(release, spent)
+        return values
+
+
+def as_release(planned: PlannedRelease) -> Release:
+    """The ledger's description of a planned release (Laplace: noise std √2·b)."""
+    return Release(key=planned.key, mechanism=planned.mechanism, event=planned.event,
+                   noise_std=math.sqrt(2.0) * planned.noise_scale, sensitivity=planned.sensitivity,
+                   description=planned.description,
+                   meta={"epsilon": planned.epsilon, "laplace_scale": planned.noise_scale, "norm": "L1"})
+
+
 def dpkps_sequences(
     private_texts: Sequence[str],
     private_labels: Sequence[Any],
@@ -288,9 +318,16 @@ def dpkps_sequences(
     params: DPKPSParams,
     n_per_class: int | Mapping[str, int],
     rng: np.random.Generator,
-    record: Callable[[PlannedRelease], Any] | None = None,
+    keeper: Any = None,
+    noise_rng: Callable[[str], np.random.Generator] | None = None,
 ) -> KeyphraseSequences:
-    """Steps 1–4: the DP vocabulary, the sketches and the keyphrase sequences (no generator call)."""
+    """Steps 1–4: the DP vocabulary, the sketches and the keyphrase sequences (no generator call).
+
+    Every noisy release goes through ``keeper.release(Release, compute)`` (a run's
+    :class:`~privtext.privacy.release.ReleaseKeeper`; default :class:`DirectReleases`): described and recorded
+    before ``compute`` reads private data; ``compute`` returns ``(arrays, event)``. ``rng`` is public randomness
+    (random features, sampling); ``noise_rng(key)`` gives each release's noise generator (default: children of
+    ``rng`` — reproducible, NOT private: a run passes :func:`privtext.rng.noise_rng`)."""
     if not isinstance(rng, np.random.Generator):
         raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     classes = tuple(str(c) for c in classes)
@@ -302,48 +339,71 @@ def dpkps_sequences(
     if params.vocab_size > len(public_vocabulary):
         raise ConfigError(f"dpkps.vocab_size={params.vocab_size} exceeds the public vocabulary's "
                           f"{len(public_vocabulary)} terms")
+    keeper = keeper if keeper is not None else DirectReleases()
     plan = dpkps_plan(params)
     rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
-
-    def before(k: int) -> Callable[[Any], None]:
-        def call(event: Any) -> None:
-            if event != plan[k].event:  # the mechanism's own event must be the planned one
-                raise InvalidPrivacyParameter(f"release {plan[k].key}: event {event} differs from the plan")
-            if record is not None:
-                record(plan[k])
-        return call
+    if noise_rng is None:
+        streams = {plan[0].key: rng_vocab, **{p.key: r for p, r in zip(plan[1:], rng_kde.spawn(len(plan) - 1),
+                                                                       strict=True)}}
+        noise_rng = streams.__getitem__
 
     # 1. DP vocabulary
-    vocab_release, vocab_ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r,
-                                            epsilon=params.epsilon_vocab, size=params.vocab_size, rng=rng_vocab,
-                                            neighbouring=params.neighbouring, before_release=before(0))
+    def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
+        rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=params.epsilon_vocab,
+                                size=params.vocab_size, rng=noise_rng(plan[0].key), neighbouring=params.neighbouring)
+        return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
+
+    vals = keeper.release(as_release(plan[0]), vocab_compute)
+    idx = np.asarray(vals["indices"], dtype=np.int64)
+    vocab_release = VocabularyRelease(
+        terms=tuple(public_vocabulary.terms[int(i)] for i in idx), indices=idx,
+        noisy_counts=np.asarray(vals["noisy_counts"], dtype=np.float64), epsilon=params.epsilon_vocab, r=params.r,
+        scale=plan[0].noise_scale, sensitivity=plan[0].sensitivity, neighbouring=params.neighbouring,
+        public_size=len(public_vocabulary))
     dp_vocab = vocab_release.vocabulary(public_vocabulary)
     # 2. embed Ṽ (public)
     emb = _embed_terms(embedder, dp_vocab.terms)
-    # 3. sketches, one per block count
+    # 3. sketches, one per block count; the random features are public and kept with the release (resume)
     blocks = params.blocks
     eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
-    feats = [RandomFourierFeatures.draw(m * emb.shape[1], params.n_features,
-                                        bandwidth=params.bandwidth * math.sqrt(m), rng=r_)
-             for m, r_ in zip(blocks, rng_features.spawn(len(blocks)), strict=True)]
-    projections = [BlockProjections(emb, f, m) for f, m in zip(feats, blocks, strict=True)]
-    doc_terms: list[list[int]] | None = None
-    doc_classes: np.ndarray | None = None
+    private_side: dict[str, Any] = {}
+
+    def private_terms() -> tuple[list[list[int]], np.ndarray]:
+        if "terms" not in private_side:  # read once, after the first sketch is recorded
+            private_side["classes"] = _class_ids(private_labels, classes)
+            private_side["terms"] = dp_vocab.matcher().find_all(private_texts, max_terms=params.max_terms)
+        return private_side["terms"], private_side["classes"]
+
     sketches: list[KDESketch] = []
-    events: list[Any] = []
-    for k, (proj, eps, r_) in enumerate(zip(projections, eps_each, rng_kde.spawn(len(blocks)), strict=True)):
-        before(k + 1)(kde_event(eps))  # recorded before the private texts are matched against Ṽ
-        if doc_terms is None:
-            doc_classes = _class_ids(private_labels, classes)
-            doc_terms = dp_vocab.matcher().find_all(private_texts, max_terms=params.max_terms)
-        assert doc_classes is not None
-        sketch, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=len(classes), projections=proj,
-                                         epsilon=eps, rng=r_, max_terms=params.max_terms, noise=params.noise,
-                                         weighting=params.weighting, max_points=params.max_points,
-                                         neighbouring=params.neighbouring)
-        sketches.append(sketch)
-        events.append(ev)
-    del doc_terms, doc_classes
+    projections: list[BlockProjections] = []
+    for k, (m, eps, r_feat) in enumerate(zip(blocks, eps_each, rng_features.spawn(len(blocks)), strict=True)):
+        feats = RandomFourierFeatures.draw(m * emb.shape[1], params.n_features,
+                                           bandwidth=params.bandwidth * math.sqrt(m), rng=r_feat)
+        proj = BlockProjections(emb, feats, m)
+        planned = plan[k + 1]
+
+        def kde_compute(proj: BlockProjections = proj, eps: float = eps, key: str = planned.key
+                        ) -> tuple[dict[str, np.ndarray], Any]:
+            doc_terms, doc_classes = private_terms()
+            sk, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=len(classes), projections=proj,
+                                         epsilon=eps, rng=noise_rng(key), max_terms=params.max_terms,
+                                         noise=params.noise, weighting=params.weighting,
+                                         max_points=params.max_points, neighbouring=params.neighbouring)
+            return {"noisy": sk.noisy, "weights": proj.features.weights, "offsets": proj.features.offsets}, ev
+
+        vals = keeper.release(as_release(planned), kde_compute)
+        feats = RandomFourierFeatures(weights=np.asarray(vals["weights"]), offsets=np.asarray(vals["offsets"]),
+                                      bandwidth=params.bandwidth * math.sqrt(m))
+        proj = BlockProjections(emb, feats, m)
+        noisy = np.asarray(vals["noisy"], dtype=np.float64)
+        if noisy.shape != (len(classes), params.n_features):
+            raise DataError(f"release {planned.key}: a sketch of shape {noisy.shape}, expected "
+                            f"{(len(classes), params.n_features)} (was the run resumed with other classes?)")
+        sketches.append(KDESketch(features=feats, blocks=m, block_dim=emb.shape[1], noisy=noisy, epsilon=eps,
+                                  scale=planned.noise_scale, sensitivity=planned.sensitivity, noise=params.noise,
+                                  weighting=params.weighting, neighbouring=params.neighbouring))
+        projections.append(proj)
+    private_side.clear()
     # 4. sequences (post-processing of the releases)
     ids = sample_sequences(sketches, projections, counts=counts, length=params.length, sequence=params.sequence,
                            rng=rng_sample, allow_repeats=params.allow_repeats,
@@ -354,11 +414,9 @@ def dpkps_sequences(
         for row in arr:
             seqs.append(tuple(dp_vocab.terms[i] for i in row))
             labels.append(c)
-    import dp_accounting
-
-    event = dp_accounting.ComposedDpEvent([vocab_ev, dp_accounting.ComposedDpEvent(events)])
     return KeyphraseSequences(classes=classes, vocabulary=vocab_release, sketches=tuple(sketches),
-                              sequences=tuple(seqs), labels=tuple(labels), event=event, releases=tuple(plan))
+                              sequences=tuple(seqs), labels=tuple(labels), event=dpkps_event(params),
+                              releases=tuple(plan))
 
 
 def run_dpkps(
@@ -373,7 +431,8 @@ def run_dpkps(
     n_per_class: int | Mapping[str, int],
     rng: np.random.Generator,
     doc_type: str | None = None,
-    record: Callable[[PlannedRelease], Any] | None = None,
+    keeper: Any = None,
+    noise_rng: Callable[[str], np.random.Generator] | None = None,
     batch_size: int = 256,
 ) -> DPKPSResult:
     """Steps 1–5: synthetic texts with their classes. One ``generator.seeded`` prompt per sequence; the prompt
@@ -384,7 +443,8 @@ def run_dpkps(
         doc_type = getattr(family, "doc_type", None) or "text"
     rng_seq, rng_gen = rng.spawn(2)
     kp = dpkps_sequences(private_texts, private_labels, classes=classes, public_vocabulary=public_vocabulary,
-                         embedder=embedder, params=params, n_per_class=n_per_class, rng=rng_seq, record=record)
+                         embedder=embedder, params=params, n_per_class=n_per_class, rng=rng_seq, keeper=keeper,
+                         noise_rng=noise_rng)
     texts: list[str] = []
     seqs = [list(s) for s in kp.sequences]
     for s in range(0, len(seqs), batch_size):
@@ -395,5 +455,15 @@ def run_dpkps(
                        meta={"prompts": len(seqs)})
 
 
-__all__ = ["DPKPSParams", "DPKPSResult", "KeyphraseSequences", "PlannedRelease", "dpkps_event", "dpkps_plan",
-           "dpkps_sequences", "run_dpkps"]
+__all__ = [
+    "DPKPSParams",
+    "DPKPSResult",
+    "DirectReleases",
+    "KeyphraseSequences",
+    "PlannedRelease",
+    "as_release",
+    "dpkps_event",
+    "dpkps_plan",
+    "dpkps_sequences",
+    "run_dpkps",
+]

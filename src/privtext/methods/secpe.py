@@ -281,9 +281,14 @@ class SecPE(MethodRun):
         priv_idx, pub_idx = np.nonzero(mask)[0], np.nonzero(~mask)[0]
         private = inputs.private.subset(priv_idx, name="private")
         secret_free = inputs.private.subset(pub_idx, name="secret_free")
-        public = secret_free if inputs.public is None else secret_free.concat(
-            Corpus(tuple(f"ext-{i}" for i in inputs.public.ids), inputs.public.texts, inputs.public.labels),
-            name="public")
+        ext = inputs.public
+        if ext is not None and set(ext.labels) != set(secret_free.labels):
+            # unlabelled external text (the schema is data.label_values): the public side carries no labels
+            sf_text = Corpus(secret_free.ids, secret_free.texts, {}, name="secret_free")
+            public = sf_text.concat(Corpus(tuple(f"ext-{i}" for i in ext.ids), ext.texts, {}), name="public")
+        else:
+            public = secret_free if ext is None else secret_free.concat(
+                Corpus(tuple(f"ext-{i}" for i in ext.ids), ext.texts, ext.labels), name="public")
         summary = matrix.summary()
         self.matrix = matrix.subset_records(priv_idx)
         self.diagnostic("secrets", None, {
@@ -328,16 +333,21 @@ class SecPE(MethodRun):
             private_emb = embedder.embed(list(inputs.private.texts)) if len(inputs.private) else np.zeros(
                 (0, embedder.dim), dtype=np.float32)
             public_emb = embedder.embed(list(base.texts))
-        public_groups = (space.groups_of(base.label_tuples(space.columns)) if space.columns
+        # unlabelled public text (data.label_values): one clustering, offered to every label group, whose own
+        # private records then vote among the same public centres
+        unlabelled = bool(space.columns) and not all(c in base.labels for c in space.columns)
+        public_groups = (space.groups_of(base.label_tuples(space.columns)) if space.columns and not unlabelled
                          else np.zeros(len(base), dtype=np.int64))
         k = cfg.clusters if cfg.clusters != "auto" else auto_clusters(
             n_public=len(base), n_groups=len(np.unique(public_groups[public_groups >= 0])) or 1,
             num_samples=self.config.evolution.num_samples, sigma=sigma, dim=int(public_emb.shape[1]),
             radius=cfg.clip_radius, noise_norm=cfg.noise_norm)
         with self.metrics.stage("public_kmeans"):
-            clusters = public_kmeans(public_emb, public_groups, len(space), k,
+            clusters = public_kmeans(public_emb, public_groups, 1 if unlabelled else len(space), k,
                                      seed=0 if self.seed is None else int(self.seed), radius=cfg.clip_radius,
                                      iters=cfg.kmeans_iters, backend=cfg.kmeans, metric=self.config.voting.metric)
+            if unlabelled:
+                clusters = replicate_clusters(clusters, len(space))
         direct_emb = direct_groups = None
         if cfg.voting == "hybrid":
             sf_groups = (space.groups_of(secret_free.label_tuples(space.columns)) if space.columns
@@ -355,3 +365,11 @@ class SecPE(MethodRun):
                                threshold=self.config.evolution.threshold, keeper=keeper, noise_rng=self.noise_rng,
                                diagnostic=self.diagnostic, direct_emb=direct_emb, direct_groups=direct_groups)
         return scorer, None
+
+
+def replicate_clusters(clusters: PublicClusters, n_groups: int) -> PublicClusters:
+    """The clusters of unlabelled public text offered to each of ``n_groups`` label groups (public: a copy per
+    group; each group's private records vote among its copy)."""
+    k = len(clusters)
+    return PublicClusters(np.tile(clusters.centres, (n_groups, 1)), np.tile(clusters.sizes, n_groups),
+                          np.repeat(np.arange(n_groups, dtype=np.int64), k))

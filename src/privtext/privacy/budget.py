@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InvalidPrivacyParameter
 from .conversions import check_delta, check_epsilon, check_pr, mu_from_pr
 
-Kind = Literal["dp", "gdp", "secret", "noise"]
+Kind = Literal["dp", "pure", "gdp", "secret", "noise"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class Budget:
     """What the ledger enforces.
 
     * ``dp`` — (epsilon, delta)-DP, add-or-remove-one-record neighbours;
+    * ``pure`` — pure ε-DP (δ = 0), add-or-remove-one-record neighbours: events compose by summing their pure ε
+      (:func:`privtext.privacy.pure.pure_epsilon`; Laplace leaves only — a Gaussian has no finite pure ε). DP-KPS;
     * ``gdp`` — mu-GDP (Dong, Roth & Su 2019; SecPE Def 2.2);
     * ``secret`` — (p, r)-secret protection (SecPE Def 3.1): ``p``/``r`` are floats, or tuples with one entry per
       secret (column of the membership matrix);
@@ -46,6 +48,14 @@ class Budget:
         if not (float(epsilon) > 0 and math.isfinite(float(epsilon))):
             raise InvalidPrivacyParameter(f"epsilon must be positive and finite, got {epsilon!r}")
         return cls(kind="dp", epsilon=float(epsilon), delta=float(delta), report_delta=float(delta))
+
+    @classmethod
+    def pure(cls, epsilon: float) -> Budget:
+        """Pure ε-DP: the ledger sums the pure ε of the recorded (Laplace) events and refuses a release above ε."""
+        check_epsilon(epsilon)
+        if not (float(epsilon) > 0 and math.isfinite(float(epsilon))):
+            raise InvalidPrivacyParameter(f"epsilon must be positive and finite, got {epsilon!r}")
+        return cls(kind="pure", epsilon=float(epsilon), delta=0.0)
 
     @classmethod
     def gdp(cls, mu: float, *, report_delta: float = 1e-5) -> Budget:
@@ -81,6 +91,8 @@ class Budget:
         kind = cfg.kind
         if kind == "dp":
             return cls.dp(cfg.epsilon, cfg.delta)
+        if kind == "pure":
+            return cls.pure(cfg.epsilon)
         if kind == "gdp":
             return cls.gdp(cfg.mu)
         if kind == "secret":
@@ -133,6 +145,8 @@ class Budget:
         d: dict[str, Any] = {"kind": self.kind}
         if self.kind == "dp":
             d.update(epsilon=self.epsilon, delta=self.delta)
+        elif self.kind == "pure":
+            d.update(epsilon=self.epsilon)
         elif self.kind == "gdp":
             d.update(mu=self.mu, report_delta=self.report_delta)
         elif self.kind == "secret":
@@ -145,6 +159,8 @@ class Budget:
     def describe(self) -> str:
         if self.kind == "dp":
             return f"(ε={self.epsilon:g}, δ={self.delta:g})-DP"
+        if self.kind == "pure":
+            return f"pure ε={self.epsilon:g}-DP"
         if self.kind == "gdp":
             return f"μ={self.mu:g}-GDP"
         if self.kind == "secret":

@@ -165,6 +165,8 @@ class Ledger:
         b = self.budget
         if b.kind == "dp":
             return {"kind": "dp", "epsilon": max(0.0, b.epsilon - s["epsilon"]), "delta": b.delta}
+        if b.kind == "pure":
+            return {"kind": "pure", "epsilon": max(0.0, b.epsilon - s["epsilon"])}
         if b.kind == "gdp":
             return {"kind": "gdp", "mu": math.sqrt(max(0.0, b.mu**2 - s["mu"] ** 2))}
         if b.kind == "secret":
@@ -212,6 +214,13 @@ class Ledger:
             eps = epsilon_for_delta(events, b.delta) if events else 0.0
             return {"kind": "dp", "epsilon": eps, "delta": b.delta, "releases": len(releases),
                     "exceeded": bool(eps > b.epsilon)}
+        if b.kind == "pure":
+            from .pure import pure_epsilon
+
+            eps = math.fsum(pure_epsilon(e) for e in events)
+            # basic composition is exact for pure DP; a relative slack of 1e-9 absorbs the rounding of ε = Σ ε_i
+            return {"kind": "pure", "epsilon": eps, "releases": len(releases),
+                    "exceeded": bool(eps > b.epsilon * (1 + 1e-9))}
         if b.kind == "gdp":
             mu = gdp_mu_of(events) if events else 0.0
             return {"kind": "gdp", "mu": mu, "epsilon_at_report_delta": _gdp_eps(mu, b.report_delta),
@@ -314,8 +323,10 @@ class Ledger:
                  "secret_groups": len(e.release.secret_events or {})}
                 for e in self._entries
             ],
-            "accountant": "dp_accounting PLD (pessimistic, connect-the-dots); exact GDP composition for Gaussians; "
-                          "SecPE blow-up B(p) = min_ε e^ε p + δ(ε) for secret protection",
+            "accountant": (
+                "pure ε: the sum of the Laplace releases' ε (basic composition, exact for pure DP)" if b.kind == "pure"
+                else "dp_accounting PLD (pessimistic, connect-the-dots); exact GDP composition for Gaussians; "
+                     "SecPE blow-up B(p) = min_ε e^ε p + δ(ε) for secret protection"),
             "neighbouring_relation": (
                 "add or remove one private record" if b.kind != "secret"
                 else "the same private data with and without one declared secret (SecPE Def 3.1)"
@@ -354,6 +365,8 @@ def _spent_words(s: Mapping[str, Any]) -> str:
     k = s["kind"]
     if k == "dp":
         return f"ε would be {s['epsilon']:.6g} at δ={s['delta']:g}"
+    if k == "pure":
+        return f"pure ε would be {s['epsilon']:.6g}"
     if k == "gdp":
         return f"μ would be {s['mu']:.6g}"
     if k == "secret":

@@ -112,6 +112,8 @@ def short_label(st: Mapping[str, Any]) -> str:
     b = g.get("budget") or {}
     if kind == "dp":
         label = f"(ε={_num(b.get('epsilon'))}, δ={_num(b.get('delta'))})-DP"
+    elif kind == "pure":
+        label = f"ε={_num(b.get('epsilon'))}-DP (pure)"
     elif kind == "gdp":
         label = f"μ={_num(b.get('mu'))}-GDP"
     elif kind == "secret":

@@ -1,0 +1,275 @@
+"""``method: dpkps`` — DP-KPS as a run (dpkps.txt §2): DP vocabulary → per-class DP-KDE sketches → keyphrase
+sequences → one generator prompt per sequence. The pipeline itself is :mod:`privtext.methods.dpkps_core`; this
+module gives it a run directory, a ledger, the release keeper, the label schema and the statement.
+
+Budget (pure ε-DP, add/remove one private record)
+-------------------------------------------------
+``privacy: {epsilon: ε}`` is the total (a ``delta`` may be given; pure ε-DP implies (ε, δ)-DP for every δ). It is
+split as
+
+* ``evolution.label_distribution.kind: dp`` — ε_labels = ``budget_fraction``·ε for a Laplace(1/ε_labels) label
+  histogram (Δ₁ = 1: one record changes one count by 1; :func:`privtext.mechanisms.labels.laplace_label_histogram`);
+* ``dpkps.epsilon_vocab`` and ``dpkps.epsilon_kde`` when both are given (their sum with ε_labels must not exceed
+  ε), else ε_vocab = ``vocab_share``·(ε − ε_labels) and ε_kde = the rest (default 1/6: the paper's 1 + 5).
+
+The releases — vocabulary (Δ₁ = r, App A.1), the K sketches of ε_kde/K each (Δ₁ = √2·c_w·I, App A.2 / proof of
+Thm A.1; derivations in :mod:`privtext.mechanisms.vocabulary` and :mod:`privtext.mechanisms.kde`) and the
+optional label histogram — are recorded in the ledger (:meth:`privtext.privacy.budget.Budget.pure`: the sum of
+their ε, exact for pure DP) before each reads private data, computed, checked and kept
+(``private/checkpoints/releases``): a resumed run reloads them and never draws noise again.
+
+Prompts: one ``generator.seeded`` call per sequence naming only the document type and the terms (the prompt
+family's ``seeded.template``); each text takes the class of the sketch its sequence came from.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ..atomicio import PromptLog, atomic_write_json, read_jsonl
+from ..backends import BackendOptions
+from ..config import Config
+from ..data import Corpus, write_corpus
+from ..data.labels import LabelSpace
+from ..errors import ConfigError
+from ..guard import PrivateGuard
+from ..mechanisms.labels import allocate, laplace_label_histogram
+from ..mechanisms.vocabulary import laplace_event
+from ..privacy.release import Release, ReleaseKeeper
+from ..progress import say
+from .base import MethodRun
+from .dpkps_core import DPKPSParams, dpkps_plan, dpkps_sequences
+
+
+class DPKPSOptions(BackendOptions):
+    """The ``dpkps:`` section (defaults: docs/dpkps.md, chosen on the Yelp validation slice)."""
+
+    epsilon_vocab: float | None = Field(default=None, gt=0, description="ε of the DP vocabulary (with epsilon_kde)")
+    epsilon_kde: float | None = Field(default=None, gt=0, description="ε of all DP-KDE sketches together")
+    vocab_share: float = Field(default=1 / 6, gt=0, lt=1, description="ε_vocab / (ε − ε_labels) when the two "
+                               "epsilons are not given")
+    r: int = Field(default=10, ge=1)
+    vocab_size: int = Field(default=400, ge=1)
+    length: int = Field(default=8, ge=1)
+    sequence: Literal["independent", "iterative"] = "independent"
+    ensemble: Literal["log", "linear"] = "log"
+    n_features: int = Field(default=256, ge=1)
+    bandwidth: float = Field(default=0.3, gt=0)
+    max_terms: int | None = Field(default=64, ge=1)
+    noise: Literal["sum", "paper"] = "sum"
+    weighting: Literal["mean", "sum"] = "mean"
+    max_points: int | None = Field(default=None, ge=1)
+    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+    allow_repeats: bool = False
+    threshold: float = Field(default=2.0, ge=0)
+    glossary: str | None = Field(default=None, description="public vocabulary file (one term a line); default: "
+                                 "words and phrases of the public corpus")
+    vocabulary_min_count: int = Field(default=3, ge=1)
+    vocabulary_max_terms: int = Field(default=5000, ge=1)
+    doc_type: str | None = Field(default=None, description="the document type named in the prompts (default: the "
+                                 "prompt family's)")
+    batch_size: int = Field(default=256, ge=1)
+
+
+def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, float | None]:
+    """(ε_vocab, ε_kde, ε_labels or None) from the configuration (module docstring)."""
+    p = config.privacy
+    if p.kind not in ("pure", "dp"):
+        raise ConfigError(f"method dpkps is pure ε-DP: give privacy: {{epsilon: ...}} (got a {p.kind!r} budget)")
+    total = float(p.epsilon)  # type: ignore[arg-type]
+    ld = config.evolution.label_distribution
+    eps_labels = ld.budget_fraction * total if (ld.kind == "dp" and config.data.label_columns) else None
+    rest = total - (eps_labels or 0.0)
+    ev, ek = options.epsilon_vocab, options.epsilon_kde
+    if (ev is None) != (ek is None):
+        raise ConfigError("dpkps.epsilon_vocab and dpkps.epsilon_kde go together (or give neither and set "
+                          "dpkps.vocab_share)")
+    if ev is None or ek is None:
+        return options.vocab_share * rest, (1 - options.vocab_share) * rest, eps_labels
+    if ev + ek > rest * (1 + 1e-9):
+        raise ConfigError(f"dpkps.epsilon_vocab + dpkps.epsilon_kde = {ev + ek:g} exceeds privacy.epsilon = {total:g}"
+                          + (f" less ε_labels = {eps_labels:g}" if eps_labels else ""))
+    return float(ev), float(ek), eps_labels
+
+
+class DPKPS(MethodRun):
+    name: ClassVar[str] = "dpkps"
+    Options = DPKPSOptions
+    options: DPKPSOptions
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        split_epsilon(config, options)
+        cls.params_of(config, options)
+        if config.evolution.label_distribution.kind == "public" and config.data.label_values is not None:
+            pass  # checked against the corpus in label_space
+
+    @staticmethod
+    def params_of(config: Config, options: DPKPSOptions) -> DPKPSParams:
+        ev, ek, _ = split_epsilon(config, options)
+        return DPKPSParams(
+            epsilon_vocab=ev, epsilon_kde=ek, r=options.r, vocab_size=options.vocab_size, length=options.length,
+            sequence=options.sequence, ensemble=options.ensemble, n_features=options.n_features,
+            bandwidth=options.bandwidth, max_terms=options.max_terms, noise=options.noise,
+            weighting=options.weighting, max_points=options.max_points, neighbouring=options.neighbouring,
+            allow_repeats=options.allow_repeats, threshold=options.threshold)
+
+    def make_ledger(self) -> Any:
+        from ..privacy import Budget, Ledger
+
+        self.budget = Budget.pure(float(self.config.privacy.epsilon))  # type: ignore[arg-type]
+        return Ledger.load(self.run.ledger, self.budget)
+
+    # ------------------------------------------------------------------ pieces
+    def public_vocabulary(self, public: Corpus | None) -> Any:
+        from ..data.vocabulary import load_glossary, vocabulary_from_corpus
+
+        o = self.options
+        if o.glossary:
+            return load_glossary(o.glossary, max_terms=o.vocabulary_max_terms)
+        if public is None:
+            raise ConfigError("method dpkps needs a public vocabulary: give data.public (its words and phrases) or "
+                              "dpkps.glossary (a term list)")
+        return vocabulary_from_corpus(list(public.texts), min_count=o.vocabulary_min_count,
+                                      max_terms=o.vocabulary_max_terms)
+
+    def class_counts(self, space: LabelSpace, public: Corpus | None, private_groups: np.ndarray,
+                     keeper: ReleaseKeeper, eps_labels: float | None) -> np.ndarray:
+        n = self.config.evolution.num_samples
+        ld = self.config.evolution.label_distribution
+        if ld.kind != "dp" or not space.columns:
+            return allocate(self.public_label_weights(space, public), n, min_each=1 if n >= len(space) else 0)
+        assert eps_labels is not None
+        key = "labels/histogram"
+        release = Release(key=key, mechanism="laplace_label_histogram", event=laplace_event(eps_labels),
+                          noise_std=math.sqrt(2.0) / eps_labels, sensitivity=1.0,
+                          description="noisy count of private records per public label group (Laplace, Δ₁=1)",
+                          meta={"epsilon": eps_labels, "laplace_scale": 1.0 / eps_labels, "norm": "L1"})
+
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            noisy, event = laplace_label_histogram(private_groups, len(space), epsilon=eps_labels,
+                                                   rng=self.noise_rng(key))
+            return {"noisy": noisy}, event
+
+        vals = keeper.release(release, compute)
+        from ..privacy.statement import released_number
+
+        self.released["label_histogram"] = {space.key(g): released_number(v) for g, v in enumerate(vals["noisy"])}
+        return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
+
+    # ------------------------------------------------------------------ the run
+    def execute(self) -> Path:
+        from ..privacy.statement import released_number
+
+        t_start = time.perf_counter()
+        run = self.run
+        inputs = self.load_inputs()
+        if inputs.heldout is not None and not run.heldout.exists():
+            write_corpus(inputs.heldout, run.heldout)
+        public = inputs.public
+        space = self.label_space(public)
+        private_groups = self.private_groups(space, inputs.private)
+        ev, ek, eps_labels = split_epsilon(self.config, self.options)
+        self.eps = {"vocab": ev, "kde": ek, "labels": eps_labels}
+        self.params = params = self.params_of(self.config, self.options)
+        guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
+        ledger = self.make_ledger()
+        keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
+        prompt_log = PromptLog(run.prompts)
+        gen = None
+        try:
+            gen, emb = self.build_backends(public, guard, prompt_log)
+            with self.metrics.stage("public_vocabulary"):
+                vocab = self.public_vocabulary(public)
+            self.log(f"public vocabulary: {len(vocab)} terms; releases: "
+                     + ", ".join(f"{p.key} (ε={p.epsilon:.4g})" for p in dpkps_plan(params)))
+            counts = self.class_counts(space, public, private_groups, keeper, eps_labels)
+            classes = [str(g) for g in range(len(space))]
+            keep = private_groups >= 0
+            priv = inputs.private.subset(np.flatnonzero(keep)) if not keep.all() else inputs.private
+            with self.metrics.stage("dp_keyphrases"):
+                kp = dpkps_sequences(priv.texts, [str(g) for g in private_groups[keep]], classes=classes,
+                                     public_vocabulary=vocab, embedder=emb, params=params,
+                                     n_per_class={c: int(n) for c, n in zip(classes, counts, strict=True)},
+                                     rng=self.rng("dpkps"), keeper=keeper, noise_rng=self.noise_rng)
+            self.keyphrases = kp
+            doc_type = self.options.doc_type or getattr(getattr(gen, "family", None), "doc_type", None) or "text"
+            seqs = [list(s) for s in kp.sequences]
+            texts: list[str] = []
+            rng_gen = self.rng("dpkps", "generate")
+            with self.metrics.stage("generation"):
+                for s in range(0, len(seqs), self.options.batch_size):
+                    texts.extend(gen.seeded(seqs[s:s + self.options.batch_size], doc_type, rng=rng_gen))
+        finally:
+            prompt_log.close()
+            self._save_metrics(t_start, gen)
+        groups = [int(c) for c in kp.labels]
+        out = Corpus(ids=tuple(f"syn-{i}" for i in range(len(texts))), texts=tuple(texts),
+                     labels={c: tuple(space.values[g][j] for g in groups) for j, c in enumerate(space.columns)},
+                     name="synthetic")
+        write_corpus(out, run.synthetic, include_ids=True)
+        v = kp.vocabulary
+        self.released["dp_vocabulary"] = {t: released_number(c) for t, c in zip(v.terms, v.noisy_counts,
+                                                                                 strict=True)}
+        audit = guard.scan(rec for rec in read_jsonl(run.prompts))
+        self.write_diagnostics(ledger, audit)
+        atomic_write_json(run.privacy, self.privacy_statement(ledger, audit))
+        self._save_metrics(t_start, gen, final=True, records=len(out))
+        run.log(f"done: {len(out)} synthetic records from {len(seqs)} keyphrase prompts; prompt audit "
+                f"clean={audit.clean}")
+        say(f"[green]done[/]: {len(out)} records → {run.synthetic}")
+        return run.root
+
+    # ------------------------------------------------------------------ the statement
+    def statement_parameters(self) -> dict[str, Any]:
+        ld = self.config.evolution.label_distribution
+        return {"num_samples": self.config.evolution.num_samples, "label_distribution": ld.kind,
+                "generator_calls": "one per keyphrase sequence"}
+
+    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+        """DP-KPS's guarantee in words; every number is configured (ε and its split, the parameters) or derived
+        from the data-independent events."""
+        s = ledger.spent()
+        n = len(ledger)
+        eps = self.eps
+        p = self.params
+        unit = ("adding or removing one private record" if p.neighbouring == "add_remove"
+                else "replacing one private record")
+        split = f"ε_vocab = {eps['vocab']:.4g}, ε_kde = {eps['kde']:.4g}" + (
+            f", ε_labels = {eps['labels']:.4g}" if eps["labels"] else "")
+        guarantee = {"kind": "pure", "budget": self.budget.to_dict(), "neighbouring_relation": unit, "releases": n,
+                     "spent": {"epsilon": s["epsilon"]}, "epsilon_vocab": eps["vocab"], "epsilon_kde": eps["kde"],
+                     **({"epsilon_labels": eps["labels"]} if eps["labels"] else {}),
+                     "delta": 0.0}
+        head = (f"pure {s['epsilon']:.4g}-differential privacy ({split}; δ = 0) for {unit} (budget ε = "
+                f"{self.budget.epsilon:g})")
+        ld = self.config.evolution.label_distribution
+        public = [
+            "the public vocabulary (" + (f"the glossary {self.options.glossary}" if self.options.glossary else
+                                         "words and phrases of the public corpus") + ")",
+            "the label schema (class names; " + ("data.label_values" if self.config.data.label_values is not None
+                                                 else "the label values of the public corpus") + ")",
+            "the embedder, the generator and its public training text, and the random Fourier features",
+        ]
+        if ld.kind != "dp" and self.config.data.label_columns:
+            public.append(f"the samples per class ({ld.kind} label distribution)")
+        coverage = ["The prompts name only the document type and released keyphrases (post-processing of the DP "
+                    "vocabulary and sketches); no class name and no private text reaches the generator."]
+        return {
+            "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
+            "parameters": {"epsilon_vocab": eps["vocab"], "epsilon_kde": eps["kde"], "r": p.r,
+                           "vocab_size": p.vocab_size, "length": p.length, "sequence": p.sequence,
+                           "n_features": p.n_features, "bandwidth": p.bandwidth, "threshold": p.threshold,
+                           "noise": p.noise, "weighting": p.weighting,
+                           **({"epsilon_labels": eps["labels"]} if eps["labels"] else {})},
+            "assumed_public": [], "treated_as_public": public, "coverage": coverage,
+        }
+
+
+__all__ = ["DPKPS", "DPKPSOptions", "split_epsilon"]

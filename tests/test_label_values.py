@@ -1,0 +1,72 @@
+"""data.label_values: a public label schema for labelled private data and unlabelled public text, for every
+method (Aug-PE, SecPE, DP-KPS)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from privtext.config import config_from_dict
+from privtext.data import Corpus, load_corpus
+from privtext.errors import ConfigError, DataError
+from privtext.testing.tinyrun import tiny_run, toy_corpora
+
+SCHEMA = {"category": ["food", "hotel"], "mood": ["good", "bad"]}
+
+
+def _unlabelled(c: Corpus) -> Corpus:
+    return Corpus(c.ids, c.texts, {}, name=c.name)
+
+
+def _run(tmp: Path, method: str, *, private: Corpus | None = None, label_values: Any = SCHEMA,
+         **kw: Any) -> Path:
+    rng = np.random.default_rng(3)
+    priv, pool, _ = toy_corpora(rng=rng, n_private=40, n_pool=150)
+    if method == "secpe":  # secrets in some records (the rest become public)
+        texts = [t + (f" mail user{i % 3}@example.org" if i % 2 == 0 else "") for i, t in enumerate(priv.texts)]
+        priv = Corpus(priv.ids, tuple(texts), priv.labels, name="priv")
+    extra: dict[str, Any] = {"dpkps": {"vocab_size": 20, "length": 4, "n_features": 32}} if method == "dpkps" else {}
+    privacy = {"epsilon": 6.0} if method == "dpkps" else None
+    sections = {"evolution": {"label_distribution": {"kind": "uniform"}}, **extra, **kw}
+    return tiny_run(tmp / method, private=private or priv, public=_unlabelled(pool), method=method,
+                    privacy=privacy, num_samples=12, iterations=2, data={"label_values": label_values},
+                    **sections)
+
+
+@pytest.mark.parametrize("method", ["augpe", "secpe", "dpkps"])
+def test_labelled_private_unlabelled_public_runs_end_to_end(tmp_path: Path, method: str) -> None:
+    run = _run(tmp_path, method)
+    syn = load_corpus(run / "synthetic.jsonl", label_columns=["category", "mood"])
+    assert len(syn) >= 4
+    combos = set(syn.label_tuples(["category", "mood"]))
+    assert combos <= {(c, m) for c in SCHEMA["category"] for m in SCHEMA["mood"]}
+    assert len(combos) == 4  # uniform shares: every declared combination gets samples
+    st = json.loads((run / "privacy.json").read_text())
+    assert st["prompt_audit"]["passed"]
+
+
+def test_undeclared_private_label_is_a_data_error_that_does_not_print_it(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"a private record has a label not in data\.label_values") as e:
+        _run(tmp_path, "augpe", label_values={"category": ["food"], "mood": ["good", "bad"]})
+    assert "hotel" not in str(e.value)
+
+
+def test_public_label_distribution_needs_labelled_public_text(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"label_distribution\.kind=public needs labelled public text"):
+        _run(tmp_path, "augpe", evolution={"label_distribution": {"kind": "public"}})
+
+
+def test_label_values_config_checks() -> None:
+    base = {"data": {"private": "p.csv"}, "privacy": {"mu": 1.0}}
+    cfg = config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"stars": [1.0, 2.0]}}})
+    assert cfg.data.label_columns == ["stars"] and cfg.data.label_values == {"stars": ["1.0", "2.0"]}
+    with pytest.raises(ConfigError, match="names the columns"):
+        config_from_dict({**base, "data": {"private": "p.csv", "label_columns": ["a"], "label_values": {"b": ["x"]}}})
+    with pytest.raises(ConfigError, match="more than once"):
+        config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": ["x", "x"]}}})
+    with pytest.raises(ConfigError, match="is empty"):
+        config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": []}}})
