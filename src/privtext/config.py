@@ -200,6 +200,7 @@ class Config(Section):
     voting: VotingConfig = Field(default_factory=VotingConfig)
     augpe: MethodSection = Field(default_factory=MethodSection)
     secpe: MethodSection = Field(default_factory=MethodSection)
+    wasp: MethodSection = Field(default_factory=MethodSection)
     output: str = "runs/run"
 
     @field_validator("method")

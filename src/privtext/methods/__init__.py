@@ -6,5 +6,6 @@ from .base import Method, MethodRun
 METHODS: Registry = Registry("method")
 METHODS.register("augpe", "privtext.methods.augpe:AugPE", aliases=("aug-pe", "pe"))
 METHODS.register("secpe", "privtext.methods.secpe:SecPE", aliases=("sec-pe",))
+METHODS.register("wasp", "privtext.methods.wasp:WASP")
 
 __all__ = ["METHODS", "Method", "MethodRun"]
