@@ -366,7 +366,7 @@ class _Mixture:
         p = sum(wt * m.dist(m.chain(hist)) for m, wt in zip(self.models, self.weights, strict=True))
         assert isinstance(p, np.ndarray)
         if self.penalises:
-            for w in self.pen2.get(hist[-1], ()) | self.pen3.get((hist[-2], hist[-1]), set()):
+            for w in set(self.pen2.get(hist[-1], ())) | set(self.pen3.get((hist[-2], hist[-1]), ())):
                 p[w] *= self.accept
         return p
 
