@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             row["seconds"] = round(time.perf_counter() - t0, 1)
             results["runs"].setdefault(name, []).append(row)
             print(f"seed {seed} {name:14s} acc={row['accuracy']:.4f} n={len(syn)} ({row['seconds']} s)", flush=True)
-            if "wasp" in row and row["wasp"]:
+            if row.get("wasp"):
                 for r in row["wasp"]["rounds"]:
                     print(f"    round {r['round']}: n/gen={r['n_per_generator']} w_used={r['weights_used']} "
                           f"w_next={r['weights_next']} mean Hn/gen={r['nearest_mean_per_generator']}", flush=True)
