@@ -38,7 +38,7 @@ def test_round_sizes_and_generator_counts_known_values() -> None:
     assert list(generator_counts(np.array([0.5, 0.3, 0.2]), 7)) == [4, 2, 1]
     assert list(generator_counts(np.array([1.0, 0.0, 0.0]), 5)) == [5, 0, 0]
     assert list(generator_counts(np.array([1.0, 1.0, 1.0]), 60)) == [20, 20, 20]
-    with pytest.raises(ConfigError, match="-0.5"):
+    with pytest.raises(ConfigError, match=r"-0\.5"):
         generator_counts(np.array([-0.5, 1.0]), 3)
 
 
@@ -115,7 +115,7 @@ def test_wasp_run_releases_carry_the_recorded_noise(tmp_path: Path) -> None:
     exact = _exact(run)
     recs = _ledger(run)
     assert [r["key"] for r in recs] == ["votes/round_000", "votes/round_001", "votes/round_002"]  # T − 1
-    z, sd = [], []
+    z = []
     for rec in recs:
         hn, hf = exact[rec["key"]]
         with np.load(rd.release_path(rec["key"], rec["iteration"])) as v:
