@@ -120,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
             "wasp-paper": {**base, "method": "wasp", "generators": generators(args), "wasp": wasp,
                            "privacy": {**base["privacy"], "calibration": "paper"}},
             "fusegen": {**base, "method": "wasp", "generators": generators(args), "wasp": {"feedback": "none"}},
+            # diagnostics (not in the default list): no noise (NOT private), no worse examples, equal weights
+            "wasp-nonoise": {**base, "method": "wasp", "generators": generators(args), "wasp": wasp,
+                             "privacy": {"noise_multiplier": 0.0}},
+            "wasp-fewshot": {**base, "method": "wasp", "generators": generators(args),
+                             "wasp": {**wasp, "contrastive": False}},
+            "wasp-equal": {**base, "method": "wasp", "generators": generators(args),
+                           "wasp": {**wasp, "weighting": "equal"}},
         }
         for g in generators(args):
             configs[f"augpe-{g['name']}"] = {
