@@ -233,6 +233,7 @@ class Config(Section):
     augpe: MethodSection = Field(default_factory=MethodSection)
     secpe: MethodSection = Field(default_factory=MethodSection)
     dpkps: MethodSection = Field(default_factory=MethodSection)
+    wasp: MethodSection = Field(default_factory=MethodSection)
     output: str = "runs/run"
 
     @field_validator("method")

@@ -366,7 +366,7 @@ class _Mixture:
         p = sum(wt * m.dist(m.chain(hist)) for m, wt in zip(self.models, self.weights, strict=True))
         assert isinstance(p, np.ndarray)
         if self.penalises:
-            for w in self.pen2.get(hist[-1], ()) | self.pen3.get((hist[-2], hist[-1]), set()):
+            for w in set(self.pen2.get(hist[-1], ())) | set(self.pen3.get((hist[-2], hist[-1]), ())):
                 p[w] *= self.accept
         return p
 
@@ -629,6 +629,8 @@ class NgramOptions(BackendOptions):
     max_words: int = Field(default=1000, ge=1, description="hard cap on generated words")
     backoff_scale: float = Field(default=0.5, gt=0, le=1, description="1 samples Kneser-Ney exactly; lower values "
                                  "shrink every back-off weight (more fluent text, closer to the public corpus)")
+    train_texts: int | None = Field(default=None, ge=1, description="train on a random subset of this many public "
+                                    "texts (seeded public randomness): a weaker generator, e.g. for WASP's mixes")
 
 
 class NgramGenerator(BaseGenerator):
@@ -659,8 +661,15 @@ class NgramGenerator(BaseGenerator):
             raise ConfigError("the ngram generator is trained on public text only and needs a public corpus "
                               "(set data.public); it never trains on private text")
         cols = [c for c in ctx.label_columns if c in ctx.public.labels]
-        labels = {c: ctx.public.labels[c] for c in cols} if cols else None
-        return cls(public=ctx.public.texts, labels=labels, options=options, guard=ctx.guard, family=family,
+        public = ctx.public
+        if options.train_texts is not None and options.train_texts < len(public):
+            from ..rng import derive
+
+            idx = np.sort(derive(ctx.seed, "ngram-train-subset", options.train_texts, name or "")
+                          .choice(len(public), options.train_texts, replace=False))
+            public = public.subset(idx)
+        labels = {c: public.labels[c] for c in cols} if cols else None
+        return cls(public=public.texts, labels=labels, options=options, guard=ctx.guard, family=family,
                    prompt_log=ctx.prompt_log, name=name)
 
     # --------------------------------------------------------------------------------------------- ops
@@ -794,19 +803,26 @@ class NgramGenerator(BaseGenerator):
 
     def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
                      rng: np.random.Generator) -> list[str]:
+        from .prompts import _subsample
+
         u = _Uniforms(rng)
         lm = self.lm
-        good_docs = [lm.vocab.encode(tokenize(t)) for t in good]
-        extra = []
-        if self.options.contrastive_boost > 0:
-            gm = KNModel(good_docs, order=min(lm.order, 3), vocab_size=len(lm.vocab), scale=lm.scale)
-            extra.append((gm, self.options.contrastive_boost))
-        pen = _bad_only_ngrams(lm, good, bad) if bad and self.options.contrastive_penalty > 0 else None
-        mix = lm.mixture(label, extra=extra, penalised=pen, accept=math.exp(-self.options.contrastive_penalty))
-        lengths = [max(1, sum(1 for w in d if lm.vocab.is_word_list[w]) or len(d)) for d in good_docs]
-        prompt = self.family.contrastive_prompt(good, bad, label, None)
+        frac = self.family.sample_fraction
         out = []
         for _ in range(n):
+            # each prompt shows a random `sample_fraction` of the better and of the worse examples (WASP §4.6),
+            # as the prompted backends do; the model of this output is built from exactly what its prompt shows
+            g = _subsample(good, frac, rng) if frac < 1 else good
+            b = _subsample(bad, frac, rng) if frac < 1 else bad
+            good_docs = [lm.vocab.encode(tokenize(t)) for t in g]
+            extra = []
+            if self.options.contrastive_boost > 0:
+                gm = KNModel(good_docs, order=min(lm.order, 3), vocab_size=len(lm.vocab), scale=lm.scale)
+                extra.append((gm, self.options.contrastive_boost))
+            pen = _bad_only_ngrams(lm, g, b) if b and self.options.contrastive_penalty > 0 else None
+            mix = lm.mixture(label, extra=extra, penalised=pen, accept=math.exp(-self.options.contrastive_penalty))
+            lengths = [max(1, sum(1 for w in d if lm.vocab.is_word_list[w]) or len(d)) for d in good_docs]
+            prompt = self.family.contrastive_prompt(g, b, label, None)
             self._log("contrastive", prompt.user, {**prompt.meta, "ngram": self._meta(label)})
             base = lengths[min(int(u() * len(lengths)), len(lengths) - 1)]
             target = max(1, round(base * (1.0 + 0.1 * _normal(u))))

@@ -7,5 +7,6 @@ METHODS: Registry = Registry("method")
 METHODS.register("augpe", "privtext.methods.augpe:AugPE", aliases=("aug-pe", "pe"))
 METHODS.register("secpe", "privtext.methods.secpe:SecPE", aliases=("sec-pe",))
 METHODS.register("dpkps", "privtext.methods.dpkps:DPKPS", aliases=("dp-kps",))
+METHODS.register("wasp", "privtext.methods.wasp:WASP")
 
 __all__ = ["METHODS", "Method", "MethodRun"]

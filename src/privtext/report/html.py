@@ -261,6 +261,29 @@ def _votes_section(votes: Mapping[str, Any]) -> str:
             + _table(header, rows))
 
 
+def _wasp_section(privacy: Mapping[str, Any]) -> str:
+    """WASP: generator weights per round (Eq 8) and the released Top-Q histograms' summaries (all functions of
+    released noisy values and public sizes, from ``privacy.json``)."""
+    w = (privacy.get("released") or {}).get("wasp")
+    if not isinstance(w, Mapping):
+        return ""
+    gens = [str(g) for g in w.get("generators") or []]
+
+    def cells(xs: Any) -> list[str]:
+        return [_num(x) for x in xs] if isinstance(xs, list) else ["—"] * len(gens)
+
+    rows = []
+    for r in w.get("rounds") or []:
+        rows.append([_e(r.get("round")), *cells(r.get("weights_used")), *[_num(x) for x in r.get("n_per_generator") or []],
+                     *cells(r.get("nearest_mean_per_generator")), _num(r.get("nearest_total")),
+                     _num(r.get("furthest_total"))])
+    header = ["round", *[f"w {g}" for g in gens], *[f"N {g}" for g in gens], *[f"mean H̃ⁿ {g}" for g in gens],
+              "Σ H̃ⁿ", "Σ H̃ᶠ"]
+    return ("<h2>WASP generators</h2><p class=\"muted\">Weights w_k used in each round (Eq 8, from the previous "
+            "round's released nearest histogram), samples per generator N_k, the mean released nearest-vote value "
+            "of each generator's samples, and the released histogram totals.</p>" + _table(header, rows))
+
+
 def _runtime_section(rt: Mapping[str, Any]) -> str:
     if not rt or not (rt.get("stages") or rt.get("per_iteration")):
         return '<p class="muted">No metrics.json in this run.</p>'
@@ -370,6 +393,8 @@ def build_report(
     parts += ["<h2>Per iteration</h2>", _iteration_section(ev) if ev else _missing("Per-iteration FID", view.root)]
     parts += ["<h2>Lengths</h2>", _length_section(ev) if ev.get("lengths") else _missing("Length comparison", view.root)]
     parts += ["<h2>Votes</h2>", _votes_section(votes)]
+    if view.privacy:
+        parts.append(_wasp_section(view.privacy))
     if diagnostics:
         parts += ["<h2>Private diagnostics</h2>", _diagnostics_section(view)]
         parts += ["<h2>Runtime and LLM usage</h2>", _runtime_section(rt)]

@@ -1,0 +1,429 @@
+"""WASP: contrastive private data synthesis with several weighted generators (wasp.txt §4, Alg 1), single holder.
+
+One run, T rounds (``evolution.iterations``), N synthetic samples in all (``evolution.num_samples``), K generators
+(``generators:`` — any mix of backends; a single ``generator:`` is one generator):
+
+1. round t generates n_t samples (N split over the T rounds by largest remainder), N_k = n_t·w_k of them by
+   generator k (Eq 2; largest remainder, so the N_k add up to n_t) and each generator's share over the labels by
+   the public label weights. Round 0 prompts every generator zero-shot (RANDOM_API, w_k = 1/K); later rounds
+   prompt with the contrastive few-shot prompt (§4.6, Tab 7: worse examples, better examples, the instruction;
+   each prompt shows a random half of each, the family's ``sample_fraction``).
+2. the collective set D (accumulated over rounds) is embedded and voted on by the private samples with Top-Q
+   voting (Eq 3-6, :mod:`privtext.mechanisms.topq`): a noisy nearest histogram H̃ⁿ and furthest histogram H̃ᶠ,
+   ONE Gaussian release per round through the :class:`~privtext.privacy.ReleaseKeeper`. No vote follows the
+   last round (it would feed nothing): T − 1 releases (Alg 1; the paper's √(T−1)).
+3. per label c, the top-S of H̃ⁿ over D[c] are the better examples and the top-S of H̃ᶠ the worse ones (Eq 7;
+   a sample in both lists is kept only as a better one — post-processing). ``contrastive: false`` shows only
+   the better ones (the paper's "w/o contrastive").
+4. the generator weights (Eq 8): w_k ∝ mean of H̃ⁿ over generator k's samples in D, clipped at 0 (all ≤ 0:
+   equal weights). ``weighting: equal`` keeps w_k = 1/K (the paper's "w/o PLM importance weighting").
+
+Everything after the release (selection, weights, prompts) is post-processing of released values. The output
+is D after round T − 1 (all N samples).
+
+Baselines in the same runner: ``wasp.feedback: none`` is FuseGen-style zero-shot fusion (every round zero-shot,
+equal weights, no private data read, no release); single-generator Aug-PE is ``method: augpe`` with that
+generator.
+
+Privacy (record level, add/remove one private sample)
+-----------------------------------------------------
+Each release has L2 sensitivity Δ_Q = √(2·Σ_{q=1..Q} 4^−(q−1)) (derivation in :mod:`privtext.mechanisms.topq`)
+and noise std z·Δ_Q per bin: ``GaussianDpEvent(z)``. T − 1 releases compose exactly (PLD / μ-GDP); the default
+``privacy.calibration: pld`` finds the smallest z meeting the budget. ``privacy.calibration: paper`` uses the
+paper's noise std s = 4·√(2 ln(1.25/δ))·√(T−1)/ε (Alg 1 line 2, Δ = 4 of Thm D.2) and the ledger accounts it
+as z = s/Δ_Q — the privacy it actually gives, which is more than the budget asks for.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ..atomicio import PromptLog, atomic_write_json, read_jsonl
+from ..backends import BackendOptions
+from ..config import Config, GeneratorConfig
+from ..data import Corpus, write_corpus
+from ..data.labels import LabelSpace
+from ..data.population import Population
+from ..errors import ConfigError, InvalidPrivacyParameter
+from ..guard import PrivateGuard
+from ..mechanisms.labels import allocate
+from ..mechanisms.topq import dp_topq_histograms, paper_sensitivity, topq_event, topq_sensitivity
+from ..privacy.release import Release, ReleaseKeeper
+from ..progress import say
+from .augpe import AugPE
+
+
+class WASPOptions(BackendOptions):
+    """The ``wasp:`` section."""
+
+    q: int = Field(default=8, ge=1, le=64, description="Top-Q: votes per private sample in each histogram")
+    in_context: int = Field(default=8, ge=1, le=256, description="S: better (and worse) examples per label")
+    contrastive: bool = Field(default=True, description="show worse examples too (false: the paper's 'w/o "
+                              "contrastive' few-shot prompt)")
+    feedback: Literal["votes", "none"] = Field(
+        default="votes", description="none: FuseGen-style zero-shot fusion, no private data read")
+    weighting: Literal["votes", "equal"] = Field(default="votes", description="Eq 8 weights or equal weights")
+    metric: Literal["l2", "cosine"] = Field(default="l2", description="distance of Eq 3")
+
+
+@dataclass
+class RoundInfo:
+    """What one round did (all public: sizes, released-value functions)."""
+
+    round: int
+    n_per_generator: list[int]
+    weights_used: list[float]
+    weights_next: list[float] | None = None
+    nearest_mean_per_generator: list[float] | None = None  # mean of H̃ⁿ over generator k's samples
+    furthest_mean_per_generator: list[float] | None = None
+    nearest_total: float | None = None
+    furthest_total: float | None = None
+    candidates: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def round_sizes(total: int, rounds: int) -> np.ndarray:
+    """N split over T rounds by largest remainder (N/T each, the first rounds take the remainder)."""
+    if rounds < 1:
+        raise ConfigError(f"WASP needs at least one round (evolution.iterations), got {rounds}")
+    return allocate(np.ones(rounds), int(total))
+
+
+def generator_counts(weights: np.ndarray, n: int) -> np.ndarray:
+    """N_k = n·w_k rounded by largest remainder (Eq 2): integers adding up to n."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 1 or len(w) == 0 or not np.all(np.isfinite(w)) or (w < 0).any():
+        raise ConfigError(f"generator weights must be finite and ≥ 0, got {list(w)}")
+    return allocate(w, int(n))
+
+
+def generator_weights(nearest: np.ndarray, generator_index: np.ndarray, k: int) -> np.ndarray:
+    """Eq 8: w_k ∝ (Σ_{x∈D_k} H̃ⁿ[x]) / |D_k|, each mean clipped at 0 (noisy values can be negative), then
+    normalised; equal weights when no mean is positive. A generator with no sample gets mean 0."""
+    h = np.asarray(nearest, dtype=np.float64)
+    gi = np.asarray(generator_index, dtype=np.int64)
+    if len(h) != len(gi):
+        raise ConfigError(f"{len(h)} histogram bins for {len(gi)} generator indices")
+    sums = np.bincount(gi, weights=h, minlength=k)[:k]
+    counts = np.bincount(gi, minlength=k)[:k]
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+    m = np.clip(means, 0, None)
+    return m / m.sum() if m.sum() > 0 else np.full(k, 1.0 / k)
+
+
+def select_examples(nearest: np.ndarray, furthest: np.ndarray, groups: np.ndarray, n_groups: int, s: int, *,
+                    rng: np.random.Generator, contrastive: bool = True) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Eq 7: per label group c, indices of the top-S of H̃ⁿ over D[c] (better) and of H̃ᶠ (worse; minus the
+    better ones; empty when ``contrastive`` is false). Ties are broken at random."""
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for c in range(n_groups):
+        idx = np.nonzero(groups == c)[0]
+        if len(idx) == 0:
+            continue
+        jit = rng.random(len(idx))
+        good = idx[np.lexsort((jit, -nearest[idx]))[:s]]
+        bad = np.zeros(0, dtype=np.int64)
+        if contrastive:
+            bad = idx[np.lexsort((jit, -furthest[idx]))[:s]]
+            bad = bad[~np.isin(bad, good)]
+        out[c] = (good, bad)
+    return out
+
+
+class WASP(AugPE):
+    """WASP (see the module docstring). Reuses Aug-PE's ledger and statement; its own loop."""
+
+    name: ClassVar[str] = "wasp"
+    Options = WASPOptions  # type: ignore[assignment]
+    options: WASPOptions  # type: ignore[assignment]
+    sigma: float = 0.0  # noise multiplier z of every release
+    sensitivity: float = 1.0
+    rounds_info: list[RoundInfo]
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        p = config.privacy
+        if config.evolution.label_distribution.kind == "dp":
+            raise ConfigError("WASP splits samples over labels by public weights: set "
+                              "evolution.label_distribution.kind to public, uniform or given (not dp)")
+        if p.calibration == "paper" and options.feedback == "votes" and p.kind not in ("dp", "noise"):
+            raise ConfigError("privacy.calibration: paper is WASP's (ε, δ) formula; give privacy.epsilon/delta "
+                              f"(got a {p.kind} budget) or use calibration: pld")
+        for i, g in enumerate(generator_configs(config)):
+            if not isinstance(g, GeneratorConfig):
+                raise ConfigError(f"generators[{i}] is not a generator section")
+
+    # ------------------------------------------------------------------ privacy
+    def releases(self) -> int:
+        T = self.config.evolution.iterations
+        return 0 if self.options.feedback == "none" else max(T - 1, 0)
+
+    def calibrate_wasp(self) -> tuple[float, float]:
+        """(z, Δ_Q): the noise multiplier of every release and the exact sensitivity."""
+        from ..privacy import gaussian_noise_multiplier
+        from ..privacy.calibration import wasp_noise_multiplier
+
+        q = self.options.q
+        delta_q = topq_sensitivity(q)
+        n = self.releases()
+        p = self.config.privacy
+        if n == 0:
+            return 0.0, delta_q
+        if p.kind == "noise":
+            assert p.noise_multiplier is not None
+            if p.noise_multiplier == 0:
+                self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
+            return float(p.noise_multiplier), delta_q
+        if p.calibration == "paper":
+            if self.budget.kind != "dp":
+                raise InvalidPrivacyParameter("privacy.calibration: paper needs an (ε, δ) budget for WASP")
+            std = wasp_noise_multiplier(self.budget.epsilon, self.budget.delta, iterations=n + 1,
+                                        sensitivity=paper_sensitivity(q))
+            return float(std / delta_q), delta_q
+        return float(gaussian_noise_multiplier(self.budget, compositions=n, method="pld")), delta_q
+
+    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+        parts = super().statement_parts(ledger)
+        o = self.options
+        parts["parameters"] = {
+            "noise_multiplier": self.sigma, "sensitivity": "record", "topq_sensitivity": self.sensitivity,
+            "q": o.q, "in_context": o.in_context, "contrastive": o.contrastive, "feedback": o.feedback,
+            "weighting": o.weighting, "generators": [self._gen_names[k] for k in range(len(self._gen_names))],
+        }
+        if o.feedback == "none":
+            parts["headline"] = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
+                                 + parts["headline"])
+        parts["treated_as_public"] = [*parts.get("treated_as_public", []),
+                                      "the generators' names, backends and options"]
+        return parts
+
+    # ------------------------------------------------------------------ backends
+    def build_generators(self, public: Corpus | None, guard: PrivateGuard, prompt_log: PromptLog) -> list[Any]:
+        from ..generate import GeneratorContext, build_generator
+
+        gens = []
+        with self.metrics.stage("setup_generator"):
+            for cfg in generator_configs(self.config):
+                gens.append(build_generator(cfg, GeneratorContext(
+                    public=public, label_columns=self.label_columns, prompt_log=prompt_log,
+                    family=cfg.prompt_family, guard=guard, seed=self.seed, cache_dir=self.run.cache)))
+        return gens
+
+    # ------------------------------------------------------------------ the run
+    def execute(self) -> Any:
+        from ..embed import build_embedder
+
+        t_start = time.perf_counter()
+        run = self.run
+        o = self.options
+        ev = self.config.evolution
+        T, N = ev.iterations, ev.num_samples
+        inputs = self.split_data(self.load_inputs())
+        if inputs.heldout is not None and not run.heldout.exists():
+            write_corpus(inputs.heldout, run.heldout)
+        public = inputs.public
+        space = self.label_space(public)
+        private_groups = (space.groups_of(inputs.private.label_tuples(space.columns)) if space.columns
+                          else np.zeros(len(inputs.private), dtype=np.int64))
+        self.diagnostic("private_records_outside_label_space", None, int((private_groups < 0).sum()))
+        guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
+        ledger = self.make_ledger()
+        keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
+        prompt_log = PromptLog(run.prompts)
+        self._gen_names = [c.name or f"{c.backend}-{i}" for i, c in enumerate(generator_configs(self.config))]
+        K = len(self._gen_names)
+        if len(set(self._gen_names)) != K:
+            raise ConfigError(f"generator names must be distinct, got {self._gen_names}")
+        self.sigma, self.sensitivity = self.calibrate_wasp()
+        n_rel = self.releases()
+        if n_rel:
+            self.log(f"Top-{o.q} votes: Δ={self.sensitivity:.4f}, noise multiplier z={self.sigma:.4f} "
+                     f"(std {self.sigma * self.sensitivity:.4f}) for {n_rel} releases")
+        label_w = self.public_label_weights(space, public)
+        sizes = round_sizes(N, T)
+        self.rounds_info = []
+        gens: list[Any] = []
+        try:
+            gens = self.build_generators(public, guard, prompt_log)
+            ec = self.config.embedder
+            from pathlib import Path
+
+            cache = (Path(ec.cache_dir) if ec.cache_dir else run.embed_cache) if ec.cache else None
+            embedder = build_embedder(ec, cache_dir=cache)
+            private_emb = None
+            if n_rel:
+                with self.metrics.stage("embedding_private"):
+                    private_emb = np.asarray(embedder.embed(list(inputs.private.texts)), dtype=np.float32)
+            D = Population.empty(embedder.dim)
+            weights = np.full(K, 1.0 / K)
+            examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            for t in range(T):
+                store = run.iteration(t, space)
+                if store.is_complete():  # resumed: the round's candidates, votes and weights were kept
+                    D, _, _, state = store.load_complete()
+                    info = RoundInfo(**state["round"])
+                    self.rounds_info.append(info)
+                    weights = np.asarray(info.weights_next or info.weights_used)
+                    if "examples" in state:
+                        examples = {int(c): (np.asarray(g, dtype=np.int64), np.asarray(b, dtype=np.int64))
+                                    for c, (g, b) in state["examples"].items()}
+                    continue
+                n_k = generator_counts(weights, int(sizes[t]))
+                info = RoundInfo(round=t, n_per_generator=[int(x) for x in n_k],
+                                 weights_used=[float(x) for x in weights])
+                new = self._generate_round(t, gens, space, label_w, n_k, D, examples)
+                with self.metrics.stage("embedding", iteration=t) as st:
+                    new.emb = (np.asarray(embedder.embed(new.texts), dtype=np.float32) if len(new)
+                               else np.zeros((0, embedder.dim), dtype=np.float32))
+                    st.count("texts", len(new))
+                D = Population.concat([D, new]) if len(D) else new
+                info.candidates = len(D)
+                hn = np.zeros(len(D))
+                state: dict[str, Any] = {}
+                good_idx = np.zeros(0, dtype=np.int64)
+                if n_rel and t < T - 1:
+                    assert private_emb is not None
+                    hn, hf = self._vote(t, keeper, private_emb, private_groups, D)
+                    gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
+                    means_n = np.bincount(gi, weights=hn, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
+                    means_f = np.bincount(gi, weights=hf, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
+                    if o.weighting == "votes":
+                        weights = generator_weights(hn, gi, K)
+                    info.weights_next = [float(x) for x in weights]
+                    info.nearest_mean_per_generator = [float(x) for x in means_n]
+                    info.furthest_mean_per_generator = [float(x) for x in means_f]
+                    info.nearest_total, info.furthest_total = float(hn.sum()), float(hf.sum())
+                    examples = select_examples(hn, hf, D.group, len(space), o.in_context,
+                                               rng=self.rng("wasp-examples", t), contrastive=o.contrastive)
+                    state["examples"] = {str(c): [g.tolist(), b.tolist()] for c, (g, b) in examples.items()}
+                    good_idx = np.concatenate([g for g, _ in examples.values()]) if examples else good_idx
+                    self.log(f"round {t}: generator weights → " + ", ".join(
+                        f"{self._gen_names[k]}={weights[k]:.3f}" for k in range(K)))
+                state["round"] = info.to_dict()
+                store.save_population(D, None)
+                store.finish(D, hn, good_idx, state)
+                self.rounds_info.append(info)
+                self.metrics.bump("rounds")
+        finally:
+            prompt_log.close()
+            self._save_metrics_all(t_start, gens)
+        out = Corpus(
+            ids=tuple(f"syn-{i}" for i in range(len(D))), texts=tuple(D.texts),
+            labels={c: tuple(space.values[g][j] for g in D.group) for j, c in enumerate(space.columns)},
+            name="synthetic")
+        write_corpus(out, run.synthetic, include_ids=True)
+        self._publish_rounds()
+        audit = guard.scan(rec for rec in read_jsonl(run.prompts))
+        self.write_diagnostics(ledger, audit)
+        atomic_write_json(run.privacy, self.privacy_statement(ledger, audit))
+        self._save_metrics_all(t_start, gens, final=True, records=len(out))
+        run.log(f"done: {len(out)} synthetic records; prompt audit clean={audit.clean}")
+        say(f"[green]done[/]: {len(out)} records → {run.synthetic}")
+        return run.root
+
+    def _generate_round(self, t: int, gens: list[Any], space: LabelSpace, label_w: np.ndarray, n_k: np.ndarray,
+                        D: Population, examples: dict[int, tuple[np.ndarray, np.ndarray]]) -> Population:
+        parts: list[Population] = []
+        zero_shot = t == 0 or self.options.feedback == "none"
+        with self.metrics.stage("generation", iteration=t) as st:
+            for k, gen in enumerate(gens):
+                per_label = allocate(label_w, int(n_k[k]), min_each=0)
+                for g, n in enumerate(per_label):
+                    if n <= 0:
+                        continue
+                    rng = self.rng("wasp-generate", t, k, g)
+                    info = space.info(g)
+                    ex = examples.get(g)
+                    if zero_shot or ex is None or len(ex[0]) == 0:
+                        texts = gen.random(info, int(n), rng=rng)
+                        origin = "random"
+                    else:
+                        good = [D.texts[i] for i in ex[0]]
+                        bad = [D.texts[i] for i in ex[1]]
+                        texts = gen.contrastive(good, bad, info, int(n), rng=rng)
+                        origin = "contrastive" if bad else "fewshot"
+                    start = sum(len(p) for p in parts)
+                    parts.append(Population(
+                        ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
+                        group=np.full(len(texts), g, dtype=np.int64), origin=[origin] * len(texts),
+                        parent=[None] * len(texts), generator=[self._gen_names[k]] * len(texts)))
+            st.count("texts", sum(len(p) for p in parts))
+        return Population.concat(parts) if parts else Population.empty()
+
+    def _vote(self, t: int, keeper: ReleaseKeeper, private_emb: np.ndarray, private_groups: np.ndarray,
+              D: Population) -> tuple[np.ndarray, np.ndarray]:
+        key = f"votes/round_{t:03d}"
+        z, delta = self.sigma, self.sensitivity
+        o = self.options
+        release = Release(
+            key=key, mechanism="topq_vote_histograms", event=topq_event(z), noise_std=z * delta,
+            sensitivity=delta, iteration=t,
+            description=(f"noisy Top-{o.q} nearest and furthest vote histograms over {len(D)} candidates "
+                         f"(WASP Eq 3-6); exact L2 sensitivity Δ={delta:.6g}"),
+            meta={"q": o.q, "metric": o.metric, "calibration": self.config.privacy.calibration})
+
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            assert D.emb is not None
+            rel, event = dp_topq_histograms(private_emb, D.emb, q=o.q, noise_multiplier=z, sensitivity=delta,
+                                            rng=self.noise_rng(key), private_groups=private_groups,
+                                            candidate_groups=D.group, metric=o.metric)
+            return {"nearest": rel.nearest, "furthest": rel.furthest}, event
+
+        with self.metrics.stage("vote", iteration=t):
+            vals = keeper.release(release, compute)
+        return vals["nearest"], vals["furthest"]
+
+    def _publish_rounds(self) -> None:
+        """Weights and histogram summaries per round: functions of released values and public sizes only."""
+        from ..privacy.statement import released_number
+
+        def r(xs: list[float] | None) -> list[float] | None:
+            return None if xs is None else [released_number(x) for x in xs]
+
+        rounds = []
+        for info in self.rounds_info:
+            rounds.append({
+                "round": info.round, "n_per_generator": info.n_per_generator,
+                "weights_used": r(info.weights_used), "weights_next": r(info.weights_next),
+                "nearest_mean_per_generator": r(info.nearest_mean_per_generator),
+                "furthest_mean_per_generator": r(info.furthest_mean_per_generator),
+                "nearest_total": None if info.nearest_total is None else released_number(info.nearest_total),
+                "furthest_total": None if info.furthest_total is None else released_number(info.furthest_total),
+                "candidates": info.candidates})
+        self.released["wasp"] = {"generators": list(self._gen_names), "rounds": rounds}
+
+    def _save_metrics_all(self, t_start: float, gens: list[Any], *, final: bool = False,
+                          records: int | None = None) -> None:
+        from ..generate.base import GenerationStats
+
+        total = GenerationStats()
+        for g in gens:
+            total.merge(g.stats)
+        holder = type("G", (), {"stats": total})()
+        self._save_metrics(t_start, holder, final=final, records=records)
+        if self.rounds_info:
+            import json
+
+            d = json.loads(self.run.metrics.read_text(encoding="utf-8"))
+            d["wasp"] = {"generators": list(self._gen_names),
+                         "rounds": [i.to_dict() for i in self.rounds_info],
+                         "per_generator": {self._gen_names[k]: g.stats.to_dict() for k, g in enumerate(gens)}}
+            atomic_write_json(self.run.metrics, d)
+
+
+def generator_configs(config: Config) -> list[GeneratorConfig]:
+    """The run's generators: ``generators:`` when given (one or more), else the single ``generator:``."""
+    if config.generators:
+        return list(config.generators)
+    return [config.generator]
+
+
+__all__ = ["WASP", "WASPOptions", "generator_configs", "generator_counts", "generator_weights", "round_sizes",
+           "select_examples"]

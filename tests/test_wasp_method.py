@@ -1,0 +1,230 @@
+"""The WASP method (privtext.methods.wasp): Eq 2/8 known values, Eq 7 selection, and real tiny runs — the noise
+of every release measured on the code path users run, nothing un-noised written anywhere in the run directory,
+the ledger's events equal to the calibration (tight and the paper's), the FuseGen baseline releasing nothing.
+
+Mutations checked by hand (each made a test here fail): ``std = noise_multiplier * delta`` → ``0.5 * …`` in
+``dp_topq_histograms`` (noise test); ``sensitivity=delta`` dropped from the method's call with Δ replaced by 1
+(noise test, event test); Eq 8 without the per-generator mean (known values)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from privtext.data import Corpus, load_corpus
+from privtext.data.labels import LabelSpace
+from privtext.embed import build_embedder
+from privtext.errors import ConfigError
+from privtext.mechanisms.topq import topq_histograms, topq_sensitivity
+from privtext.methods.wasp import generator_counts, generator_weights, round_sizes, select_examples
+from privtext.privacy.calibration import wasp_noise_multiplier
+from privtext.rundir import RunDir
+from privtext.testing.tinyrun import tiny_run, toy_corpora
+
+P_TAIL = 1e-4
+
+
+def test_round_sizes_and_generator_counts_known_values() -> None:
+    assert list(round_sizes(300, 5)) == [60] * 5
+    assert list(round_sizes(7, 3)) == [3, 2, 2]
+    # 7·(0.5, 0.3, 0.2) = 3.5, 2.1, 1.4 → floors 3, 2, 1, one left for the largest remainder (0.5)
+    assert list(generator_counts(np.array([0.5, 0.3, 0.2]), 7)) == [4, 2, 1]
+    assert list(generator_counts(np.array([1.0, 0.0, 0.0]), 5)) == [5, 0, 0]
+    assert list(generator_counts(np.array([1.0, 1.0, 1.0]), 60)) == [20, 20, 20]
+    with pytest.raises(ConfigError, match=r"-0\.5"):
+        generator_counts(np.array([-0.5, 1.0]), 3)
+
+
+def test_generator_weights_eq8_known_values() -> None:
+    # generator 0: bins 1, 3 (mean 2); generator 1: bin −2 (mean −2 → 0); generator 2: bin 0
+    assert list(generator_weights(np.array([1.0, 3.0, -2.0, 0.0]), np.array([0, 0, 1, 2]), 3)) == [1.0, 0.0, 0.0]
+    # the MEAN per sample, not the sum: 4 samples of 1 vs 1 sample of 2 → 1 : 2
+    w = generator_weights(np.array([1.0, 1.0, 1.0, 1.0, 2.0]), np.array([0, 0, 0, 0, 1]), 2)
+    assert w == pytest.approx([1 / 3, 2 / 3], abs=1e-15)
+    # nothing positive → equal weights; a generator without samples gets 0
+    assert list(generator_weights(np.array([-1.0, -3.0]), np.array([0, 1]), 2)) == [0.5, 0.5]
+    assert list(generator_weights(np.array([2.0]), np.array([0]), 2)) == [1.0, 0.0]
+
+
+def test_select_examples_eq7() -> None:
+    hn = np.array([5.0, 1.0, 3.0, 0.0, 9.0, 2.0])
+    hf = np.array([0.0, 4.0, 1.0, 6.0, 0.0, 7.0])
+    groups = np.array([0, 0, 0, 0, 1, 1])
+    ex = select_examples(hn, hf, groups, 3, 2, rng=np.random.default_rng(0))
+    assert list(ex[0][0]) == [0, 2] and list(ex[0][1]) == [3, 1]
+    assert list(ex[1][0]) == [4, 5] and list(ex[1][1]) == []  # 5 is better: not shown as worse too
+    assert 2 not in ex  # no candidate of label 2
+    ex = select_examples(hn, hf, groups, 3, 2, rng=np.random.default_rng(0), contrastive=False)
+    assert list(ex[0][1]) == []
+
+
+# ----------------------------------------------------------------------------------------------- real runs
+
+
+def _corpora(seed: int = 0) -> tuple[Corpus, Corpus]:
+    priv, pub, _ = toy_corpora(rng=np.random.default_rng(seed), n_private=60, n_pool=200,
+                               topics=("food", "hotel", "shop"))
+    return priv, pub
+
+
+GENS = [{"backend": "scripted", "name": "topical", "vocabulary": ["pizza", "room", "store", "great", "menu"]},
+        {"backend": "scripted", "name": "filler", "vocabulary": ["thing", "stuff", "went", "okay"]}]
+
+
+def _run(tmp: Path, name: str, **kw: Any) -> Path:
+    priv, pub = _corpora()
+    kw.setdefault("privacy", {"epsilon": 4.0, "delta": 1e-5})
+    kw.setdefault("wasp", {"q": 3, "in_context": 4})
+    return tiny_run(tmp / name, private=priv, public=pub, method="wasp", num_samples=90, iterations=4,
+                    generators=GENS, **kw)
+
+
+def _ledger(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in RunDir(run).ledger.read_text().splitlines() if x.strip()]
+
+
+def _exact(run: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The exact (Hⁿ, Hᶠ) of every release, recomputed from the checkpoints and the private data."""
+    rd = RunDir(run)
+    cfg = yaml.safe_load(rd.config.read_text())
+    emb = build_embedder(cfg["embedder"])
+    cols = cfg["data"]["label_columns"]
+    space = LabelSpace(tuple(cols), tuple(sorted(set(load_corpus(cfg["data"]["public"], label_columns=cols)
+                                                     .label_tuples(cols)))))
+    private = load_corpus(cfg["data"]["private"], label_columns=cols)
+    pe = emb.embed(list(private.texts))
+    pg = space.groups_of(private.label_tuples(cols))
+    out = {}
+    for rec in _ledger(run):
+        pop, _ = rd.iteration(rec["iteration"]).load_population()
+        out[rec["key"]] = topq_histograms(pe, pop.emb, q=cfg["wasp"]["q"], private_groups=pg,
+                                          candidate_groups=pop.group)
+    return out
+
+
+def test_wasp_run_releases_carry_the_recorded_noise(tmp_path: Path) -> None:
+    run = _run(tmp_path, "noise")
+    rd = RunDir(run)
+    exact = _exact(run)
+    recs = _ledger(run)
+    assert [r["key"] for r in recs] == ["votes/round_000", "votes/round_001", "votes/round_002"]  # T − 1
+    z = []
+    for rec in recs:
+        hn, hf = exact[rec["key"]]
+        with np.load(rd.release_path(rec["key"], rec["iteration"])) as v:
+            z += [(v["nearest"] - hn) / rec["noise_std"], (v["furthest"] - hf) / rec["noise_std"]]
+        assert rec["sensitivity"] == topq_sensitivity(3)
+    zz = np.concatenate(z)
+    lo, hi = stats.chi2.ppf([P_TAIL / 2, 1 - P_TAIL / 2], zz.size)
+    assert lo <= float((zz**2).sum()) <= hi, f"variance ratio {(zz**2).mean():.3f} over {zz.size} bins"
+
+
+def test_nothing_unnoised_is_written_in_the_run_directory(tmp_path: Path) -> None:
+    """No file of the run (release or private/) holds an exact Top-Q histogram: the public code saves the clean
+    per-party histograms to disk; privtext never does."""
+    run = _run(tmp_path, "clean")
+    exact = _exact(run)
+    arrays: list[np.ndarray] = []
+    for f in run.rglob("*"):
+        if f.suffix == ".npz":
+            with np.load(f) as z:
+                arrays += [z[k] for k in z.files]
+        elif f.suffix == ".npy":
+            arrays.append(np.load(f))
+        elif f.suffix == ".parquet":
+            import pandas as pd
+
+            df = pd.read_parquet(f)
+            arrays += [df[c].to_numpy() for c in df.columns if df[c].dtype.kind == "f"]
+        elif f.suffix == ".json":
+            def nums(x: Any) -> list[float]:
+                if isinstance(x, dict):
+                    return [v for y in x.values() for v in nums(y)]
+                if isinstance(x, list):
+                    if x and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in x):
+                        return [np.asarray(x, dtype=float)]  # type: ignore[list-item]
+                    return [v for y in x for v in nums(y)]
+                return []
+            arrays += nums(json.loads(f.read_text()))
+    assert arrays
+    for hn, hf in exact.values():
+        for h in (hn, hf):
+            for a in arrays:
+                a = np.asarray(a)
+                if a.shape == h.shape and a.dtype.kind in "fi":
+                    assert not np.allclose(a, h, atol=1e-6), "an exact Top-Q histogram was written to disk"
+
+
+def test_ledger_events_equal_the_calibration(tmp_path: Path) -> None:
+    from privtext.privacy import Budget, gaussian_noise_multiplier
+
+    run = _run(tmp_path, "tight")
+    recs = _ledger(run)
+    z = gaussian_noise_multiplier(Budget.dp(4.0, 1e-5), compositions=3)
+    for rec in recs:
+        assert rec["event"] == {"type": "GaussianDpEvent", "noise_multiplier": pytest.approx(z, rel=1e-12)}
+        assert rec["noise_std"] == pytest.approx(z * topq_sensitivity(3), rel=1e-12)
+    st = json.loads(RunDir(run).privacy.read_text())
+    assert st["private"] is True
+    assert st["guarantee"]["spent"]["epsilon"] <= 4.0
+    assert st["parameters"]["topq_sensitivity"] == pytest.approx(topq_sensitivity(3))
+    # the paper's calibration: s = 4·√(2 ln(1.25/δ))·√(T−1)/ε, accounted as z = s/Δ_Q
+    run = _run(tmp_path, "paper", privacy={"epsilon": 4.0, "delta": 1e-5, "calibration": "paper"})
+    s = wasp_noise_multiplier(4.0, 1e-5, iterations=4, sensitivity=4.0)
+    assert s == pytest.approx(4 * math.sqrt(2 * math.log(1.25e5)) * math.sqrt(3) / 4)
+    for rec in _ledger(run):
+        assert rec["noise_std"] == pytest.approx(s, rel=1e-12)
+        assert rec["event"]["noise_multiplier"] == pytest.approx(s / topq_sensitivity(3), rel=1e-12)
+    assert s > 2 * z * topq_sensitivity(3)  # the paper's calibration spends > 2× the noise
+
+
+def test_weights_and_rounds_reach_the_statement_and_report(tmp_path: Path) -> None:
+    run = _run(tmp_path, "report")
+    st = json.loads(RunDir(run).privacy.read_text())
+    w = st["released"]["wasp"]
+    assert w["generators"] == ["topical", "filler"]
+    assert [r["round"] for r in w["rounds"]] == [0, 1, 2, 3]
+    assert w["rounds"][0]["weights_used"] == [0.5, 0.5]
+    assert sum(r["n_per_generator"][0] + r["n_per_generator"][1] for r in w["rounds"]) == 90
+    for r in w["rounds"][:-1]:
+        assert sum(r["weights_next"]) == pytest.approx(1.0, abs=1e-3)
+    syn = [json.loads(x) for x in RunDir(run).synthetic.read_text().splitlines()]
+    assert len(syn) == 90
+    from privtext.report.html import build_report
+
+    html = build_report(run).read_text()
+    assert "WASP generators" in html and "w topical" in html and "mean H̃ⁿ filler" in html
+
+
+def test_fusegen_baseline_reads_no_private_data_and_releases_nothing(tmp_path: Path) -> None:
+    run = _run(tmp_path, "fusegen", wasp={"feedback": "none"})
+    assert _ledger(run) == []
+    st = json.loads(RunDir(run).privacy.read_text())
+    assert all(r["weights_used"] == [0.5, 0.5] for r in st["released"]["wasp"]["rounds"])
+    prompts = [json.loads(x) for x in RunDir(run).prompts.read_text().splitlines() if x.strip()]
+    assert prompts and all(p["operation"] == "random" for p in prompts)
+
+
+def test_contrastive_prompts_after_round_zero_go_through_the_prompt_log(tmp_path: Path) -> None:
+    run = _run(tmp_path, "prompts")
+    prompts = [json.loads(x) for x in RunDir(run).prompts.read_text().splitlines() if x.strip()]
+    ops = {p["operation"] for p in prompts}
+    assert ops == {"random", "contrastive"}
+    st = json.loads(RunDir(run).privacy.read_text())
+    assert st["prompt_audit"]["passed"] is True
+
+
+def test_bad_configs_are_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="label_distribution"):
+        _run(tmp_path, "labels", evolution={"label_distribution": {"kind": "dp"}})
+    with pytest.raises(ConfigError, match="calibration: paper"):
+        _run(tmp_path, "paper-mu", privacy={"mu": 1.0, "calibration": "paper"})
+    with pytest.raises(ConfigError, match="q"):
+        _run(tmp_path, "q0", wasp={"q": 0})
