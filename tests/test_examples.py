@@ -31,5 +31,5 @@ def test_example_resolves(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not local:
         return  # hf: specs need the dataset in the local HF cache; nothing to read offline
     if not all(Path(p).exists() for p in local):
-        pytest.skip(f"the shared data is absent: {local}")
+        pytest.skip(f"the data the example names is absent: {local}")
     preflight(config, cls)  # reads the corpora and checks columns and budget; raises on a bad example
