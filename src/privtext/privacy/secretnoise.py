@@ -19,7 +19,8 @@ Steps (equation numbers from secpe.txt):
      normalisation by Σw looks like a slip (docs/privacy.md);
    * ``max``: ρ_i = w_i/max w (the largest weight is always sampled);
    * ``scaled:c``: ρ_i = c·w_i/max w for c ∈ (0, 1];
-   * ``auto``: the candidate among ``paper``, ``max`` and ``scaled:c`` for c ∈ :data:`AUTO_SCALES` with the
+   * ``auto``: the candidate among ``paper``, ``max``, ``scaled:c`` for c ∈ :data:`AUTO_SCALES` and ``all``
+     (no subsampling: at large r/p, where μ is large, sampling stops paying for itself) with the
      largest **expected signal over total error**, S/E = Σ_i ρ_i / √(σ(ρ)² + Σ_i ρ_i(1−ρ_i)) over the records in
      the LP: the expected number of secret-holding records that reach a released count, over the std of that
      count's error from both sources — the Gaussian noise (σ, times the release sensitivity) and the Bernoulli
@@ -539,7 +540,7 @@ def _secret_noise(membership: Any, *, p: Any, r: Any, compositions: int, samplin
     csr_t = csr.T.tocsr()
 
     if sampling == "auto":
-        modes = ["paper", "max", *[f"scaled:{c:g}" for c in AUTO_SCALES if c != 1.0]]
+        modes = ["paper", "max", *[f"scaled:{c:g}" for c in AUTO_SCALES if c != 1.0], "all"]
     else:
         modes = [str(sampling)]
     cands = []
