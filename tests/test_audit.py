@@ -115,3 +115,60 @@ def test_audit_of_a_run_reads_its_ledger(tmp_path) -> None:
     results = audit_run(run, trials=1500, rng=np.random.default_rng(0), alpha=ALPHA)
     kinds = sorted(r.mechanism.split(" ")[0] for r in results)
     assert kinds == ["dp_label_histogram", "dp_vote_histogram"] and all(r.passed for r in results)
+
+
+def test_topq_histograms_pass_and_the_public_codes_xor_sensitivity_is_caught() -> None:
+    """WASP's Top-Q pair at its exact Δ_Q passes for Q = 1, 4, 8; noising it with the public WASP code's
+    ``2 - 1/(2^(Q-1))`` (XOR: 1 at Q = 4, where Δ_4 = 1.63) is caught."""
+    from privtext.audit import _public_code_topq_sensitivity, audit_topq_histograms
+    from privtext.mechanisms.topq import topq_sensitivity
+
+    rng = np.random.default_rng(11)
+    for q in (1, 4, 8):
+        ok = audit_topq_histograms(1.0, q=q, trials=3000, rng=rng, alpha=ALPHA)
+        assert ok.passed and ok.details["sensitivity"] == pytest.approx(topq_sensitivity(q)), ok.line()
+    assert _public_code_topq_sensitivity(4) == 1.0
+    with pytest.raises(Exception, match="divides by zero"):
+        _public_code_topq_sensitivity(3)
+    scale = _public_code_topq_sensitivity(4) / topq_sensitivity(4)
+    broken = audit_topq_histograms(1.0, q=4, trials=3000, rng=rng, alpha=ALPHA, actual_noise_scale=scale)
+    assert not broken.passed, broken.line()
+
+
+def test_laplace_releases_pass_and_halved_noise_is_caught() -> None:
+    """DP-KPS's DP vocabulary (Δ₁ = r) and the pure-DP label histogram: the attack on the event where every
+    canary bin is ≥ base + 1 reaches the true ε; at the claimed noise it stays below ε, at half the noise
+    (true ε doubled) it exceeds the claim."""
+    from privtext.audit import audit_dp_vocabulary, audit_laplace_label_histogram
+
+    rng = np.random.default_rng(12)
+    for audit in (lambda **k: audit_dp_vocabulary(1.0, r=2, **k), lambda **k: audit_laplace_label_histogram(1.0, **k)):
+        ok = audit(trials=5000, rng=rng, alpha=ALPHA)
+        assert ok.passed and ok.quantity == "epsilon", ok.line()
+        assert ok.details["epsilon_point"] == pytest.approx(1.0, abs=0.3)  # the attack is tight at ε
+        broken = audit(trials=5000, rng=rng, alpha=ALPHA, actual_noise_scale=0.5)
+        assert not broken.passed, broken.line()
+
+
+def test_audit_of_wasp_and_dpkps_runs(tmp_path) -> None:
+    from privtext.audit import audit_run
+    from privtext.data.corpus import Corpus
+    from privtext.testing.tinyrun import tiny_run, toy_corpora
+
+    priv, pub, _ = toy_corpora(rng=np.random.default_rng(0), n_private=60, n_pool=200)
+    gens = [{"backend": "scripted", "name": "a", "vocabulary": ["pizza", "room", "store", "great", "menu"]},
+            {"backend": "scripted", "name": "b", "vocabulary": ["thing", "stuff", "went", "okay"]}]
+    wasp = tiny_run(tmp_path / "wasp", private=priv, public=pub, method="wasp", num_samples=60, iterations=3,
+                    generators=gens, privacy={"epsilon": 4.0, "delta": 1e-5}, wasp={"q": 3, "in_context": 4})
+    res = audit_run(wasp, trials=1500, rng=np.random.default_rng(1), alpha=ALPHA)
+    assert [r.mechanism.split(" ")[0] for r in res] == ["dp_topq_histograms"] and res[0].passed, res
+
+    p2, pool, _ = toy_corpora(rng=np.random.default_rng(5), n_private=60, n_pool=150)
+    dp = tiny_run(tmp_path / "dpkps", private=p2, public=Corpus(pool.ids, pool.texts, {}, name="pool"),
+                  method="dpkps", num_samples=16, privacy={"epsilon": 6.0},
+                  data={"label_values": {"category": ["food", "hotel"], "mood": ["good", "bad"]}},
+                  evolution={"label_distribution": {"kind": "dp", "budget_fraction": 0.1}},
+                  dpkps={"vocab_size": 20, "length": 4, "n_features": 32, "vocabulary_min_count": 3})
+    res = audit_run(dp, trials=1500, rng=np.random.default_rng(2), alpha=ALPHA)
+    kinds = sorted(r.mechanism.split(" ")[0] for r in res)
+    assert kinds == ["dp_vocabulary", "laplace_label_histogram"] and all(r.passed for r in res), res

@@ -80,7 +80,7 @@ class AuditResult:
     def line(self) -> str:
         lo, hi = self.interval
         return (f"{self.mechanism:34} claim {self.quantity} ≤ {self.claim:.4g}; attack {self.estimate:.4g} "
-                f"(95% CI {lo:.4g}–{hi:.4g}), {self.trials} trials: {'pass' if self.passed else 'FAIL'}")
+                f"({100 * (1 - self.alpha):g}% CI {lo:.4g}–{hi:.4g}), {self.trials} trials: {'pass' if self.passed else 'FAIL'}")
 
 
 # ------------------------------------------------------------------------------------------- DP / GDP audits
@@ -187,6 +187,133 @@ def audit_label_histogram(noise_multiplier: float, *, sensitivity: float = 1.0, 
                                   mechanism=f"dp_label_histogram (σ={noise_multiplier:.4g}, Δ={k})", delta=delta)
 
 
+def _public_code_topq_sensitivity(q: int) -> float:
+    """The sensitivity the public WASP code computes, ``2 - 1/(2^(Q-1))`` with Python's ``^`` (XOR, not a
+    power): Q = 4 gives 2 − 1/(2 XOR 3) = 2 − 1/1 = 1 (Q = 3 divides by zero). Kept only to build the audit's
+    canary; privtext never noises with it."""
+    x = 2 ^ (q - 1)
+    if x == 0:
+        raise ConfigError(f"the public code's formula divides by zero at Q = {q}")
+    return 2 - 1 / x
+
+
+def audit_topq_histograms(noise_multiplier: float, *, q: int, trials: int = 2000, rng: np.random.Generator,
+                          alpha: float = 0.05, actual_noise_scale: float = 1.0,
+                          delta: float | None = None) -> AuditResult:
+    """WASP's Top-Q nearest and furthest vote histograms (``privtext.mechanisms.topq.dp_topq_histograms``) at
+    noise multiplier z: one canary private sample whose Q nearest and Q furthest candidates are 2Q distinct bins,
+    so it moves the pair (Hⁿ, Hᶠ) by a vector v of norm exactly Δ_Q = √(2Σ4^−(q−1)). The attack projects the
+    released pair (minus the exact pair without the canary) on v/‖v‖ — the likelihood-ratio statistic for a
+    Gaussian shift — and thresholds at ‖v‖/2. The claim is μ = 1/z per release (``topq_event(z)``).
+    ``actual_noise_scale`` < 1 under-noises against the same claim: the public WASP code's XOR sensitivity at
+    Q = 4 is the scale 1/Δ_4 ≈ 0.61 (:func:`_public_code_topq_sensitivity`)."""
+    from ..mechanisms.topq import dp_topq_histograms, topq_histograms, topq_sensitivity
+
+    d = 4 * q + 4
+    cand = np.eye(d, dtype=np.float32)[: 2 * q + 2]
+    canary = np.zeros((1, d), dtype=np.float32)
+    canary[0, : 2 * q + 2] = np.linspace(1.0, -1.0, 2 * q + 2)  # nearest: bins 0..q-1; furthest: the last q
+    gen = np.random.default_rng(54321)  # public, fixed inputs
+    priv = gen.standard_normal((25, d)).astype(np.float32)
+    without = np.concatenate(topq_histograms(priv, cand, q=q))
+    with_c = np.concatenate(topq_histograms(np.concatenate([priv, canary]), cand, q=q))
+    v = with_c - without
+    norm = float(np.linalg.norm(v))
+    if abs(norm - topq_sensitivity(q)) > 1e-6:
+        raise AssertionError(f"the Top-{q} canary moved the pair by {norm}, not Δ_Q = {topq_sensitivity(q)}")
+    u = v / norm
+
+    def run_once(with_canary: bool, r: np.random.Generator) -> float:
+        x = np.concatenate([priv, canary]) if with_canary else priv
+        rel, _ = dp_topq_histograms(x, cand, q=q, noise_multiplier=noise_multiplier * actual_noise_scale, rng=r)
+        return float((np.concatenate([rel.nearest, rel.furthest]) - without) @ u)
+
+    res = audit_gaussian_release(run_once, base=0.0, shift=norm, claim_mu=1.0 / noise_multiplier, trials=trials,
+                                 rng=rng, alpha=alpha,
+                                 mechanism=f"dp_topq_histograms (z={noise_multiplier:.4g}, Q={q})", delta=delta)
+    res.details["sensitivity"] = norm
+    return res
+
+
+# ------------------------------------------------------------------------------------------- pure ε (Laplace)
+
+
+def audit_laplace_release(
+    run_once: Callable[[bool, np.random.Generator], np.ndarray],
+    *,
+    base: np.ndarray,
+    claim_epsilon: float,
+    trials: int,
+    rng: np.random.Generator,
+    alpha: float = 0.05,
+    mechanism: str = "laplace release",
+) -> AuditResult:
+    """Audit a release claimed to be pure ``claim_epsilon``-DP for the pair (without, with) the canary.
+
+    ``run_once(with_canary, rng)`` returns the noisy values of the m bins the canary raises by exactly 1 each
+    (``base`` without it). With Laplace(b) noise the likelihood ratio is largest, e^{m/b}, on the event
+    E = {every bin ≥ its base + 1}: Pr_with[E] = 2^−m, Pr_without[E] = (e^{−1/b}/2)^m — so the test "reject
+    *without* on E" reaches the mechanism's true ε = m/b, the worst case of pure DP (no δ to hide in). The
+    estimate is log(TPR_lo / FPR_hi) from the Clopper-Pearson bounds (confidence 1 − alpha/2 each)."""
+    if trials < 10:
+        raise ConfigError(f"an audit needs at least 10 trials per side, got {trials}")
+    thr = np.asarray(base, dtype=np.float64) + 1.0
+    fp = sum(bool(np.all(run_once(False, rng) >= thr)) for _ in range(trials))
+    tp = sum(bool(np.all(run_once(True, rng) >= thr)) for _ in range(trials))
+    fpr_lo, fpr_hi = clopper_pearson(int(fp), trials, alpha / 2)
+    tpr_lo, tpr_hi = clopper_pearson(int(tp), trials, alpha / 2)
+
+    def eps(tpr: float, fpr: float) -> float:
+        return math.log(tpr / fpr) if tpr > 0 and fpr > 0 else (math.inf if tpr > 0 else 0.0)
+
+    lo, hi = max(eps(tpr_lo, fpr_hi), 0.0), eps(tpr_hi, fpr_lo)
+    return AuditResult(mechanism=mechanism, quantity="epsilon", claim=float(claim_epsilon), estimate=lo,
+                       interval=(lo, hi), trials=trials, alpha=alpha,
+                       details={"true_positives": int(tp), "false_positives": int(fp),
+                                "epsilon_point": eps(max(tp, 0.5) / trials, max(fp, 0.5) / trials)})
+
+
+def audit_dp_vocabulary(epsilon: float, *, r: int = 2, trials: int = 5000, rng: np.random.Generator,
+                        alpha: float = 0.05, actual_noise_scale: float = 1.0) -> AuditResult:
+    """DP-KPS's DP vocabulary (App A.1, ``privtext.mechanisms.vocabulary.dp_vocabulary``): a canary document
+    holding r fresh vocabulary terms raises r bins by 1 (Δ₁ = r); claim ε. The whole noisy histogram is read
+    (``size`` = |V|), so the audit sees the Laplace release before the top-V post-processing."""
+    from ..data.vocabulary import PublicVocabulary
+    from ..mechanisms.vocabulary import dp_vocabulary
+
+    terms = tuple(f"term{chr(97 + i)}" for i in range(r + 4))
+    vocab = PublicVocabulary(terms=terms, source="audit")
+    docs = [f"{terms[r]} {terms[r + 1]}", terms[r + 2], f"{terms[r + 3]} {terms[r]}"]  # other documents
+    canary = " ".join(terms[:r])  # terms a..: held by no other document
+    base = np.zeros(r)
+
+    def run_once(with_canary: bool, g: np.random.Generator) -> np.ndarray:
+        texts = [*docs, canary] if with_canary else docs
+        rel, _ = dp_vocabulary(texts, vocab, r=r, epsilon=epsilon / actual_noise_scale, size=len(terms), rng=g)
+        noisy = dict(zip(rel.indices.tolist(), rel.noisy_counts.tolist(), strict=True))
+        return np.array([noisy[i] for i in range(r)])
+
+    return audit_laplace_release(run_once, base=base, claim_epsilon=epsilon, trials=trials, rng=rng, alpha=alpha,
+                                 mechanism=f"dp_vocabulary (ε={epsilon:.4g}, r={r})")
+
+
+def audit_laplace_label_histogram(epsilon: float, *, trials: int = 5000, rng: np.random.Generator,
+                                  alpha: float = 0.05, actual_noise_scale: float = 1.0) -> AuditResult:
+    """The pure-DP label histogram (``privtext.mechanisms.labels.laplace_label_histogram``, Δ₁ = 1): one canary
+    record with label 0; claim ε."""
+    from ..mechanisms.labels import laplace_label_histogram
+
+    groups = np.repeat(np.arange(3), 5)
+
+    def run_once(with_canary: bool, g: np.random.Generator) -> np.ndarray:
+        x = np.concatenate([groups, [0]]) if with_canary else groups
+        noisy, _ = laplace_label_histogram(x, 3, epsilon=epsilon / actual_noise_scale, rng=g)
+        return np.asarray(noisy, dtype=np.float64)[:1]
+
+    return audit_laplace_release(run_once, base=np.array([5.0]), claim_epsilon=epsilon, trials=trials, rng=rng,
+                                 alpha=alpha, mechanism=f"laplace_label_histogram (ε={epsilon:.4g})")
+
+
 # --------------------------------------------------------------------------------------- secret protection
 
 
@@ -283,8 +410,18 @@ def _with_rho(noise: Any, rho: float) -> Any:
     return replace(noise, group_info={gid: replace(g, rho=(float(rho),))})
 
 
-__all__ = ["AuditResult", "audit_gaussian_release", "audit_label_histogram", "audit_secret_clustering",
-           "audit_vote_histogram", "clopper_pearson"]
+__all__ = [
+    "AuditResult",
+    "audit_dp_vocabulary",
+    "audit_gaussian_release",
+    "audit_label_histogram",
+    "audit_laplace_label_histogram",
+    "audit_laplace_release",
+    "audit_secret_clustering",
+    "audit_topq_histograms",
+    "audit_vote_histogram",
+    "clopper_pearson",
+]
 
 
 # ------------------------------------------------------------------------------------------------ a run
@@ -322,6 +459,16 @@ def audit_run(run_dir: Any, *, trials: int = 2000, secret_trials: int = 20000, a
         elif mech == "dp_label_histogram":
             out.append(audit_label_histogram(float(r.event.noise_multiplier), sensitivity=r.sensitivity,
                                              trials=trials, rng=rng, alpha=alpha))
+        elif mech == "topq_vote_histograms":
+            out.append(audit_topq_histograms(float(r.event.noise_multiplier), q=int(r.meta.get("q", 1)),
+                                             trials=trials, rng=rng, alpha=alpha))
+        elif mech in ("dp_vocabulary", "laplace") and r.key.endswith("vocabulary") and r.event.noise_multiplier > 0:
+            out.append(audit_dp_vocabulary(1.0 / float(r.event.noise_multiplier),
+                                           r=max(1, min(round(r.sensitivity), 4)), trials=max(trials, 5000),
+                                           rng=rng, alpha=alpha))
+        elif mech == "laplace_label_histogram" and r.event.noise_multiplier > 0:
+            out.append(audit_laplace_label_histogram(1.0 / float(r.event.noise_multiplier),
+                                                     trials=max(trials, 5000), rng=rng, alpha=alpha))
         elif mech == "secret_clustering" and r.noise_std > 0 and r.secret_events:
             rho = _largest_single_holder_rho(r)
             out.append(audit_secret_clustering(rho=rho, sigma=r.noise_std, sample=str(r.meta.get("sample") or

@@ -167,9 +167,14 @@ class AugPE(MethodRun):
         sigma = float(calibrate(make, target))
         return sigma, (sigma * ratio if ratio is not None else None)
 
+    def uses_vocabulary_prompts(self) -> bool:
+        """Whether the initial prompts hold DP-vocabulary terms (the DP-KPS paper's Aug-PE variant); subclasses
+        whose options have no such switch (WASP) answer False."""
+        return bool(self.options.vocabulary_prompts)
+
     def vocabulary_epsilon(self) -> float | None:
         o = self.options
-        if not o.vocabulary_prompts:
+        if not self.uses_vocabulary_prompts():
             return None
         return o.vocabulary_epsilon_fraction * float(self.config.privacy.epsilon)  # type: ignore[arg-type]
 
@@ -181,7 +186,7 @@ class AugPE(MethodRun):
 
     def build_backends(self, public: Any, guard: Any, prompt_log: Any) -> Any:
         gen, emb = super().build_backends(public, guard, prompt_log)
-        if self.options.vocabulary_prompts:
+        if self.uses_vocabulary_prompts():
             gen = VocabularyPrompts(gen, terms_per_prompt=self.options.vocabulary_terms)
         self._generator = gen
         return gen, emb
@@ -274,7 +279,7 @@ class AugPE(MethodRun):
                     f"releases are ({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-DP for {unit}")
         ld = self.config.evolution.label_distribution
         public = ["the public corpus (generator training text, label values, zero-shot prompts)"]
-        if self.options.vocabulary_prompts:
+        if self.uses_vocabulary_prompts():
             public.append("the public vocabulary (words and phrases of the public corpus); the initial prompts hold "
                           "random terms of the released DP vocabulary and no class")
         if ld.kind == "public":
@@ -284,7 +289,7 @@ class AugPE(MethodRun):
         return {
             "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
             "parameters": {"noise_multiplier": self.sigma, "sensitivity": "record" if k is None else "secret_group",
-                           **({"vocabulary_epsilon": self.vocabulary_epsilon()} if self.options.vocabulary_prompts
+                           **({"vocabulary_epsilon": self.vocabulary_epsilon()} if self.uses_vocabulary_prompts()
                               else {}),
                            **({"label_noise_multiplier": self.label_sigma} if self.label_sigma else {})},
             "assumed_public": assumed, "treated_as_public": public, "coverage": coverage,
@@ -312,7 +317,7 @@ class AugPE(MethodRun):
         frac = ld.budget_fraction if (ld.kind == "dp" and space.columns) else None
         sigma, label_sigma = self.calibrate(T, frac)
         self.sigma, self.label_sigma = sigma, label_sigma
-        if self.options.vocabulary_prompts:
+        if self.uses_vocabulary_prompts():
             self.release_vocabulary(inputs, keeper)
         sens, note = self.group_sensitivity(inputs)
         self.label_sensitivity = sens  # the label histogram's Δ is the group size too (privtext.mechanisms.labels)

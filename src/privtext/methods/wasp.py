@@ -141,6 +141,9 @@ class WASP(AugPE):
     """WASP (see the module docstring). Reuses Aug-PE's ledger and statement; its own loop."""
 
     name: ClassVar[str] = "wasp"
+
+    def uses_vocabulary_prompts(self) -> bool:
+        return False  # WASP's prompts are zero-shot, then contrastive; no DP-vocabulary variant
     Options = WASPOptions  # type: ignore[assignment]
     options: WASPOptions  # type: ignore[assignment]
     sigma: float = 0.0  # noise multiplier z of every release
