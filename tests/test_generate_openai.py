@@ -322,7 +322,8 @@ def test_token_usage_is_counted(server: OpenAIServer) -> None:
 
 def test_a_failed_request_in_a_batch_fails_the_call(server: OpenAIServer) -> None:
     g = make(server, max_concurrency=4)
+    before = threading.active_count()  # other tests in the session may have left daemon threads behind
     server.inject(Fault.status(401))
     with pytest.raises(BackendError, match="HTTP 401"):
         g.random(None, 4, rng=rng())
-    assert threading.active_count() < 50
+    assert threading.active_count() <= before + 4  # at most the call's own pool of 4 workers remains
