@@ -38,11 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "banking77"
 
 
-def generators(args: argparse.Namespace) -> list[dict[str, Any]]:
+def generators(args: argparse.Namespace, **extra: Any) -> list[dict[str, Any]]:
     return [
-        {"backend": "ngram", "name": "good", "order": 4},
-        {"backend": "ngram", "name": "mid", "order": 2, "train_texts": args.mid_train},
-        {"backend": "ngram", "name": "bad", "order": 1, "train_texts": args.bad_train, "label_weight": 0.0},
+        {"backend": "ngram", "name": "good", "order": 4, **extra},
+        {"backend": "ngram", "name": "mid", "order": 2, "train_texts": args.mid_train, **extra},
+        {"backend": "ngram", "name": "bad", "order": 1, "train_texts": args.bad_train, "label_weight": 0.0, **extra},
     ]
 
 
@@ -127,6 +127,20 @@ def main(argv: list[str] | None = None) -> int:
                              "wasp": {**wasp, "contrastive": False}},
             "wasp-equal": {**base, "method": "wasp", "generators": generators(args),
                            "wasp": {**wasp, "weighting": "equal"}},
+            # quality levers (docs/wasp.md): the n-gram contrastive mixture weight, fewer examples per prompt,
+            # half of each later round zero-shot, the final set chosen by the released H̃ⁿ
+            "wasp-boost02": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.2),
+                             "wasp": wasp},
+            "wasp-boost0": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.0),
+                            "wasp": wasp},
+            "wasp-s4": {**base, "method": "wasp", "generators": generators(args), "wasp": {**wasp, "in_context": 4}},
+            "wasp-mix": {**base, "method": "wasp", "generators": generators(args),
+                         "wasp": {**wasp, "zero_shot_fraction": 0.5}},
+            "wasp-nearest": {**base, "method": "wasp", "generators": generators(args),
+                             "wasp": {**wasp, "output": "nearest", "oversample": 2.0}},
+            "wasp-mix-nearest": {**base, "method": "wasp", "generators": generators(args),
+                                 "wasp": {**wasp, "zero_shot_fraction": 0.5, "output": "nearest",
+                                          "oversample": 2.0}},
         }
         for g in generators(args):
             configs[f"augpe-{g['name']}"] = {

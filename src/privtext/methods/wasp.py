@@ -36,6 +36,7 @@ as z = s/Δ_Q — the privacy it actually gives, which is more than the budget a
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -69,6 +70,19 @@ class WASPOptions(BackendOptions):
         default="votes", description="none: FuseGen-style zero-shot fusion, no private data read")
     weighting: Literal["votes", "equal"] = Field(default="votes", description="Eq 8 weights or equal weights")
     metric: Literal["l2", "cosine"] = Field(default="l2", description="distance of Eq 3")
+    zero_shot_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="share of each later round's samples (per generator and label) "
+        "written zero-shot instead of with the contrastive prompt (0: the paper's Alg 1)")
+    output: Literal["all", "nearest"] = Field(
+        default="all", description="all: every sample of D (Alg 1); nearest: vote on the final D too (one more "
+        "release) and keep, per label, the samples with the largest released H̃ⁿ")
+    oversample: float = Field(default=2.0, ge=1.0, le=100.0, description="output: nearest generates "
+                              "ceil(oversample·N) samples in all and keeps N")
+
+    @property
+    def vocabulary_prompts(self) -> bool:
+        """Aug-PE's DP-vocabulary prompts do not apply to WASP (read by the inherited statement code)."""
+        return False
 
 
 @dataclass
@@ -118,6 +132,26 @@ def generator_weights(nearest: np.ndarray, generator_index: np.ndarray, k: int) 
     return m / m.sum() if m.sum() > 0 else np.full(k, 1.0 / k)
 
 
+def select_output(nearest: np.ndarray, groups: np.ndarray, label_weights: np.ndarray, n: int, *,
+                  rng: np.random.Generator) -> np.ndarray:
+    """``output: nearest``: per label c, the n_c samples of D[c] with the largest released H̃ⁿ (n_c: n split over
+    the labels by the public label weights, largest remainder; all of D[c] when it holds fewer). Ties at random.
+    Post-processing of the last release. Returns sorted indices into D."""
+    h = np.asarray(nearest, dtype=np.float64)
+    g = np.asarray(groups, dtype=np.int64)
+    if len(h) != len(g):
+        raise ConfigError(f"{len(h)} histogram bins for {len(g)} candidates")
+    want = allocate(np.asarray(label_weights, dtype=np.float64), int(n), min_each=0)
+    keep = []
+    for c, k in enumerate(want):
+        idx = np.nonzero(g == c)[0]
+        if len(idx) == 0 or k <= 0:
+            continue
+        jit = rng.random(len(idx))
+        keep.append(idx[np.lexsort((jit, -h[idx]))[: int(k)]])
+    return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)
+
+
 def select_examples(nearest: np.ndarray, furthest: np.ndarray, groups: np.ndarray, n_groups: int, s: int, *,
                     rng: np.random.Generator, contrastive: bool = True) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Eq 7: per label group c, indices of the top-S of H̃ⁿ over D[c] (better) and of H̃ᶠ (worse; minus the
@@ -163,7 +197,9 @@ class WASP(AugPE):
     # ------------------------------------------------------------------ privacy
     def releases(self) -> int:
         T = self.config.evolution.iterations
-        return 0 if self.options.feedback == "none" else max(T - 1, 0)
+        if self.options.feedback == "none":
+            return 0
+        return T if self.options.output == "nearest" else max(T - 1, 0)
 
     def calibrate_wasp(self) -> tuple[float, float]:
         """(z, Δ_Q): the noise multiplier of every release and the exact sensitivity."""
@@ -195,7 +231,8 @@ class WASP(AugPE):
         parts["parameters"] = {
             "noise_multiplier": self.sigma, "sensitivity": "record", "topq_sensitivity": self.sensitivity,
             "q": o.q, "in_context": o.in_context, "contrastive": o.contrastive, "feedback": o.feedback,
-            "weighting": o.weighting, "generators": [self._gen_names[k] for k in range(len(self._gen_names))],
+            "weighting": o.weighting, "zero_shot_fraction": o.zero_shot_fraction, "output": o.output,
+            "oversample": o.oversample if o.output == "nearest" else None, "generators": [self._gen_names[k] for k in range(len(self._gen_names))],
         }
         if o.feedback == "none":
             parts["headline"] = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
@@ -247,7 +284,8 @@ class WASP(AugPE):
             self.log(f"Top-{o.q} votes: Δ={self.sensitivity:.4f}, noise multiplier z={self.sigma:.4f} "
                      f"(std {self.sigma * self.sensitivity:.4f}) for {n_rel} releases")
         label_w = self.public_label_weights(space, public)
-        sizes = round_sizes(N, T)
+        n_gen = math.ceil(o.oversample * N) if o.output == "nearest" and n_rel else N
+        sizes = round_sizes(n_gen, T)
         self.rounds_info = []
         gens: list[Any] = []
         try:
@@ -264,10 +302,11 @@ class WASP(AugPE):
             D = Population.empty(embedder.dim)
             weights = np.full(K, 1.0 / K)
             examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            hn = np.zeros(0)
             for t in range(T):
                 store = run.iteration(t, space)
                 if store.is_complete():  # resumed: the round's candidates, votes and weights were kept
-                    D, _, _, state = store.load_complete()
+                    D, hn, _, state = store.load_complete()
                     info = RoundInfo(**state["round"])
                     self.rounds_info.append(info)
                     weights = np.asarray(info.weights_next or info.weights_used)
@@ -288,7 +327,7 @@ class WASP(AugPE):
                 hn = np.zeros(len(D))
                 state: dict[str, Any] = {}
                 good_idx = np.zeros(0, dtype=np.int64)
-                if n_rel and t < T - 1:
+                if n_rel and (t < T - 1 or o.output == "nearest"):
                     assert private_emb is not None
                     hn, hf = self._vote(t, keeper, private_emb, private_groups, D)
                     gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
@@ -314,6 +353,9 @@ class WASP(AugPE):
         finally:
             prompt_log.close()
             self._save_metrics_all(t_start, gens)
+        if o.output == "nearest" and n_rel:
+            keep = select_output(hn, D.group, label_w, N, rng=self.rng("wasp-output"))
+            D = D.take(keep)
         out = Corpus(
             ids=tuple(f"syn-{i}" for i in range(len(D))), texts=tuple(D.texts),
             labels={c: tuple(space.values[g][j] for g in D.group) for j, c in enumerate(space.columns)},
@@ -332,6 +374,7 @@ class WASP(AugPE):
                         D: Population, examples: dict[int, tuple[np.ndarray, np.ndarray]]) -> Population:
         parts: list[Population] = []
         zero_shot = t == 0 or self.options.feedback == "none"
+        f0 = self.options.zero_shot_fraction
         with self.metrics.stage("generation", iteration=t) as st:
             for k, gen in enumerate(gens):
                 per_label = allocate(label_w, int(n_k[k]), min_each=0)
@@ -342,18 +385,24 @@ class WASP(AugPE):
                     info = space.info(g)
                     ex = examples.get(g)
                     if zero_shot or ex is None or len(ex[0]) == 0:
-                        texts = gen.random(info, int(n), rng=rng)
-                        origin = "random"
+                        batches = [(gen.random(info, int(n), rng=rng), "random")]
                     else:
+                        # zero_shot_fraction: this share of the n samples is zero-shot, the rest contrastive
+                        n0 = round(f0 * int(n))
                         good = [D.texts[i] for i in ex[0]]
                         bad = [D.texts[i] for i in ex[1]]
-                        texts = gen.contrastive(good, bad, info, int(n), rng=rng)
-                        origin = "contrastive" if bad else "fewshot"
-                    start = sum(len(p) for p in parts)
-                    parts.append(Population(
-                        ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
-                        group=np.full(len(texts), g, dtype=np.int64), origin=[origin] * len(texts),
-                        parent=[None] * len(texts), generator=[self._gen_names[k]] * len(texts)))
+                        batches = []
+                        if n0:
+                            batches.append((gen.random(info, n0, rng=self.rng("wasp-zero-shot", t, k, g)), "random"))
+                        if int(n) - n0:
+                            batches.append((gen.contrastive(good, bad, info, int(n) - n0, rng=rng),
+                                            "contrastive" if bad else "fewshot"))
+                    for texts, origin in batches:
+                        start = sum(len(p) for p in parts)
+                        parts.append(Population(
+                            ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
+                            group=np.full(len(texts), g, dtype=np.int64), origin=[origin] * len(texts),
+                            parent=[None] * len(texts), generator=[self._gen_names[k]] * len(texts)))
             st.count("texts", sum(len(p) for p in parts))
         return Population.concat(parts) if parts else Population.empty()
 
@@ -426,4 +475,4 @@ def generator_configs(config: Config) -> list[GeneratorConfig]:
 
 
 __all__ = ["WASP", "WASPOptions", "generator_configs", "generator_counts", "generator_weights", "round_sizes",
-           "select_examples"]
+           "select_examples", "select_output"]
