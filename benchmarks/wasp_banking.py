@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mid-train", type=int, default=150)
     ap.add_argument("--bad-train", type=int, default=40)
     ap.add_argument("--seeds", default="0")
+    ap.add_argument("--parties", type=int, default=3, help="parties of the wasp-parties-* runs")
     ap.add_argument("--runs", default="wasp,wasp-paper,fusegen,augpe-good,augpe-mid,augpe-bad,only-private")
     ap.add_argument("--embedder", default="sentence-transformers")
     ap.add_argument("--work", type=Path, default=ROOT / "artifacts" / "wasp_banking")
@@ -133,6 +134,15 @@ def main(argv: list[str] | None = None) -> int:
                              "wasp": wasp},
             "wasp-boost0": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.0),
                             "wasp": wasp},
+            "wasp-boost01": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.1),
+                             "wasp": wasp},
+            "wasp-boost0-nearest": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.0),
+                                    "wasp": {**wasp, "output": "nearest", "oversample": 2.0}},
+            # several data holders (§4.7): the private queries split over --parties parties (Dirichlet α = 1)
+            "wasp-parties-plain": {**base, "method": "wasp", "generators": generators(args),
+                                   "wasp": {**wasp, "parties": {"count": args.parties, "aggregation": "plain"}}},
+            "wasp-parties-secagg": {**base, "method": "wasp", "generators": generators(args),
+                                    "wasp": {**wasp, "parties": {"count": args.parties, "aggregation": "secagg"}}},
             "wasp-s4": {**base, "method": "wasp", "generators": generators(args), "wasp": {**wasp, "in_context": 4}},
             "wasp-mix": {**base, "method": "wasp", "generators": generators(args),
                          "wasp": {**wasp, "zero_shot_fraction": 0.5}},
@@ -166,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
                     row["wasp"] = priv["released"].get("wasp")
                     row["noise"] = [(r["key"], r["noise_std"], r["event"]["noise_multiplier"])
                                     for r in priv["releases"]]
+                    if cfg["wasp"].get("parties"):
+                        m = json.loads((out / "private" / "metrics.json").read_text())
+                        row["aggregation_seconds"] = [r.get("aggregation_seconds") for r in m["wasp"]["rounds"]]
                     gens = [g for g in (row["wasp"] or {}).get("generators", [])]
                     row["share_per_generator"] = {
                         g: round(sum(1 for x in _read_generators(out) if x == g) / max(len(syn), 1), 4)
