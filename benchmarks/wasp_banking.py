@@ -16,6 +16,11 @@ Runs (ε = 4, δ = 1e-5 unless changed; each one a real ``privtext run``):
 * ``augpe-<gen>``    — Aug-PE with that one generator (N samples, ``--augpe-iterations`` iterations);
 * ``only-private``   — the classifier trained on the private samples themselves (no privacy, a reference).
 
+Not in the default list: ``wasp-nonoise``/``-fewshot``/``-equal`` (diagnostics), the quality levers
+``wasp-boost02``/``-boost01``/``-boost0`` (n-gram ``contrastive_boost``), ``wasp-s4``, ``wasp-mix``
+(``zero_shot_fraction: 0.5``), ``wasp-nearest``, ``wasp-mix-nearest``, ``wasp-boost0-nearest``, and several data
+holders ``wasp-parties-plain``/``wasp-parties-secagg`` (``--parties`` L, Dirichlet α = 1; docs/wasp.md).
+
 Downstream: logistic regression on MiniLM embeddings (``embedding-logreg``), trained on each synthetic set,
 tested on the real test rows. Prints accuracy per run and WASP's generator weights per round; writes
 ``artifacts/wasp_banking.json``.
