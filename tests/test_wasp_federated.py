@@ -15,7 +15,8 @@ Real tiny runs (scripted generators, hashing embedder) on the path users run:
 
 Mutations checked by hand (each made a test here fail): party noise std σ/√t → σ/√L in noise.py (drop-out χ²);
 ``m * topq_sensitivity`` → ``topq_sensitivity`` at user level (event test); ``normalise`` ignored in
-``party_topq`` (normalised χ²); the keeper's reload of saved values bypassed (resume byte equality).
+``party_topq`` (normalised χ²). (The resume test runs with reproducible noise, so a redrawn value would equal
+the saved one; that values are never redrawn under CSPRNG noise is tests/test_faults.py's job for the keeper.)
 """
 
 from __future__ import annotations
