@@ -16,6 +16,11 @@ Runs (ε = 4, δ = 1e-5 unless changed; each one a real ``privtext run``):
 * ``augpe-<gen>``    — Aug-PE with that one generator (N samples, ``--augpe-iterations`` iterations);
 * ``only-private``   — the classifier trained on the private samples themselves (no privacy, a reference).
 
+Not in the default list: ``wasp-nonoise``/``-fewshot``/``-equal`` (diagnostics), the quality levers
+``wasp-boost02``/``-boost01``/``-boost0`` (n-gram ``contrastive_boost``), ``wasp-s4``, ``wasp-mix``
+(``zero_shot_fraction: 0.5``), ``wasp-nearest``, ``wasp-mix-nearest``, ``wasp-boost0-nearest``, and several data
+holders ``wasp-parties-plain``/``wasp-parties-secagg`` (``--parties`` L, Dirichlet α = 1; docs/wasp.md).
+
 Downstream: logistic regression on MiniLM embeddings (``embedding-logreg``), trained on each synthetic set,
 tested on the real test rows. Prints accuracy per run and WASP's generator weights per round; writes
 ``artifacts/wasp_banking.json``.
@@ -38,11 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "banking77"
 
 
-def generators(args: argparse.Namespace) -> list[dict[str, Any]]:
+def generators(args: argparse.Namespace, **extra: Any) -> list[dict[str, Any]]:
     return [
-        {"backend": "ngram", "name": "good", "order": 4},
-        {"backend": "ngram", "name": "mid", "order": 2, "train_texts": args.mid_train},
-        {"backend": "ngram", "name": "bad", "order": 1, "train_texts": args.bad_train, "label_weight": 0.0},
+        {"backend": "ngram", "name": "good", "order": 4, **extra},
+        {"backend": "ngram", "name": "mid", "order": 2, "train_texts": args.mid_train, **extra},
+        {"backend": "ngram", "name": "bad", "order": 1, "train_texts": args.bad_train, "label_weight": 0.0, **extra},
     ]
 
 
@@ -61,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mid-train", type=int, default=150)
     ap.add_argument("--bad-train", type=int, default=40)
     ap.add_argument("--seeds", default="0")
+    ap.add_argument("--parties", type=int, default=3, help="parties of the wasp-parties-* runs")
     ap.add_argument("--runs", default="wasp,wasp-paper,fusegen,augpe-good,augpe-mid,augpe-bad,only-private")
     ap.add_argument("--embedder", default="sentence-transformers")
     ap.add_argument("--work", type=Path, default=ROOT / "artifacts" / "wasp_banking")
@@ -127,6 +133,29 @@ def main(argv: list[str] | None = None) -> int:
                              "wasp": {**wasp, "contrastive": False}},
             "wasp-equal": {**base, "method": "wasp", "generators": generators(args),
                            "wasp": {**wasp, "weighting": "equal"}},
+            # quality levers (docs/wasp.md): the n-gram contrastive mixture weight, fewer examples per prompt,
+            # half of each later round zero-shot, the final set chosen by the released H̃ⁿ
+            "wasp-boost02": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.2),
+                             "wasp": wasp},
+            "wasp-boost0": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.0),
+                            "wasp": wasp},
+            "wasp-boost01": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.1),
+                             "wasp": wasp},
+            "wasp-boost0-nearest": {**base, "method": "wasp", "generators": generators(args, contrastive_boost=0.0),
+                                    "wasp": {**wasp, "output": "nearest", "oversample": 2.0}},
+            # several data holders (§4.7): the private queries split over --parties parties (Dirichlet α = 1)
+            "wasp-parties-plain": {**base, "method": "wasp", "generators": generators(args),
+                                   "wasp": {**wasp, "parties": {"count": args.parties, "aggregation": "plain"}}},
+            "wasp-parties-secagg": {**base, "method": "wasp", "generators": generators(args),
+                                    "wasp": {**wasp, "parties": {"count": args.parties, "aggregation": "secagg"}}},
+            "wasp-s4": {**base, "method": "wasp", "generators": generators(args), "wasp": {**wasp, "in_context": 4}},
+            "wasp-mix": {**base, "method": "wasp", "generators": generators(args),
+                         "wasp": {**wasp, "zero_shot_fraction": 0.5}},
+            "wasp-nearest": {**base, "method": "wasp", "generators": generators(args),
+                             "wasp": {**wasp, "output": "nearest", "oversample": 2.0}},
+            "wasp-mix-nearest": {**base, "method": "wasp", "generators": generators(args),
+                                 "wasp": {**wasp, "zero_shot_fraction": 0.5, "output": "nearest",
+                                          "oversample": 2.0}},
         }
         for g in generators(args):
             configs[f"augpe-{g['name']}"] = {
@@ -152,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                     row["wasp"] = priv["released"].get("wasp")
                     row["noise"] = [(r["key"], r["noise_std"], r["event"]["noise_multiplier"])
                                     for r in priv["releases"]]
+                    if cfg["wasp"].get("parties"):
+                        m = json.loads((out / "private" / "metrics.json").read_text())
+                        row["aggregation_seconds"] = [r.get("aggregation_seconds") for r in m["wasp"]["rounds"]]
                     gens = [g for g in (row["wasp"] or {}).get("generators", [])]
                     row["share_per_generator"] = {
                         g: round(sum(1 for x in _read_generators(out) if x == g) / max(len(syn), 1), 4)

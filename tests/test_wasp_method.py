@@ -228,3 +228,50 @@ def test_bad_configs_are_refused_naming_the_key(tmp_path: Path) -> None:
         _run(tmp_path, "paper-mu", privacy={"mu": 1.0, "calibration": "paper"})
     with pytest.raises(ConfigError, match="q"):
         _run(tmp_path, "q0", wasp={"q": 0})
+
+
+def test_select_output_known_values() -> None:
+    from privtext.methods.wasp import select_output
+
+    hn = np.array([5.0, 1.0, 3.0, 0.0, 9.0, 2.0, 7.0])
+    groups = np.array([0, 0, 0, 0, 1, 1, 2])
+    # 5 over labels weighted 2:2:1 → 2, 2, 1; label 2 holds one candidate
+    keep = select_output(hn, groups, np.array([0.4, 0.4, 0.2]), 5, rng=np.random.default_rng(0))
+    assert list(keep) == [0, 2, 4, 5, 6]
+    keep = select_output(hn, groups, np.array([0.5, 0.5, 0.0]), 2, rng=np.random.default_rng(0))
+    assert list(keep) == [0, 4]
+
+
+def test_zero_shot_mix_and_output_nearest(tmp_path: Path) -> None:
+    """zero_shot_fraction 0.5: later rounds send zero-shot and contrastive prompts; output nearest: T releases
+    (the final D is voted on too), 2N generated, N kept — those with the largest released H̃ⁿ per label."""
+    run = _run(tmp_path, "mix", wasp={"q": 3, "in_context": 4, "zero_shot_fraction": 0.5, "output": "nearest",
+                                      "oversample": 2.0})
+    recs = _ledger(run)
+    assert [r["key"] for r in recs] == [f"votes/round_{t:03d}" for t in range(4)]
+    from privtext.privacy import Budget, gaussian_noise_multiplier
+
+    z = gaussian_noise_multiplier(Budget.dp(4.0, 1e-5), compositions=4)
+    assert all(r["event"]["noise_multiplier"] == pytest.approx(z, rel=1e-12) for r in recs)
+    rd = RunDir(run)
+    syn = [json.loads(x)["text"] for x in rd.synthetic.read_text().splitlines()]
+    assert len(syn) == 90
+    pop, _ = rd.iteration(3).load_population()
+    assert len(pop) == 180
+    with np.load(rd.release_path("votes/round_003", 3)) as v:
+        hn = v["nearest"]
+    from collections import Counter
+
+    once = {t for t, c in Counter(pop.texts).items() if c == 1}  # a text written twice cannot be told apart
+    kept = set(syn)
+    for g in np.unique(pop.group):  # every kept sample outranks every dropped one of its label
+        idx = [i for i in np.nonzero(pop.group == g)[0] if pop.texts[i] in once]
+        k = [hn[i] for i in idx if pop.texts[i] in kept]
+        d = [hn[i] for i in idx if pop.texts[i] not in kept]
+        if k and d:
+            assert min(k) >= max(d)
+    prompts = [json.loads(x) for x in rd.prompts.read_text().splitlines() if x.strip()]
+    later = [p["operation"] for p in prompts if p.get("operation") != "random"]
+    assert later and {p["operation"] for p in prompts} == {"random", "contrastive"}
+    n_random = sum(p["operation"] == "random" for p in prompts)
+    assert n_random > 180 // 4  # round 0 (45) plus about half of rounds 1-3

@@ -36,6 +36,7 @@ as z = s/Δ_Q — the privacy it actually gives, which is more than the budget a
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -58,6 +59,30 @@ from ..progress import say
 from .augpe import AugPE
 
 
+class PartiesOptions(BackendOptions):
+    """The ``wasp.parties:`` section: several data holders (WASP §4.7, Alg 2; see :mod:`privtext.federated.topq`)."""
+
+    count: int | None = Field(default=None, ge=2, le=1000, description="L parties cut from data.private by a "
+                              "Dirichlet(alpha) label split (experiments); or give files")
+    alpha: float = Field(default=1.0, gt=0, description="Dirichlet concentration of the label split")
+    files: list[str] | None = Field(default=None, description="one private file per party (data.private is then "
+                                    "not read)")
+    aggregation: Literal["secagg", "plain"] = Field(
+        default="secagg", description="secagg: Flower SecAgg+, each party its own process; plain: summed in one "
+        "process (NOT a secure aggregation; tests, machines without flwr)")
+    min_survivors: int | None = Field(default=None, ge=1, description="t: each party adds noise std σ/√t, so a "
+                                      "round with ≥ t survivors carries ≥ σ (default L: no drop-out tolerated)")
+    level: Literal["record", "user"] = Field(default="record", description="record: add/remove one record; user: "
+                                             "add/remove one party with all its records (App E.4)")
+    max_records: int | None = Field(default=None, ge=1, description="user level: PUBLIC cap m on each party's "
+                                    "records (each party keeps a random m); Δ = m·Δ_Q")
+    normalise: bool = Field(default=False, description="user level: each party's vote vector scaled to unit L2; "
+                            "Δ = 1 whatever its size")
+    value_bound: float | None = Field(default=None, gt=0, description="public bound B on a coordinate of a party's "
+                                      "vector (clipped before noise); default 1 (normalise), m (max_records) or 1024")
+    timeout: float = Field(default=120.0, gt=0, description="seconds per SecAgg+ stage")
+
+
 class WASPOptions(BackendOptions):
     """The ``wasp:`` section."""
 
@@ -69,6 +94,20 @@ class WASPOptions(BackendOptions):
         default="votes", description="none: FuseGen-style zero-shot fusion, no private data read")
     weighting: Literal["votes", "equal"] = Field(default="votes", description="Eq 8 weights or equal weights")
     metric: Literal["l2", "cosine"] = Field(default="l2", description="distance of Eq 3")
+    zero_shot_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="share of each later round's samples (per generator and label) "
+        "written zero-shot instead of with the contrastive prompt (0: the paper's Alg 1)")
+    output: Literal["all", "nearest"] = Field(
+        default="all", description="all: every sample of D (Alg 1); nearest: vote on the final D too (one more "
+        "release) and keep, per label, the samples with the largest released H̃ⁿ")
+    oversample: float = Field(default=2.0, ge=1.0, le=100.0, description="output: nearest generates "
+                              "ceil(oversample·N) samples in all and keeps N")
+    parties: PartiesOptions | None = Field(default=None, description="several data holders (§4.7)")
+
+    @property
+    def vocabulary_prompts(self) -> bool:
+        """Aug-PE's DP-vocabulary prompts do not apply to WASP (read by the inherited statement code)."""
+        return False
 
 
 @dataclass
@@ -84,6 +123,9 @@ class RoundInfo:
     nearest_total: float | None = None
     furthest_total: float | None = None
     candidates: int = 0
+    survivors: list[int] | None = None  # parties whose noisy vectors are in the round's sum (public)
+    sum_noise_std: float | None = None  # std of the noise in that sum: σ·√(|S|/t) ≥ σ (public parameters)
+    aggregation_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -116,6 +158,26 @@ def generator_weights(nearest: np.ndarray, generator_index: np.ndarray, k: int) 
     means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
     m = np.clip(means, 0, None)
     return m / m.sum() if m.sum() > 0 else np.full(k, 1.0 / k)
+
+
+def select_output(nearest: np.ndarray, groups: np.ndarray, label_weights: np.ndarray, n: int, *,
+                  rng: np.random.Generator) -> np.ndarray:
+    """``output: nearest``: per label c, the n_c samples of D[c] with the largest released H̃ⁿ (n_c: n split over
+    the labels by the public label weights, largest remainder; all of D[c] when it holds fewer). Ties at random.
+    Post-processing of the last release. Returns sorted indices into D."""
+    h = np.asarray(nearest, dtype=np.float64)
+    g = np.asarray(groups, dtype=np.int64)
+    if len(h) != len(g):
+        raise ConfigError(f"{len(h)} histogram bins for {len(g)} candidates")
+    want = allocate(np.asarray(label_weights, dtype=np.float64), int(n), min_each=0)
+    keep = []
+    for c, k in enumerate(want):
+        idx = np.nonzero(g == c)[0]
+        if len(idx) == 0 or k <= 0:
+            continue
+        jit = rng.random(len(idx))
+        keep.append(idx[np.lexsort((jit, -h[idx]))[: int(k)]])
+    return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)
 
 
 def select_examples(nearest: np.ndarray, furthest: np.ndarray, groups: np.ndarray, n_groups: int, s: int, *,
@@ -162,11 +224,38 @@ class WASP(AugPE):
         for i, g in enumerate(generator_configs(config)):
             if not isinstance(g, GeneratorConfig):
                 raise ConfigError(f"generators[{i}] is not a generator section")
+        pt = options.parties
+        if pt is not None:
+            if (pt.count is None) == (pt.files is None):
+                raise ConfigError("wasp.parties needs exactly one of count (a Dirichlet split of data.private) and "
+                                  f"files (one file per party); got count={pt.count!r}, files={pt.files!r}")
+            L = pt.count if pt.count is not None else len(pt.files or [])
+            if L < 2:
+                raise ConfigError(f"wasp.parties needs at least 2 parties, got {L}")
+            t = pt.min_survivors if pt.min_survivors is not None else L
+            lo = 2 if pt.aggregation == "secagg" else 1
+            if not lo <= t <= L:
+                raise ConfigError(f"wasp.parties.min_survivors must be in [{lo}, {L}] with aggregation "
+                                  f"{pt.aggregation}, got {t}")
+            if pt.level == "user" and pt.max_records is None and not pt.normalise:
+                raise ConfigError("wasp.parties.level: user needs max_records (a public cap m, Δ = m·Δ_Q) or "
+                                  "normalise: true (Δ = 1)")
+            if pt.level == "record" and (pt.normalise or pt.max_records is not None):
+                raise ConfigError("wasp.parties.normalise and max_records are user-level options: set "
+                                  "wasp.parties.level: user")
+            if pt.normalise and p.calibration == "paper":
+                raise ConfigError("privacy.calibration: paper has no sensitivity for normalised user votes; use "
+                                  "calibration: pld with wasp.parties.normalise")
+            if config.data.max_private:
+                raise ConfigError("data.max_private subsamples one private file; with wasp.parties each party keeps "
+                                  "its records (use wasp.parties.max_records at user level)")
 
     # ------------------------------------------------------------------ privacy
     def releases(self) -> int:
         T = self.config.evolution.iterations
-        return 0 if self.options.feedback == "none" else max(T - 1, 0)
+        if self.options.feedback == "none":
+            return 0
+        return T if self.options.output == "nearest" else max(T - 1, 0)
 
     def calibrate_wasp(self) -> tuple[float, float]:
         """(z, Δ_Q): the noise multiplier of every release and the exact sensitivity."""
@@ -174,7 +263,10 @@ class WASP(AugPE):
         from ..privacy.calibration import wasp_noise_multiplier
 
         q = self.options.q
-        delta_q = topq_sensitivity(q)
+        pt = self.options.parties
+        # record level: Δ_Q (also the sum over parties); user level: m·Δ_Q, or 1 for normalised user votes
+        m = pt.max_records if (pt is not None and pt.level == "user" and not pt.normalise) else 1
+        delta_q = 1.0 if (pt is not None and pt.normalise) else m * topq_sensitivity(q)
         n = self.releases()
         p = self.config.privacy
         if n == 0:
@@ -188,7 +280,7 @@ class WASP(AugPE):
             if self.budget.kind != "dp":
                 raise InvalidPrivacyParameter("privacy.calibration: paper needs an (ε, δ) budget for WASP")
             std = wasp_noise_multiplier(self.budget.epsilon, self.budget.delta, iterations=n + 1,
-                                        sensitivity=paper_sensitivity(q))
+                                        sensitivity=m * paper_sensitivity(q))
             return float(std / delta_q), delta_q
         return float(gaussian_noise_multiplier(self.budget, compositions=n, method="pld")), delta_q
 
@@ -196,16 +288,111 @@ class WASP(AugPE):
         parts = super().statement_parts(ledger)
         o = self.options
         parts["parameters"] = {
-            "noise_multiplier": self.sigma, "sensitivity": "record", "topq_sensitivity": self.sensitivity,
+            "noise_multiplier": self.sigma,
+            "sensitivity": "user" if (o.parties is not None and o.parties.level == "user") else "record",
+            "topq_sensitivity": self.sensitivity,
             "q": o.q, "in_context": o.in_context, "contrastive": o.contrastive, "feedback": o.feedback,
-            "weighting": o.weighting, "generators": [self._gen_names[k] for k in range(len(self._gen_names))],
+            "weighting": o.weighting, "zero_shot_fraction": o.zero_shot_fraction, "output": o.output,
+            "oversample": o.oversample if o.output == "nearest" else None, "generators": [self._gen_names[k] for k in range(len(self._gen_names))],
         }
+        pt = o.parties
+        if pt is not None:
+            L = pt.count if pt.count is not None else len(pt.files or [])
+            secure = pt.aggregation == "secagg"
+            parts["parameters"]["parties"] = {
+                "count": L, "alpha": pt.alpha if pt.count is not None else None, "from_files": pt.files is not None,
+                "aggregation": pt.aggregation, "securely_aggregated": secure,
+                "min_survivors": pt.min_survivors if pt.min_survivors is not None else L,
+                "level": pt.level, "max_records": pt.max_records, "normalise": pt.normalise,
+                "value_bound": self.value_bound() if o.feedback == "votes" else None}
+            if pt.level == "user":
+                unit = ("adding or removing one data party with all its records" +
+                        (" (votes normalised to unit L2 per party)" if pt.normalise else
+                         f" (each party capped at {pt.max_records} records)"))
+                parts["guarantee"]["neighbouring_relation"] = unit
+                parts["headline"] = parts["headline"].replace("adding or removing one private record", unit)
+            agg_words = (f"The votes of {L} data parties were summed by Flower SecAgg+ (each party in its own "
+                         "process, adding its share of the noise); no party's histogram was seen by the server."
+                         if secure else
+                         f"NOT SECURELY AGGREGATED: the votes of {L} data parties were summed in one process "
+                         "(wasp.parties.aggregation: plain); the guarantee covers the released sums, not the "
+                         "process that computed them.")
+            parts["coverage"] = [*parts.get("coverage", []), agg_words]
+            if not secure:
+                parts["headline"] = parts["headline"] + " (parties NOT securely aggregated: aggregation plain)"
         if o.feedback == "none":
             parts["headline"] = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
                                  + parts["headline"])
         parts["treated_as_public"] = [*parts.get("treated_as_public", []),
                                       "the generators' names, backends and options"]
         return parts
+
+    # ------------------------------------------------------------------ parties (§4.7)
+    def load_inputs(self) -> Any:
+        """With ``wasp.parties.files`` the private corpus is the parties' files, in order (``data.private`` is not
+        read); ``self.party_of`` gives each private record's party."""
+        pt = self.options.parties
+        self.party_of = None
+        if pt is None or pt.files is None:
+            return super().load_inputs()
+        from pathlib import Path
+
+        from ..federated import parties_from_files
+        from .base import Inputs
+
+        d = self.config.data
+        files = [str(Path(f).expanduser().resolve()) for f in pt.files]
+        real = self.config
+        try:  # the public side as configured; the private side from the first party's file (replaced below)
+            self.config = real.model_copy(update={"data": d.model_copy(update={"private": files[0]})})
+            inputs = super().load_inputs()
+        finally:
+            self.config = real
+        parties = parties_from_files(files, text_column=d.text_column, label_columns=list(d.label_columns),
+                                     id_column=d.id_column)
+        from ..data import Corpus as _Corpus
+
+        # ids are the party's own (files may reuse them): prefixed with the party index
+        private = _Corpus(ids=tuple(f"party{p.index}:{i}" for p in parties for i in p.data.ids),  # type: ignore[attr-defined]
+                          texts=tuple(t for p in parties for t in p.data.texts),  # type: ignore[attr-defined]
+                          labels={c: tuple(v for p in parties for v in p.data.labels[c])  # type: ignore[attr-defined]
+                                  for c in d.label_columns}, name="private (parties)")
+        self.party_of = np.concatenate([np.full(len(party), party.index, dtype=np.int64) for party in parties])
+        self.log(f"parties: {len(parties)} files, {len(private)} private records in all")
+        return Inputs(private=private, public=inputs.public, heldout=inputs.heldout)
+
+    def build_parties(self, private_emb: np.ndarray, private_groups: np.ndarray) -> list[Any]:
+        """Each party's records (embeddings, label groups) for voting: the file split, or a Dirichlet(α) split of
+        the label groups (seeded by the run's seed: an experiment's set-up, never released); at user level with
+        a cap m each party keeps a uniform random m of its records (``cap_records``)."""
+        from ..federated import cap_records, dirichlet_split
+        from ..federated.topq import PartyVotes
+
+        pt = self.options.parties
+        assert pt is not None
+        if self.party_of is not None:
+            idx = [np.nonzero(self.party_of == k)[0] for k in range(int(self.party_of.max()) + 1)]
+        else:
+            assert pt.count is not None
+            idx = dirichlet_split([str(g) for g in private_groups], pt.count, alpha=pt.alpha,
+                                  seed=int(self.seed or 0))
+        if pt.level == "user" and pt.max_records is not None:
+            idx = [ix[cap_records(len(ix), pt.max_records, self.rng("wasp-party-cap", k))]
+                   for k, ix in enumerate(idx)]
+        self.diagnostic("party_sizes", None, [len(ix) for ix in idx])  # private/diagnostics.json only
+        return [PartyVotes(emb=np.ascontiguousarray(private_emb[ix]), groups=np.asarray(private_groups[ix]))
+                for ix in idx]
+
+    def value_bound(self) -> float:
+        """The public bound B (a party's Top-Q bin gets ≤ 1 per record of that label): 1 with normalised votes,
+        the cap m at user level, else 1024 (clipping above B keeps the sensitivity: 1-Lipschitz per party)."""
+        pt = self.options.parties
+        assert pt is not None
+        if pt.value_bound is not None:
+            return float(pt.value_bound)
+        if pt.normalise:
+            return 1.0
+        return float(pt.max_records) if pt.max_records is not None else 1024.0
 
     # ------------------------------------------------------------------ backends
     def build_generators(self, public: Corpus | None, guard: PrivateGuard, prompt_log: PromptLog) -> list[Any]:
@@ -250,7 +437,8 @@ class WASP(AugPE):
             self.log(f"Top-{o.q} votes: Δ={self.sensitivity:.4f}, noise multiplier z={self.sigma:.4f} "
                      f"(std {self.sigma * self.sensitivity:.4f}) for {n_rel} releases")
         label_w = self.public_label_weights(space, public)
-        sizes = round_sizes(N, T)
+        n_gen = math.ceil(o.oversample * N) if o.output == "nearest" and n_rel else N
+        sizes = round_sizes(n_gen, T)
         self.rounds_info = []
         gens: list[Any] = []
         try:
@@ -261,16 +449,20 @@ class WASP(AugPE):
             cache = (Path(ec.cache_dir) if ec.cache_dir else run.embed_cache) if ec.cache else None
             embedder = build_embedder(ec, cache_dir=cache)
             private_emb = None
+            self._parties: list[Any] | None = None
             if n_rel:
                 with self.metrics.stage("embedding_private"):
                     private_emb = np.asarray(embedder.embed(list(inputs.private.texts)), dtype=np.float32)
+                if o.parties is not None:
+                    self._parties = self.build_parties(private_emb, private_groups)
             D = Population.empty(embedder.dim)
             weights = np.full(K, 1.0 / K)
             examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            hn = np.zeros(0)
             for t in range(T):
                 store = run.iteration(t, space)
                 if store.is_complete():  # resumed: the round's candidates, votes and weights were kept
-                    D, _, _, state = store.load_complete()
+                    D, hn, _, state = store.load_complete()
                     info = RoundInfo(**state["round"])
                     self.rounds_info.append(info)
                     weights = np.asarray(info.weights_next or info.weights_used)
@@ -291,9 +483,14 @@ class WASP(AugPE):
                 hn = np.zeros(len(D))
                 state: dict[str, Any] = {}
                 good_idx = np.zeros(0, dtype=np.int64)
-                if n_rel and t < T - 1:
+                if n_rel and (t < T - 1 or o.output == "nearest"):
                     assert private_emb is not None
-                    hn, hf = self._vote(t, keeper, private_emb, private_groups, D)
+                    hn, hf, fed = self._vote(t, keeper, private_emb, private_groups, D)
+                    if fed is not None:
+                        info.survivors = [int(x) for x in fed["survivors"]]
+                        info.sum_noise_std = float(fed["sum_noise_std"][0])
+                        sec = float(fed["seconds"][0])
+                        info.aggregation_seconds = sec if np.isfinite(sec) else None
                     gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
                     means_n = np.bincount(gi, weights=hn, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
                     means_f = np.bincount(gi, weights=hf, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
@@ -317,6 +514,9 @@ class WASP(AugPE):
         finally:
             prompt_log.close()
             self._save_metrics_all(t_start, gens)
+        if o.output == "nearest" and n_rel:
+            keep = select_output(hn, D.group, label_w, N, rng=self.rng("wasp-output"))
+            D = D.take(keep)
         out = Corpus(
             ids=tuple(f"syn-{i}" for i in range(len(D))), texts=tuple(D.texts),
             labels={c: tuple(space.values[g][j] for g in D.group) for j, c in enumerate(space.columns)},
@@ -335,6 +535,7 @@ class WASP(AugPE):
                         D: Population, examples: dict[int, tuple[np.ndarray, np.ndarray]]) -> Population:
         parts: list[Population] = []
         zero_shot = t == 0 or self.options.feedback == "none"
+        f0 = self.options.zero_shot_fraction
         with self.metrics.stage("generation", iteration=t) as st:
             for k, gen in enumerate(gens):
                 per_label = allocate(label_w, int(n_k[k]), min_each=0)
@@ -345,26 +546,34 @@ class WASP(AugPE):
                     info = space.info(g)
                     ex = examples.get(g)
                     if zero_shot or ex is None or len(ex[0]) == 0:
-                        texts = gen.random(info, int(n), rng=rng)
-                        origin = "random"
+                        batches = [(gen.random(info, int(n), rng=rng), "random")]
                     else:
+                        # zero_shot_fraction: this share of the n samples is zero-shot, the rest contrastive
+                        n0 = round(f0 * int(n))
                         good = [D.texts[i] for i in ex[0]]
                         bad = [D.texts[i] for i in ex[1]]
-                        texts = gen.contrastive(good, bad, info, int(n), rng=rng)
-                        origin = "contrastive" if bad else "fewshot"
-                    start = sum(len(p) for p in parts)
-                    parts.append(Population(
-                        ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
-                        group=np.full(len(texts), g, dtype=np.int64), origin=[origin] * len(texts),
-                        parent=[None] * len(texts), generator=[self._gen_names[k]] * len(texts)))
+                        batches = []
+                        if n0:
+                            batches.append((gen.random(info, n0, rng=self.rng("wasp-zero-shot", t, k, g)), "random"))
+                        if int(n) - n0:
+                            batches.append((gen.contrastive(good, bad, info, int(n) - n0, rng=rng),
+                                            "contrastive" if bad else "fewshot"))
+                    for texts, origin in batches:
+                        start = sum(len(p) for p in parts)
+                        parts.append(Population(
+                            ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
+                            group=np.full(len(texts), g, dtype=np.int64), origin=[origin] * len(texts),
+                            parent=[None] * len(texts), generator=[self._gen_names[k]] * len(texts)))
             st.count("texts", sum(len(p) for p in parts))
         return Population.concat(parts) if parts else Population.empty()
 
     def _vote(self, t: int, keeper: ReleaseKeeper, private_emb: np.ndarray, private_groups: np.ndarray,
-              D: Population) -> tuple[np.ndarray, np.ndarray]:
+              D: Population) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray] | None]:
         key = f"votes/round_{t:03d}"
         z, delta = self.sigma, self.sensitivity
         o = self.options
+        if self._parties is not None:
+            return self._vote_parties(t, keeper, D)
         release = Release(
             key=key, mechanism="topq_vote_histograms", event=topq_event(z), noise_std=z * delta,
             sensitivity=delta, iteration=t,
@@ -381,7 +590,63 @@ class WASP(AugPE):
 
         with self.metrics.stage("vote", iteration=t):
             vals = keeper.release(release, compute)
-        return vals["nearest"], vals["furthest"]
+        return vals["nearest"], vals["furthest"], None
+
+    def _vote_parties(self, t: int, keeper: ReleaseKeeper,
+                      D: Population) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Alg 2 lines 8-11: the release is described and recorded BEFORE any party computes; then each party
+        votes on its own records and adds its noise share, and only the (secure) sum comes back. The recorded
+        event GaussianDpEvent(z) is the sum's with t survivors; more survivors only add noise (noise.py)."""
+        from ..federated.topq import federated_topq
+
+        key = f"votes/round_{t:03d}"
+        z, delta = self.sigma, self.sensitivity
+        o = self.options
+        pt = o.parties
+        assert pt is not None and self._parties is not None
+        L = len(self._parties)
+        tmin = pt.min_survivors if pt.min_survivors is not None else L
+        unit = ("record" if pt.level == "record" else
+                "user (normalised votes)" if pt.normalise else f"user (≤ {pt.max_records} records each)")
+        release = Release(
+            key=key, mechanism="federated_topq_sum", event=topq_event(z), noise_std=z * delta,
+            sensitivity=delta, iteration=t,
+            description=(f"sum over {L} parties of their Top-{o.q} nearest and furthest vote histograms over "
+                         f"{len(D)} candidates, each party adding N(0, σ²/{tmin}) (WASP Alg 2, Eq 9); "
+                         f"{'SecAgg+' if pt.aggregation == 'secagg' else 'plain (NOT secure) aggregation'}; "
+                         f"{unit}-level L2 sensitivity Δ={delta:.6g}"),
+            meta={"q": o.q, "metric": o.metric, "calibration": self.config.privacy.calibration, "parties": L,
+                  "aggregation": pt.aggregation, "min_survivors": tmin, "level": pt.level})
+
+        timing: dict[str, float] = {}
+
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            assert D.emb is not None and self._parties is not None
+            t0 = time.perf_counter()
+            r = federated_topq(
+                self._parties, D.emb, D.group, q=o.q, sigma=z * delta, value_bound=self.value_bound(),
+                aggregation=pt.aggregation, min_survivors=tmin, metric=o.metric, normalise=pt.normalise,
+                seed=self.seed, key=key, reproducible=self.config.privacy.reproducible_noise, timeout=pt.timeout,
+                drop=self._drop_hook(t))
+            timing["seconds"] = time.perf_counter() - t0  # wall time: metrics only, not part of the release
+            return {"nearest": r.nearest, "furthest": r.furthest,
+                    "survivors": np.asarray(r.survivors, dtype=np.int64),
+                    "sum_noise_std": np.asarray([r.noise_std])}, topq_event(z)
+
+        with self.metrics.stage("vote", iteration=t):
+            vals = keeper.release(release, compute)
+        return vals["nearest"], vals["furthest"], {**vals, "seconds": np.asarray([timing.get("seconds", np.nan)])}
+
+    def _drop_hook(self, t: int) -> dict[int, str] | None:
+        """Test hook: ``PRIVTEXT_WASP_DROP=party:stage`` makes that party drop out of every round (SecAgg+: it
+        crashes at that stage; plain: it is left out of the sum)."""
+        import os
+
+        v = os.environ.get("PRIVTEXT_WASP_DROP")
+        if not v:
+            return None
+        k, _, stage = v.partition(":")
+        return {int(k): stage or "collect_masked_vectors"}
 
     def _publish_rounds(self) -> None:
         """Weights and histogram summaries per round: functions of released values and public sizes only."""
@@ -399,7 +664,10 @@ class WASP(AugPE):
                 "furthest_mean_per_generator": r(info.furthest_mean_per_generator),
                 "nearest_total": None if info.nearest_total is None else released_number(info.nearest_total),
                 "furthest_total": None if info.furthest_total is None else released_number(info.furthest_total),
-                "candidates": info.candidates})
+                "candidates": info.candidates,
+                **({"survivors": info.survivors,
+                    "sum_noise_std": None if info.sum_noise_std is None else released_number(info.sum_noise_std)}
+                   if info.survivors is not None else {})})
         self.released["wasp"] = {"generators": list(self._gen_names), "rounds": rounds}
 
     def _save_metrics_all(self, t_start: float, gens: list[Any], *, final: bool = False,
@@ -429,4 +697,4 @@ def generator_configs(config: Config) -> list[GeneratorConfig]:
 
 
 __all__ = ["WASP", "WASPOptions", "generator_configs", "generator_counts", "generator_weights", "round_sizes",
-           "select_examples"]
+           "select_examples", "select_output"]
