@@ -104,11 +104,6 @@ class WASPOptions(BackendOptions):
                               "ceil(oversample·N) samples in all and keeps N")
     parties: PartiesOptions | None = Field(default=None, description="several data holders (§4.7)")
 
-    @property
-    def vocabulary_prompts(self) -> bool:
-        """Aug-PE's DP-vocabulary prompts do not apply to WASP (read by the inherited statement code)."""
-        return False
-
 
 @dataclass
 class RoundInfo:
