@@ -211,6 +211,17 @@ class VotingConfig(Section):
 
 
 #: methods (and their aliases) whose guarantee is pure ε-DP: ``privacy: {epsilon}`` without delta
+class ClusterConfig(Section):
+    """Where exact vote counts are computed: in this process, or shard by shard on a Ray cluster the data holder
+    controls (``privtext.mechanisms.distributed``); noise is added once, centrally, either way."""
+
+    backend: Literal["local", "ray"] = "local"
+    address: str | None = Field(default=None, description="an existing Ray cluster ('auto', 'ray://host:port'); "
+                                "None starts a local one")
+    shards: int | None = Field(default=None, gt=0, description="private shards per vote (default: the cluster's CPUs)")
+    num_cpus: int | None = Field(default=None, gt=0, description="CPUs of a local cluster started for the run")
+
+
 PURE_DP_METHODS: tuple[str, ...] = ("dpkps", "dp-kps")
 
 
@@ -230,6 +241,7 @@ class Config(Section):
     privacy: PrivacyConfig
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
     voting: VotingConfig = Field(default_factory=VotingConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     augpe: MethodSection = Field(default_factory=MethodSection)
     secpe: MethodSection = Field(default_factory=MethodSection)
     dpkps: MethodSection = Field(default_factory=MethodSection)

@@ -33,7 +33,7 @@ per iteration (Dong et al.; SecPE Def 2.2), and T iterations compose to μ = √
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,10 @@ import numpy as np
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
 from .nn import Backend, Metric, nearest
+
+#: computes exact vote counts: ``(private_emb, candidate_emb, *, private_groups, candidate_groups, metric, backend,
+#: center, **nn_kwargs) -> (counts, n_voting)``, as :func:`nearest_votes`
+VoteCounter = Callable[..., tuple[np.ndarray, int]]
 
 
 @dataclass(frozen=True)
@@ -121,19 +125,24 @@ def dp_vote_histogram(
     metric: Metric = "l2",
     backend: Backend = "auto",
     center: np.ndarray | None = None,
+    counter: VoteCounter | None = None,
     **nn_kwargs: Any,
 ) -> tuple[VoteRelease, Any]:
     """Release the DP nearest-neighbour vote histogram. Returns ``(release, gaussian_event(σ))``; record the
     event (through :class:`privtext.privacy.ReleaseKeeper`) before calling this.
 
     Noise: N(0, (σ·Δ)²) per bin with σ = ``noise_multiplier`` and Δ = ``sensitivity`` (see module docstring).
+    ``counter`` computes the exact counts (default :func:`nearest_votes`); a distributed counter
+    (:class:`privtext.mechanisms.distributed.RayVoteCounter`) sums per-shard counts, which equal the
+    single-process counts exactly because every record's vote depends on that record alone — the noise is then
+    added here, once, centrally, so the release and its sensitivity are unchanged.
     """
     if noise_multiplier < 0 or not np.isfinite(noise_multiplier):
         raise ConfigError(f"noise_multiplier must be a finite number ≥ 0, got {noise_multiplier}")
     if sensitivity <= 0:
         raise ConfigError(f"sensitivity must be > 0, got {sensitivity}")
     event = gaussian_event(noise_multiplier)
-    counts, n_voting = nearest_votes(
+    counts, n_voting = (counter or nearest_votes)(
         private_emb, candidate_emb, private_groups=private_groups, candidate_groups=candidate_groups,
         metric=metric, backend=backend, center=center, **nn_kwargs,
     )

@@ -31,6 +31,7 @@ from ..data.population import Population
 from ..embed.base import Embedder
 from ..engine.loop import Scorer, ScoreResult
 from ..errors import ConfigError
+from ..mechanisms.distributed import build_counter
 from ..mechanisms.voting import dp_vote_histogram
 from ..privacy.events import gaussian_event
 from ..privacy.release import Release, ReleaseKeeper
@@ -63,7 +64,9 @@ class DPVoteScorer:
 
     def __init__(self, *, private_emb: np.ndarray, private_groups: np.ndarray, sigma: float, voting: VotingConfig,
                  threshold: float, keeper: ReleaseKeeper, noise_rng: Callable[[str], np.random.Generator],
-                 sensitivity: float = 1.0, sensitivity_note: str = "one record casts one vote (Δ=1)"):
+                 sensitivity: float = 1.0, sensitivity_note: str = "one record casts one vote (Δ=1)",
+                 counter: Any = None):
+        self.counter = counter  # exact vote counts elsewhere (Ray shards); None: in this process
         self.private_emb = private_emb
         self.private_groups = private_groups
         self.sigma = float(sigma)
@@ -90,7 +93,7 @@ class DPVoteScorer:
                 self.private_emb, vote_emb, noise_multiplier=self.sigma, sensitivity=self.sensitivity,
                 rng=self.noise_rng(key), private_groups=self.private_groups,
                 candidate_groups=population.group, threshold=self.threshold, metric=v.metric,
-                backend=v.backend, center=center, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe,
+                backend=v.backend, center=center, counter=self.counter, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe,
                 hnsw_m=v.hnsw_m, ef_search=v.ef_search,
             )
             return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}, event
@@ -328,7 +331,8 @@ class AugPE(MethodRun):
             raise ConfigError("embedder returned the wrong number of private embeddings")
         scorer = DPVoteScorer(private_emb=private_emb, private_groups=private_groups, sigma=sigma,
                               voting=self.config.voting, threshold=self.config.evolution.threshold, keeper=keeper,
-                              noise_rng=self.noise_rng, sensitivity=sens, sensitivity_note=note)
+                              noise_rng=self.noise_rng, sensitivity=sens, sensitivity_note=note,
+                              counter=build_counter(self.config.cluster))
         return scorer, label_sigma
 
 
