@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..atomicio import PromptLog, atomic_write_json, read_jsonl
+from ..atomicio import PromptLog, atomic_write_json, atomic_write_text, dumps, read_jsonl
 from ..backends import BackendOptions
 from ..config import Config
 from ..data import Corpus, write_corpus
@@ -214,6 +214,10 @@ class DPKPS(MethodRun):
                      labels={c: tuple(space.values[g][j] for g in groups) for j, c in enumerate(space.columns)},
                      name="synthetic")
         write_corpus(out, run.synthetic, include_ids=True)
+        # the sequence behind each synthetic record (post-processing of the releases; the report shows a few)
+        atomic_write_text(run.keyphrases, "".join(
+            dumps({"id": out.ids[i], "keyphrases": list(seq), **{c: out.labels[c][i] for c in space.columns}}) + "\n"
+            for i, seq in enumerate(seqs)))
         v = kp.vocabulary
         self.released["dp_vocabulary"] = {t: released_number(c) for t, c in zip(v.terms, v.noisy_counts,
                                                                                  strict=True)}
