@@ -70,3 +70,23 @@ def test_label_values_config_checks() -> None:
         config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": ["x", "x"]}}})
     with pytest.raises(ConfigError, match="is empty"):
         config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": []}}})
+
+
+def test_shared_initial_pool_offers_every_candidate_to_every_label(tmp_path: Path) -> None:
+    """evolution.initial_pool: shared — one unconditioned pool of Σ n_g·m texts (one generator call each, no label
+    in the call), copied into every label group; each group selects its n_g among the whole pool."""
+    from privtext.evaluate.runinfo import RunView
+
+    run = _run(tmp_path, "augpe", evolution={"label_distribution": {"kind": "uniform"}, "initial_pool": "shared",
+                                             "initial_multiplier": 3, "variations": 1, "iterations": 1})
+    df = RunView(run).candidates(0)
+    groups = df.groupby(["category", "mood"])["text"].apply(list)
+    assert len(groups) == 4
+    pool = groups.iloc[0]
+    assert len(pool) == 12 * 3  # Σ n_g·m = N·m: every group holds the whole pool
+    assert all(sorted(g) == sorted(pool) for g in groups)
+    prompts = [json.loads(x) for x in (run / "prompts.jsonl").read_text().splitlines()]
+    assert len([p for p in prompts if p["operation"] == "random"]) == 36  # generated once, not per group
+    assert all("label" not in p.get("meta", {}) for p in prompts)
+    syn = load_corpus(run / "synthetic.jsonl", label_columns=["category", "mood"])
+    assert len(syn) == 12 and set(syn.texts) <= set(pool)
