@@ -192,3 +192,18 @@ def test_prompt_audit_catches_private_text_planted_in_a_dpkps_prompt(tmp_path: P
     st = json.loads((leak / "privacy.json").read_text())
     assert st["prompt_audit"]["passed"] is False
     assert secret in (leak / "prompts.jsonl").read_text()
+
+
+def test_few_shot_prompts_show_public_examples(tmp_path: Path) -> None:
+    """dpkps.few_shot: n public texts in every seeded prompt (App B.2.5); the audit still passes; the statement
+    lists the examples as public."""
+    p, pub = _corpora()
+    run = _run(tmp_path, few_shot=2)
+    prompts = [json.loads(x) for x in (run / "prompts.jsonl").read_text().splitlines()]
+    assert len(prompts) == 16 and all(x["meta"]["examples"] == 2 for x in prompts)
+    for x in prompts:
+        text = json.dumps(x["prompt"])  # chat messages
+        assert len([t for t in pub.texts if t in text]) >= 2 and "Example 2:" in text
+        assert not any(t in text for t in p.texts)
+    st = json.loads((run / "privacy.json").read_text())
+    assert st["prompt_audit"]["passed"] and any("few-shot" in t for t in st["treated_as_public"])

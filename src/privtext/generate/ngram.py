@@ -783,16 +783,19 @@ class NgramGenerator(BaseGenerator):
         items.append(("tail", gaps[-1]))
         return items
 
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator,
+                examples: list[list[str]]) -> list[str]:
         u = _Uniforms(rng)
         mix = self.lm.mixture(None)  # DP-KPS: no class information
         out = []
-        for kps in keyphrases:
-            prompt = self.family.seeded_prompt(kps, doc_type)
+        for kps, ex in zip(keyphrases, examples, strict=True):
+            prompt = self.family.seeded_prompt(kps, doc_type, examples=ex)
             self._log("seeded", prompt.user, dict(prompt.meta))
             phrases = [tokenize(k) for k in kps]
             phrases = [p for p in phrases if p]
-            target = self.lm.sample_length(None, u)
+            # few-shot examples: the n-gram model cannot read them; their mean length is the target length
+            target = (max(1, round(float(np.mean([len(tokenize(t)) for t in ex])))) if ex
+                      else self.lm.sample_length(None, u))
             items = self._anchored_items(phrases, target, u)
             out.append(detokenize(self.lm.fill(items, mix, u, candidates=self.options.blank_candidates,
                                                max_words=self.options.max_words)))
