@@ -142,6 +142,28 @@ def table(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def method_config(method: str, eps: float, control: bool, a: Any) -> tuple[dict[str, Any], dict[str, Any],
+                                                                          dict[str, Any]]:
+    """(privacy, evolution, method section) of one run; every method makes ``a.calls`` generator calls."""
+    n = a.calls // a.augpe_multiplier
+    pe = {"num_samples": n, "iterations": 1, "variations": 1, "initial_multiplier": a.augpe_multiplier,
+          "initial_pool": a.pool}
+    if method == "dpkps":
+        return ({"epsilon": eps}, {"num_samples": a.calls},
+                {"dpkps": {"vocab_size": 400, "length": 8, "n_features": 256, "bandwidth": 0.3, "threshold": 2.0}})
+    if method == "augpe":  # DP-KPS's baseline: DP-vocabulary prompts
+        return ({"epsilon": eps, "delta": 1e-4}, pe,
+                {"augpe": {"vocabulary_prompts": True, "vocabulary_size": 400, "vocabulary_terms": 8}})
+    if method == "augpe-plain":
+        return {"epsilon": eps, "delta": 1e-4}, pe, {"method": "augpe"}
+    if method == "secpe":  # the control: r = 1.1·p (μ ≈ 0.02: noise swamps the centre votes; r = p·(1 + 1e-6)
+        r = a.secpe_p * 1.1 if control else a.secpe_r  # kept SecretNoise's calibration busy for > 7 min)
+        return ({"secret": {"p": a.secpe_p, "r": r}}, pe,
+                {"secpe": {"clusters": a.secpe_clusters, "detector": {"name": "random_words", "quantile": 0.2},
+                           "sampling": "auto"}})
+    raise SystemExit(f"unknown method {method!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-private", type=int, default=1000)
@@ -149,7 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--augpe-multiplier", type=int, default=3, help="Aug-PE: candidates per selected text")
     ap.add_argument("--eps", default="6,10,15")
     ap.add_argument("--seeds", default="0")
-    ap.add_argument("--labels", choices=["dp", "uniform"], default="dp")
+    ap.add_argument("--labels", choices=["dp", "uniform", "given"], default="dp",
+                    help="given: the true private shares for every run (treated as public)")
+    ap.add_argument("--pool", choices=["per_label", "shared"], default="shared",
+                    help="Aug-PE/SecPE evolution.initial_pool (shared: every label votes over all candidates)")
+    ap.add_argument("--secpe-p", type=float, default=1e-4)
+    ap.add_argument("--secpe-r", type=float, default=1e-3)
+    ap.add_argument("--secpe-clusters", type=int, default=200)
     ap.add_argument("--methods", default="dpkps,augpe")
     ap.add_argument("--no-control", action="store_true")
     ap.add_argument("--epochs", type=int, default=40)
@@ -188,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             control = eps == 1e-6
             tag = "control" if control else f"{eps:g}"
             ld: dict[str, Any] = ({"kind": "given", "weights": {c: float(priv_shares[c]) for c in classes}}
-                                  if control else {"kind": a.labels})
+                                  if control or a.labels == "given" else {"kind": a.labels})
             for method in a.methods.split(","):
                 t0 = time.perf_counter()
                 cfg: dict[str, Any] = {
@@ -197,19 +225,16 @@ def main(argv: list[str] | None = None) -> int:
                              "label_values": {"label1": classes}},
                     "generator": {"backend": "ngram", "prompt_family": "yelp"},
                     "embedder": {"backend": "sentence-transformers", "cache_dir": str(cache)}}
-                if method == "dpkps":
-                    cfg["privacy"] = {"epsilon": eps}
-                    cfg["evolution"] = {"num_samples": a.calls, "label_distribution": ld}
-                    cfg["dpkps"] = {"vocab_size": 400, "length": 8, "n_features": 256, "bandwidth": 0.3,
-                                    "threshold": 2.0}
-                else:
-                    cfg["privacy"] = {"epsilon": eps, "delta": 1e-4}
-                    cfg["evolution"] = {"num_samples": a.calls // a.augpe_multiplier, "iterations": 1,
-                                        "variations": 1, "initial_multiplier": a.augpe_multiplier,
-                                        "label_distribution": ld}
-                    cfg["augpe"] = {"vocabulary_prompts": True, "vocabulary_size": 400, "vocabulary_terms": 8}
+                if method == "secpe" and not control and eps != eps_list[0]:
+                    continue  # SecPE's budget is a secret budget (p, r), not ε: one private run per seed
+                cfg["privacy"], cfg["evolution"], extra = method_config(method, eps, control, a)
+                cfg["evolution"]["label_distribution"] = ld
+                cfg.update(extra)
+                if method == "secpe" and not control:
+                    tag_run = f"p{a.secpe_p:g},r{a.secpe_r:g}"
+                    cfg["output"] = str(out / f"s{seed}" / f"{method}-{tag_run}")
                 run = run_config(config_from_dict(cfg), force=True)
-                r = {"method": method, "eps": tag, "seed": seed,
+                r = {"method": method, "eps": tag_run if method == "secpe" and not control else tag, "seed": seed,
                      **evaluate_run(run, emb=emb, test=test_xy, target=target, seed=seed, epochs=a.epochs,
                                     ablation=method == "dpkps"),
                      "seconds": round(time.perf_counter() - t0, 1)}

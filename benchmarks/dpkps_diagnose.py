@@ -48,6 +48,41 @@ def centroid_check(emb: Any, priv_texts: list[str], priv_y: list[str], texts: li
             "mean_per_class": float(np.nanmean(list(per.values())))}
 
 
+def vote_check(emb: Any, run: Path, priv_t: list[str], priv_y: list[str], classes: list[str]) -> dict[str, Any]:
+    """Aug-PE / SecPE-style runs: per label group, the released vote mass, the share of its candidates with a
+    positive (released, thresholded) vote, and whether the vote moves the selection towards the class: the share of
+    the group's selected candidates whose nearest private centroid is the group's class, against that share in the
+    group's whole candidate pool."""
+    import numpy as np
+
+    from privtext.evaluate.runinfo import RunView
+
+    view = RunView(run)
+    its = view.iterations()
+    if not its:
+        return {}
+    df = view.candidates(its[-1])
+    if "votes" not in df.columns or "label1" not in df.columns:
+        return {}
+    xp = emb.embed(priv_t)
+    cent = np.stack([xp[[i for i, v in enumerate(priv_y) if v == c]].mean(0) for c in classes]) - xp.mean(0)
+    cent /= np.linalg.norm(cent, axis=1, keepdims=True)
+    near = np.asarray(classes)[np.argmax((emb.embed(list(df["text"])) - xp.mean(0)) @ cent.T, axis=1)]
+    out = {}
+    for c in classes:
+        m = (df["label1"] == c).to_numpy()
+        if not m.any():
+            continue
+        v = df["votes"].to_numpy()[m]
+        sel = df["selected"].to_numpy()[m].astype(bool)
+        pool_share = float((near[m] == c).mean())
+        sel_share = float((near[m][sel] == c).mean()) if sel.any() else float("nan")
+        out[c] = {"candidates": int(m.sum()), "selected": int(sel.sum()), "votes": float(v.sum()),
+                  "with_votes": float((v > 0).mean()), "pool_nearest_is_class": pool_share,
+                  "selected_nearest_is_class": sel_share}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="+", type=Path)
@@ -95,7 +130,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{short[c]:11} {100 * pshare[c] / len(priv_y):6.1f} {100 * sshare[c] / len(sy):6.1f} "
                   f"{100 * pshare_pred[c] / len(pred):6.1f} {100 * recall[c]:7.1f} {100 * cc['per_class'][c]:9.1f} "
                   f"{100 * cc['assigned_share'][c]:9.1f}")
-        out[run.name] = {"n": len(st), "acc": float((pred == ty).mean()), "recall": recall,
+        votes = vote_check(emb, run, priv_t, priv_y, classes)
+        if votes:
+            print(f"{'votes':11} {'cands':>6} {'sel':>5} {'Σvotes':>8} {'>0 %':>6} {'pool→c %':>9} {'sel→c %':>8}")
+            for c, v in votes.items():
+                print(f"{short[c]:11} {v['candidates']:6d} {v['selected']:5d} {v['votes']:8.1f} "
+                      f"{100 * v['with_votes']:6.1f} {100 * v['pool_nearest_is_class']:9.1f} "
+                      f"{100 * v['selected_nearest_is_class']:8.1f}")
+        out[run.name] = {"votes": votes, "n": len(st), "acc": float((pred == ty).mean()), "recall": recall,
                          "syn_share": {c: sshare[c] / len(sy) for c in classes},
                          "pred_share": {c: pshare_pred[c] / len(pred) for c in classes}, "centroid": cc}
     (ROOT / "artifacts").mkdir(exist_ok=True)
