@@ -43,7 +43,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
-METRICS = ("logreg_acc", "logreg_bal", "plain_acc", "plain_bal", "coral_acc", "coral_bal", "no_llm_acc",
+METRICS = ("logreg_acc", "logreg_bal", "wlogreg_acc", "wlogreg_bal", "centroid", "plain_acc", "plain_bal", "coral_acc", "coral_bal", "no_llm_acc",
            "no_llm_bal")
 
 
@@ -64,7 +64,8 @@ def run_sequences(run: Path) -> list[list[str]]:
 
 
 def evaluate_run(run: Path, *, emb: Any, test: tuple[list[str], list[str]], target: list[str], seed: int,
-                 epochs: int, ablation: bool, length: int = 8) -> dict[str, Any]:
+                 epochs: int, ablation: bool, length: int = 8,
+                 private: tuple[list[str], list[str]] | None = None) -> dict[str, Any]:
     from privtext.data import Corpus, load_corpus
     from privtext.data.vocabulary import PublicVocabulary, first_terms
     from privtext.evaluate.coral import CoralOptions, coral_downstream, keyphrase_ablation
@@ -77,6 +78,15 @@ def evaluate_run(run: Path, *, emb: Any, test: tuple[list[str], list[str]], targ
     r = downstream_accuracy(syn, test_c, rng=derive(seed, "eval"), classifier="embedding-logreg",
                             embedder=emb)["label1"]
     row: dict[str, Any] = {"logreg_acc": r.accuracy, "logreg_bal": r.balanced_accuracy}
+    # class-weighted logistic regression: with 3–16 synthetic texts in most classes the plain one predicts the
+    # majority class for ~99 % of the test reviews whatever the texts (dpkps_diagnose.py)
+    w = downstream_accuracy(syn, test_c, rng=derive(seed, "eval"), classifier="embedding-logreg", embedder=emb,
+                            classifier_options={"class_weight": "balanced"})["label1"]
+    row["wlogreg_acc"], row["wlogreg_bal"] = w.accuracy, w.balanced_accuracy
+    if private is not None:  # signal check (benchmark diagnostics): synthetic class c nearest private centroid c
+        from dpkps_diagnose import centroid_check
+
+        row["centroid"] = centroid_check(emb, *private, st, sy, sorted(set(private[1])))["mean_per_class"]
     for lam, tag in ((0.0, "plain"), (1.0, "coral")):
         c = coral_downstream(st, sy, *test, embedder=emb, rng=derive(seed, "coral", lam), target_texts=target,
                              options=CoralOptions(coral_weight=lam, epochs=epochs))
@@ -134,8 +144,8 @@ def table(summary: list[dict[str, Any]]) -> str:
         m, sd = s[k]
         return f"{100 * m:.1f} ± {100 * sd:.1f}" if s["seeds"] > 1 else f"{100 * m:.1f}"
 
-    lines = ["| method | ε | calls | texts | logreg acc | logreg bal | MLP acc | MLP bal | CORAL acc | CORAL bal "
-             "| no-LLM acc | no-LLM bal |", "|" + "---|" * 12]
+    lines = ["| method | ε | calls | texts | logreg acc | logreg bal | w-logreg acc | w-logreg bal | centroid "
+             "| MLP acc | MLP bal | CORAL acc | CORAL bal | no-LLM acc | no-LLM bal |", "|" + "---|" * 15]
     for s in summary:
         lines.append(f"| {s['method']} | {s['eps']} | {s['calls']} | {s['n']} | "
                      + " | ".join(cell(s, k) for k in METRICS) + " |")
@@ -181,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="dpkps,augpe")
     ap.add_argument("--no-control", action="store_true")
     ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--eval-only", action="store_true", help="re-evaluate the run directories already under --out")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "dpkps-compare"))
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -208,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     test_xy = ([r["text"] for r in held], [r["label1"] for r in held])
     target = [r["text"] for r in test[3000:3500]]
     priv_shares = Counter(r["label1"] for r in priv)
+    priv_xy = ([r["text"] for r in priv], [r["label1"] for r in priv])
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     emb = resolve_embedder(None, cache_dir=cache)
     rows: list[dict[str, Any]] = []
     eps_list = [float(e) for e in a.eps.split(",") if e] + ([] if a.no_control else [1e-6])
@@ -233,10 +246,12 @@ def main(argv: list[str] | None = None) -> int:
                 if method == "secpe" and not control:
                     tag_run = f"p{a.secpe_p:g},r{a.secpe_r:g}"
                     cfg["output"] = str(out / f"s{seed}" / f"{method}-{tag_run}")
-                run = run_config(config_from_dict(cfg), force=True)
+                run = Path(cfg["output"])
+                if not (a.eval_only and (run / "synthetic.jsonl").exists()):
+                    run = run_config(config_from_dict(cfg), force=True)
                 r = {"method": method, "eps": tag_run if method == "secpe" and not control else tag, "seed": seed,
                      **evaluate_run(run, emb=emb, test=test_xy, target=target, seed=seed, epochs=a.epochs,
-                                    ablation=method == "dpkps"),
+                                    ablation=method == "dpkps", private=priv_xy),
                      "seconds": round(time.perf_counter() - t0, 1)}
                 rows.append(r)
                 print(json.dumps(r), flush=True)
