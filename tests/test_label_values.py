@@ -90,3 +90,24 @@ def test_shared_initial_pool_offers_every_candidate_to_every_label(tmp_path: Pat
     assert all("label" not in p.get("meta", {}) for p in prompts)
     syn = load_corpus(run / "synthetic.jsonl", label_columns=["category", "mood"])
     assert len(syn) == 12 and set(syn.texts) <= set(pool)
+
+
+def test_auto_pool_is_shared_for_an_ngram_model_of_unlabelled_text(tmp_path: Path) -> None:
+    """initial_pool: auto (default) — the n-gram model of unlabelled public text cannot condition on a label, so
+    every label group votes over one shared pool; a label-conditioned generator (scripted) keeps per-label pools."""
+    import yaml
+
+    from privtext.evaluate.runinfo import RunView
+    from privtext.runner import run_config
+
+    evo = {"label_distribution": {"kind": "uniform"}, "initial_multiplier": 3, "variations": 1, "iterations": 1}
+    sc = _run(tmp_path / "sc", "augpe", evolution=evo)
+    groups = RunView(sc).candidates(0).groupby(["category", "mood"])["text"].apply(sorted)
+    assert len(groups) == 4 and len(groups.iloc[0]) == 9 and groups.iloc[0] != groups.iloc[1]
+    raw = yaml.safe_load((sc / "config.yaml").read_text())
+    raw["generator"] = {"backend": "ngram", "order": 3}
+    raw["output"] = str(tmp_path / "ng")
+    ng = run_config(config_from_dict(raw))
+    groups = RunView(ng).candidates(0).groupby(["category", "mood"])["text"].apply(sorted)
+    assert len(groups) == 4 and all(g == groups.iloc[0] for g in groups)
+    assert "shared pool of 36" in (ng / "private" / "log.txt").read_text()

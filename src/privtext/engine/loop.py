@@ -205,7 +205,7 @@ class Engine:
     # ------------------------------------------------------------------ candidate building
     def _initial(self) -> Population:
         mult = self.evo.initial_multiplier or self.L
-        if self.evo.initial_pool == "shared":
+        if self.initial_pool() == "shared":
             return self._initial_shared(mult)
         jobs = [(g, [], int(n) * mult) for g, n in enumerate(self.counts) if n > 0]
         outs = self._generate(0, "random", jobs, None)
@@ -217,12 +217,22 @@ class Engine:
         pop.emb = self._embed(0, pop.texts)
         return pop
 
+    def initial_pool(self) -> str:
+        """``evolution.initial_pool`` resolved: ``auto`` is ``shared`` when several label groups get samples and the
+        generator says it cannot condition on a label (``label_conditioned`` False), else ``per_label``."""
+        mode = self.evo.initial_pool
+        if mode != "auto":
+            return mode
+        groups = int(np.count_nonzero(np.asarray(self.counts) > 0))
+        return "shared" if groups > 1 and getattr(self.generator, "label_conditioned", True) is False else "per_label"
+
     def _initial_shared(self, mult: int) -> Population:
         """One pool of Σ n_g·m unconditioned candidates (RANDOM_API without a label), offered to every label group
         with n_g > 0: group g's private records vote over its own copy and it selects n_g of the whole pool (a
         candidate may serve several labels). Generator calls and embeddings: once per pool text."""
         groups = [g for g, n in enumerate(self.counts) if n > 0]
         total = sum(int(self.counts[g]) * mult for g in groups)
+        self.log(f"iteration 0: one shared pool of {total} unconditioned candidates for {len(groups)} label groups")
         texts: list[str] = []
         with self.metrics.stage("generation", iteration=0) as st, progress("iter 0: random (shared)", total) as bar:
             rng = self._rng("generate", "random", 0, "shared")

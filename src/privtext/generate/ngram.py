@@ -654,6 +654,11 @@ class NgramGenerator(BaseGenerator):
                           min_label_texts=opts.min_label_texts, backoff_scale=opts.backoff_scale)
         self.noise = opts.length_noise if opts.length_noise is not None else self.family.blank_length_noise
 
+    @property
+    def label_conditioned(self) -> bool:
+        """Whether ``random`` can follow a label: only with per-label models (labelled public text)."""
+        return bool(self.lm.label_models)
+
     @classmethod
     def from_options(cls, options: NgramOptions, ctx: GeneratorContext, *, family: Any,
                      name: str | None) -> NgramGenerator:
