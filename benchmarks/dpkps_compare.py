@@ -160,7 +160,8 @@ def method_config(method: str, eps: float, control: bool, a: Any) -> tuple[dict[
           "initial_pool": a.pool}
     if method == "dpkps":
         return ({"epsilon": eps}, {"num_samples": a.calls},
-                {"dpkps": {"vocab_size": 400, "length": 8, "n_features": 256, "bandwidth": 0.3, "threshold": 2.0}})
+                {"dpkps": {"vocab_size": 400, "length": 8, "n_features": a.n_features, "bandwidth": 0.3,
+                           "threshold": 2.0}})
     if method == "augpe":  # DP-KPS's baseline: DP-vocabulary prompts
         return ({"epsilon": eps, "delta": 1e-4}, pe,
                 {"augpe": {"vocabulary_prompts": True, "vocabulary_size": 400, "vocabulary_terms": 8}})
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="given: the true private shares for every run (treated as public)")
     ap.add_argument("--pool", choices=["per_label", "shared"], default="shared",
                     help="Aug-PE/SecPE evolution.initial_pool (shared: every label votes over all candidates)")
+    ap.add_argument("--n-features", type=int, default=256, help="DP-KPS random features I (score noise ∝ √I)")
     ap.add_argument("--secpe-p", type=float, default=1e-4)
     ap.add_argument("--secpe-r", type=float, default=1e-3)
     ap.add_argument("--secpe-clusters", type=int, default=200)
