@@ -111,3 +111,13 @@ def test_auto_pool_is_shared_for_an_ngram_model_of_unlabelled_text(tmp_path: Pat
     groups = RunView(ng).candidates(0).groupby(["category", "mood"])["text"].apply(sorted)
     assert len(groups) == 4 and all(g == groups.iloc[0] for g in groups)
     assert "shared pool of 36" in (ng / "private" / "log.txt").read_text()
+
+
+def test_a_selection_that_keeps_every_candidate_is_flagged(tmp_path: Path) -> None:
+    """One iteration, initial_multiplier 1, rank selection: every candidate is selected, the votes change nothing
+    (the first dpkps_compare measurement); the run log says so. With m = 3 it does not."""
+    evo = {"label_distribution": {"kind": "uniform"}, "initial_multiplier": 1, "variations": 1, "iterations": 1}
+    run = _run(tmp_path / "m1", "augpe", evolution=evo)
+    assert "the votes do not change the output" in (run / "private" / "log.txt").read_text()
+    run = _run(tmp_path / "m3", "augpe", evolution={**evo, "initial_multiplier": 3})
+    assert "the votes do not change the output" not in (run / "private" / "log.txt").read_text()

@@ -145,6 +145,10 @@ class Engine:
         self.n_children = self.L - 1 if evolution.include_selected else self.L
         if evolution.include_selected and self.L < 2 and evolution.iterations > 1:
             self.log("variations=1 with include_selected: no new candidates are made after iteration 0")
+        if (evolution.iterations == 1 and evolution.selection == "rank"
+                and (evolution.initial_multiplier or self.L) == 1):
+            self.log("WARNING: one iteration with initial_multiplier 1 and rank selection selects every candidate: "
+                     "the votes do not change the output (raise evolution.initial_multiplier)")
 
     # ------------------------------------------------------------------ helpers
     def _rng(self, *keys: object) -> np.random.Generator:
