@@ -25,9 +25,10 @@ are very unequal: 61 % restaurants).
 
 MiniLM embeddings are cached in ``artifacts/embed-cache``. Writes ``artifacts/dpkps.json``.
 
-TODO(phase 2): the Aug-PE+Ṽ baseline (Aug-PE without class topics, DP-vocabulary words in its prompts) at an
-equal number of generator calls (DP-KPS: one call per text; Aug-PE: one per text per iteration), once the
-architecture rewrite lands and ``method: dpkps`` / the Aug-PE prompt variant exist: see ``augpe_variant_row``.
+The Aug-PE+Ṽ baseline (Aug-PE without class topics, DP-vocabulary words in its prompts) at an equal number of
+generator calls, as runs with labelled private / unlabelled public data, is ``benchmarks/dpkps_compare.py``;
+``--compare`` here runs it after the tables above (its own flags after ``--``, e.g.
+``--compare -- --seeds 0,1,2 --calls 450``).
 """
 
 from __future__ import annotations
@@ -67,11 +68,6 @@ def _evaluate(emb: Any, train: tuple[list[str], list[str]], test: tuple[list[str
     return res
 
 
-def augpe_variant_row(**_: Any) -> dict[str, Any] | None:
-    """TODO(phase 2): Aug-PE+Ṽ at equal generator calls (DP-KPS's calls = its number of texts)."""
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", choices=["categories", "stars", "both"], default="both")
@@ -87,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "dpkps.json")
+    ap.add_argument("--compare", action="store_true", help="then run benchmarks/dpkps_compare.py (DP-KPS vs Aug-PE+Ṽ "
+                    "at equal generator calls, as runs); its flags follow a '--'")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -166,7 +167,6 @@ def main(argv: list[str] | None = None) -> int:
         idx = rng.choice(len(texts), size=per_class * len(classes), replace=False)
         rows["real"] = _evaluate(emb, ([texts[i] for i in idx], [labels[i] for i in idx]), (test_texts, test_y),
                                  target, seed=args.seed, key=f"{task}/real", epochs=args.epochs)
-        rows["augpe_vocab"] = augpe_variant_row()
         out["tasks"][task] = {"classes": classes, "majority_acc": majority, "chance_bal": 1 / len(classes),
                               "per_class": per_class, "rows": rows}
 
@@ -190,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(out, indent=1, default=lambda x: None if isinstance(x, float) and math.isnan(x)
                                    else str(x)))
     print(f"\nwrote {args.out}")
+    if args.compare:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import dpkps_compare
+
+        return int(dpkps_compare.main(rest))
     return 0
 
 

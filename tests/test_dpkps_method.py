@@ -138,3 +138,72 @@ def test_augpe_vocabulary_prompts_baseline(tmp_path: Path) -> None:
     assert seeded and all(set(x["meta"]["keyphrases"]) <= terms and len(x["meta"]["keyphrases"]) == 4
                           for x in seeded)
     assert not any(x["operation"] == "random" for x in prompts)  # no class-topic prompt
+
+
+def test_keyphrases_file_and_report_section(tmp_path: Path) -> None:
+    """keyphrases.jsonl holds each synthetic record's sequence and class; the report shows the released DP
+    vocabulary's top terms (by noisy count) and sampled sequences with their class."""
+    from privtext.report import build_report
+
+    run = _run(tmp_path)
+    syn = [json.loads(x) for x in (run / "synthetic.jsonl").read_text().splitlines()]
+    kp = [json.loads(x) for x in (run / "keyphrases.jsonl").read_text().splitlines()]
+    prompts = [json.loads(x) for x in (run / "prompts.jsonl").read_text().splitlines()]
+    assert [k["id"] for k in kp] == [s["id"] for s in syn]
+    assert [(k["category"], k["mood"]) for k in kp] == [(s["category"], s["mood"]) for s in syn]
+    assert [k["keyphrases"] for k in kp] == [p["meta"]["keyphrases"] for p in prompts]
+    vocab = json.loads((run / "privacy.json").read_text())["released"]["dp_vocabulary"]
+    html = build_report(run).read_text()
+    assert "DP-KPS keyphrases" in html
+    top = max(vocab, key=lambda t: vocab[t])
+    bottom = min(vocab, key=lambda t: vocab[t])
+    section = html.split("DP-KPS keyphrases", 1)[1]
+    assert f"<td class=\"l\">{top}</td>" in section
+    assert f"{len(vocab)} terms" in section
+    shown = [k for k in kp if "; ".join(k["keyphrases"]) in section]
+    assert shown and {(k["category"], k["mood"]) for k in shown} == {(k["category"], k["mood"]) for k in kp}
+    assert vocab[top] > vocab[bottom]  # the ranking is by noisy count, not vocabulary order
+
+
+def test_prompt_audit_catches_private_text_planted_in_a_dpkps_prompt(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end-of-run audit must be able to fail: a private record copied into one keyphrase sequence (a bug that
+    would leak it into a seeded prompt) is flagged in privacy.json; the clean run passes."""
+    import privtext.methods.dpkps as m
+
+    priv, _pub = _corpora()
+    secret = "zorblax quintessa marmaduke lives at 42 wobblestone lane near the old quarry gate"
+    priv = Corpus(priv.ids, (secret, *priv.texts[1:]), priv.labels, name=priv.name)
+    clean = _run(tmp_path, "clean", priv=priv)
+    assert json.loads((clean / "privacy.json").read_text())["prompt_audit"]["passed"] is True
+    real = m.dpkps_sequences
+
+    def leaky(texts: Any, *a: Any, **k: Any) -> Any:
+        import dataclasses
+
+        kp = real(texts, *a, **k)
+        seqs = list(kp.sequences)
+        seqs[0] = (*seqs[0], texts[0])
+        return dataclasses.replace(kp, sequences=type(kp.sequences)(seqs) if isinstance(kp.sequences, tuple)
+                                   else seqs)
+
+    monkeypatch.setattr(m, "dpkps_sequences", leaky)
+    leak = _run(tmp_path, "leak", priv=priv)
+    st = json.loads((leak / "privacy.json").read_text())
+    assert st["prompt_audit"]["passed"] is False
+    assert secret in (leak / "prompts.jsonl").read_text()
+
+
+def test_few_shot_prompts_show_public_examples(tmp_path: Path) -> None:
+    """dpkps.few_shot: n public texts in every seeded prompt (App B.2.5); the audit still passes; the statement
+    lists the examples as public."""
+    p, pub = _corpora()
+    run = _run(tmp_path, few_shot=2)
+    prompts = [json.loads(x) for x in (run / "prompts.jsonl").read_text().splitlines()]
+    assert len(prompts) == 16 and all(x["meta"]["examples"] == 2 for x in prompts)
+    for x in prompts:
+        text = json.dumps(x["prompt"])  # chat messages
+        assert len([t for t in pub.texts if t in text]) >= 2 and "Example 2:" in text
+        assert not any(t in text for t in p.texts)
+    st = json.loads((run / "privacy.json").read_text())
+    assert st["prompt_audit"]["passed"] and any("few-shot" in t for t in st["treated_as_public"])

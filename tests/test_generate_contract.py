@@ -249,6 +249,24 @@ def test_seeded_one_doc_per_keyphrase_list(make) -> None:
         assert "business review" in text
 
 
+def test_seeded_few_shot_examples_are_in_each_prompt(make) -> None:
+    """DP-KPS few-shot (App B.2.5): every backend shows each prompt's own public examples (and only those)."""
+    log = PromptLog(None)
+    g = make(log)
+    kps = [["fresh bread"], ["quiet room", "pool"]]
+    ex = [[TEXTS[0]], [TEXTS[1], TEXTS[2]]]
+    out = g.seeded(kps, "business review", rng=_rng(7), examples=ex)
+    assert len(out) == 2 and all(isinstance(t, str) and t for t in out)
+    assert [r["meta"]["examples"] for r in log.memory] == [1, 2]
+    texts = [r["prompt"] if isinstance(r["prompt"], str) else " ".join(m["content"] for m in r["prompt"])
+             for r in log.memory]
+    assert TEXTS[0] in texts[0] and TEXTS[1] not in texts[0] and TEXTS[1] in texts[1] and TEXTS[2] in texts[1]
+    with pytest.raises(DataError, match="1 example lists for 2 keyphrase lists"):
+        g.seeded(kps, "business review", rng=_rng(7), examples=[[TEXTS[0]]])
+    with pytest.raises(DataError, match=r"examples\[0\]"):
+        g.seeded(kps, "business review", rng=_rng(7), examples=[TEXTS[0], TEXTS[1]])
+
+
 def test_contrastive_counts_and_examples(make) -> None:
     log = PromptLog(None)
     g = make(log)

@@ -70,3 +70,54 @@ def test_label_values_config_checks() -> None:
         config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": ["x", "x"]}}})
     with pytest.raises(ConfigError, match="is empty"):
         config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": []}}})
+
+
+def test_shared_initial_pool_offers_every_candidate_to_every_label(tmp_path: Path) -> None:
+    """evolution.initial_pool: shared — one unconditioned pool of Σ n_g·m texts (one generator call each, no label
+    in the call), copied into every label group; each group selects its n_g among the whole pool."""
+    from privtext.evaluate.runinfo import RunView
+
+    run = _run(tmp_path, "augpe", evolution={"label_distribution": {"kind": "uniform"}, "initial_pool": "shared",
+                                             "initial_multiplier": 3, "variations": 1, "iterations": 1})
+    df = RunView(run).candidates(0)
+    groups = df.groupby(["category", "mood"])["text"].apply(list)
+    assert len(groups) == 4
+    pool = groups.iloc[0]
+    assert len(pool) == 12 * 3  # Σ n_g·m = N·m: every group holds the whole pool
+    assert all(sorted(g) == sorted(pool) for g in groups)
+    prompts = [json.loads(x) for x in (run / "prompts.jsonl").read_text().splitlines()]
+    assert len([p for p in prompts if p["operation"] == "random"]) == 36  # generated once, not per group
+    assert all("label" not in p.get("meta", {}) for p in prompts)
+    syn = load_corpus(run / "synthetic.jsonl", label_columns=["category", "mood"])
+    assert len(syn) == 12 and set(syn.texts) <= set(pool)
+
+
+def test_auto_pool_is_shared_for_an_ngram_model_of_unlabelled_text(tmp_path: Path) -> None:
+    """initial_pool: auto (default) — the n-gram model of unlabelled public text cannot condition on a label, so
+    every label group votes over one shared pool; a label-conditioned generator (scripted) keeps per-label pools."""
+    import yaml
+
+    from privtext.evaluate.runinfo import RunView
+    from privtext.runner import run_config
+
+    evo = {"label_distribution": {"kind": "uniform"}, "initial_multiplier": 3, "variations": 1, "iterations": 1}
+    sc = _run(tmp_path / "sc", "augpe", evolution=evo)
+    groups = RunView(sc).candidates(0).groupby(["category", "mood"])["text"].apply(sorted)
+    assert len(groups) == 4 and len(groups.iloc[0]) == 9 and groups.iloc[0] != groups.iloc[1]
+    raw = yaml.safe_load((sc / "config.yaml").read_text())
+    raw["generator"] = {"backend": "ngram", "order": 3}
+    raw["output"] = str(tmp_path / "ng")
+    ng = run_config(config_from_dict(raw))
+    groups = RunView(ng).candidates(0).groupby(["category", "mood"])["text"].apply(sorted)
+    assert len(groups) == 4 and all(g == groups.iloc[0] for g in groups)
+    assert "shared pool of 36" in (ng / "private" / "log.txt").read_text()
+
+
+def test_a_selection_that_keeps_every_candidate_is_flagged(tmp_path: Path) -> None:
+    """One iteration, initial_multiplier 1, rank selection: every candidate is selected, the votes change nothing
+    (the first dpkps_compare measurement); the run log says so. With m = 3 it does not."""
+    evo = {"label_distribution": {"kind": "uniform"}, "initial_multiplier": 1, "variations": 1, "iterations": 1}
+    run = _run(tmp_path / "m1", "augpe", evolution=evo)
+    assert "the votes do not change the output" in (run / "private" / "log.txt").read_text()
+    run = _run(tmp_path / "m3", "augpe", evolution={**evo, "initial_multiplier": 3})
+    assert "the votes do not change the output" not in (run / "private" / "log.txt").read_text()

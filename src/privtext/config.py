@@ -187,6 +187,12 @@ class EvolutionConfig(Section):
     include_selected: bool = Field(default=True, description="keep each selected sample: L-1 variations (else L)")
     initial_multiplier: int | None = Field(
         default=None, ge=1, description="RANDOM_API draws N_syn × this at t=0 (default L, as SecPE Alg 3 line 4)")
+    initial_pool: Literal["auto", "per_label", "shared"] = Field(
+        default="auto", description="t=0: per_label — RANDOM_API draws n_g·m candidates for each label group g; "
+        "shared — one pool of Σ n_g·m unconditioned candidates (no label in the call) that every label group votes "
+        "over and selects from; auto — shared when there are several label groups and the generator cannot "
+        "condition on the label (label_conditioned is False: the n-gram model of unlabelled public text, "
+        "DP-vocabulary prompts), else per_label. Same generator calls either way")
     selection: Literal["rank", "sample"] = "rank"
     threshold: float = Field(default=0.0, ge=0, description="H: votes are clipped at H, then H is subtracted")
     lookahead: int = Field(default=0, ge=0, description="k variations averaged into a candidate's embedding")

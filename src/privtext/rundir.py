@@ -47,6 +47,7 @@ CONFIG = "config.yaml"
 PRIVACY = "privacy.json"
 PROMPTS = "prompts.jsonl"
 SYNTHETIC = "synthetic.jsonl"
+KEYPHRASES = "keyphrases.jsonl"  # DP-KPS: the sampled sequences (post-processing of its releases)
 HELDOUT = "heldout.jsonl"
 REPORT = "report.html"
 EVALUATION = "evaluation.json"
@@ -62,7 +63,7 @@ EMBED_CACHE = f"{CACHE}/embeddings"
 #: files every finished run holds (relative to the run directory)
 RUN_FILES = (CONFIG, PRIVACY, PROMPTS, SYNTHETIC, LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS)
 #: the shareable part of a run
-RELEASE_FILES = (CONFIG, SYNTHETIC, PRIVACY, PROMPTS, HELDOUT, REPORT, EVALUATION)
+RELEASE_FILES = (CONFIG, SYNTHETIC, PRIVACY, PROMPTS, HELDOUT, REPORT, EVALUATION, KEYPHRASES)
 
 
 @dataclass
@@ -151,6 +152,10 @@ class RunDir:
     @property
     def synthetic(self) -> Path:
         return self.root / SYNTHETIC
+
+    @property
+    def keyphrases(self) -> Path:
+        return self.root / KEYPHRASES
 
     @property
     def metrics(self) -> Path:

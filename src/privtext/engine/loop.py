@@ -7,7 +7,8 @@ label information and the texts the generator wrote; it never hands private text
 
 One iteration t (0 ≤ t < T):
 
-1. **candidates** — t = 0: RANDOM_API, ``n_g · initial_multiplier`` per label group g; t > 0: the samples
+1. **candidates** — t = 0: RANDOM_API, ``n_g · initial_multiplier`` per label group g (``initial_pool: shared``: one
+   unconditioned pool of Σ n_g · initial_multiplier that every group votes over); t > 0: the samples
    selected at t−1 (survivors keep their embeddings) plus L−1 VARIATION_API outputs each (or L, without
    survivors);
 2. **embedding** — only texts without an embedding; optional lookahead: k variations per candidate, whose mean
@@ -144,6 +145,10 @@ class Engine:
         self.n_children = self.L - 1 if evolution.include_selected else self.L
         if evolution.include_selected and self.L < 2 and evolution.iterations > 1:
             self.log("variations=1 with include_selected: no new candidates are made after iteration 0")
+        if (evolution.iterations == 1 and evolution.selection == "rank"
+                and (evolution.initial_multiplier or self.L) == 1):
+            self.log("WARNING: one iteration with initial_multiplier 1 and rank selection selects every candidate: "
+                     "the votes do not change the output (raise evolution.initial_multiplier)")
 
     # ------------------------------------------------------------------ helpers
     def _rng(self, *keys: object) -> np.random.Generator:
@@ -204,6 +209,8 @@ class Engine:
     # ------------------------------------------------------------------ candidate building
     def _initial(self) -> Population:
         mult = self.evo.initial_multiplier or self.L
+        if self.initial_pool() == "shared":
+            return self._initial_shared(mult)
         jobs = [(g, [], int(n) * mult) for g, n in enumerate(self.counts) if n > 0]
         outs = self._generate(0, "random", jobs, None)
         parts, k = [], 0
@@ -213,6 +220,38 @@ class Engine:
         pop = Population.concat(parts)
         pop.emb = self._embed(0, pop.texts)
         return pop
+
+    def initial_pool(self) -> str:
+        """``evolution.initial_pool`` resolved: ``auto`` is ``shared`` when several label groups get samples and the
+        generator says it cannot condition on a label (``label_conditioned`` False), else ``per_label``."""
+        mode = self.evo.initial_pool
+        if mode != "auto":
+            return mode
+        groups = int(np.count_nonzero(np.asarray(self.counts) > 0))
+        return "shared" if groups > 1 and getattr(self.generator, "label_conditioned", True) is False else "per_label"
+
+    def _initial_shared(self, mult: int) -> Population:
+        """One pool of Σ n_g·m unconditioned candidates (RANDOM_API without a label), offered to every label group
+        with n_g > 0: group g's private records vote over its own copy and it selects n_g of the whole pool (a
+        candidate may serve several labels). Generator calls and embeddings: once per pool text."""
+        groups = [g for g, n in enumerate(self.counts) if n > 0]
+        total = sum(int(self.counts[g]) * mult for g in groups)
+        self.log(f"iteration 0: one shared pool of {total} unconditioned candidates for {len(groups)} label groups")
+        texts: list[str] = []
+        with self.metrics.stage("generation", iteration=0) as st, progress("iter 0: random (shared)", total) as bar:
+            rng = self._rng("generate", "random", 0, "shared")
+            for s in range(0, total, self.batch_size):
+                k = min(self.batch_size, total - s)
+                texts.extend(self.generator.random(None, k, rng=rng))
+                bar.advance(k)
+            st.count("texts", len(texts))
+        emb = self._embed(0, texts)
+        parts = []
+        for j, g in enumerate(groups):
+            p = self._new_pop(0, texts, g, "random", [None] * len(texts), j * len(texts))
+            p.emb = emb
+            parts.append(p)
+        return Population.concat(parts)
 
     def _children(self, t: int, prev: Population, selected: np.ndarray,
                   reuse: dict[str, tuple[list[str], np.ndarray]]) -> Population:

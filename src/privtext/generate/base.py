@@ -88,7 +88,8 @@ class Generator(Protocol):
         self, texts: Sequence[str], label: LabelInfo | None, spec: VariationSpec, *, rng: np.random.Generator
     ) -> list[str]: ...
 
-    def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator) -> list[str]: ...
+    def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator,
+               examples: Sequence[Sequence[str]] | None = None) -> list[str]: ...
 
     def contrastive(
         self, good: Sequence[str], bad: Sequence[str], label: LabelInfo | None, n: int, *, rng: np.random.Generator
@@ -130,6 +131,25 @@ def check_spec(spec: Any) -> VariationSpec:
     if isinstance(spec, Mapping):
         return VariationSpec(**spec)
     raise ConfigError(f"spec must be a VariationSpec, got {type(spec).__name__}")
+
+
+def check_examples(examples: Any, n: int) -> list[list[str]]:
+    """Per-prompt public example texts for ``seeded``: ``None`` → no examples; else one list per keyphrase list."""
+    if examples is None:
+        return [[] for _ in range(n)]
+    if isinstance(examples, (str, bytes)):
+        raise DataError("examples must be one list of example texts per keyphrase list, got a single string")
+    out = [check_texts(e, what=f"examples[{i}]") for i, e in enumerate(check_texts_lists(examples))]
+    if len(out) != n:
+        raise DataError(f"{len(out)} example lists for {n} keyphrase lists")
+    return out
+
+
+def check_texts_lists(x: Any) -> list[Any]:
+    try:
+        return list(x)
+    except TypeError:
+        raise DataError(f"examples must be a sequence of lists of texts, got {type(x).__name__}") from None
 
 
 def check_keyphrases(keyphrases: Any) -> list[list[str]]:
@@ -226,15 +246,19 @@ class BaseGenerator:
         self._finish(out, len(texts))
         return out
 
-    def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator) -> list[str]:
+    def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator,
+               examples: Sequence[Sequence[str]] | None = None) -> list[str]:
+        """One document per keyphrase list. ``examples`` (DP-KPS few-shot, App B.2.5): per list, PUBLIC example
+        texts shown in its prompt (``None`` or empty lists: none)."""
         kps = check_keyphrases(keyphrases)
         doc_type = check_doc_type(doc_type)
+        ex = check_examples(examples, len(kps))
         check_rng(rng)
         self._check_open()
         if not kps:
             return []
         with self._timed():
-            out = self._seeded(kps, doc_type, rng)
+            out = self._seeded(kps, doc_type, rng, ex)
         self._finish(out, len(kps))
         return out
 
@@ -280,7 +304,8 @@ class BaseGenerator:
                    rng: np.random.Generator) -> list[str]:
         raise NotImplementedError
 
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator,
+                examples: list[list[str]]) -> list[str]:
         raise NotImplementedError
 
     def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
@@ -329,8 +354,10 @@ class PromptedGenerator(BaseGenerator):
             prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
         return self._complete("variation", prompts, rng)
 
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
-        return self._complete("seeded", [self.family.seeded_prompt(k, doc_type) for k in keyphrases], rng)
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator,
+                examples: list[list[str]]) -> list[str]:
+        return self._complete("seeded", [self.family.seeded_prompt(k, doc_type, examples=e)
+                                         for k, e in zip(keyphrases, examples, strict=True)], rng)
 
     def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
                      rng: np.random.Generator) -> list[str]:

@@ -660,6 +660,11 @@ class NgramGenerator(BaseGenerator):
                           min_label_texts=opts.min_label_texts, backoff_scale=opts.backoff_scale)
         self.noise = opts.length_noise if opts.length_noise is not None else self.family.blank_length_noise
 
+    @property
+    def label_conditioned(self) -> bool:
+        """Whether ``random`` can follow a label: only with per-label models (labelled public text)."""
+        return bool(self.lm.label_models)
+
     @classmethod
     def from_options(cls, options: NgramOptions, ctx: GeneratorContext, *, family: Any,
                      name: str | None) -> NgramGenerator:
@@ -789,16 +794,19 @@ class NgramGenerator(BaseGenerator):
         items.append(("tail", gaps[-1]))
         return items
 
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator,
+                examples: list[list[str]]) -> list[str]:
         u = _Uniforms(rng)
         mix = self.lm.mixture(None)  # DP-KPS: no class information
         out = []
-        for kps in keyphrases:
-            prompt = self.family.seeded_prompt(kps, doc_type)
+        for kps, ex in zip(keyphrases, examples, strict=True):
+            prompt = self.family.seeded_prompt(kps, doc_type, examples=ex)
             self._log("seeded", prompt.user, dict(prompt.meta))
             phrases = [tokenize(k) for k in kps]
             phrases = [p for p in phrases if p]
-            target = self.lm.sample_length(None, u)
+            # few-shot examples: the n-gram model cannot read them; their mean length is the target length
+            target = (max(1, round(float(np.mean([len(tokenize(t)) for t in ex])))) if ex
+                      else self.lm.sample_length(None, u))
             items = self._anchored_items(phrases, target, u)
             out.append(detokenize(self.lm.fill(items, mix, u, candidates=self.options.blank_candidates,
                                                max_words=self.options.max_words)))

@@ -269,10 +269,16 @@ class PromptFamily:
         return self._prompt(self.blank_template, meta, masked=masked, target_words=target_words,
                             doc_type=self.doc_type, **self._label_vars(label))
 
-    def seeded_prompt(self, keyphrases: Sequence[str], doc_type: str) -> Prompt:
+    def seeded_prompt(self, keyphrases: Sequence[str], doc_type: str, *, examples: Sequence[str] = ()) -> Prompt:
+        """DP-KPS's prompt; ``examples`` (public texts, App B.2.5 few-shot) are shown before the instruction."""
         kp = "; ".join(keyphrases)
-        meta = {"family": self.name, "keyphrases": list(keyphrases), "doc_type": doc_type}
-        return self._prompt(self.seeded_template, meta, doc_type=doc_type, keyphrases=kp)
+        meta: dict[str, Any] = {"family": self.name, "keyphrases": list(keyphrases), "doc_type": doc_type}
+        p = self._prompt(self.seeded_template, meta, doc_type=doc_type, keyphrases=kp)
+        if not examples:
+            return p
+        meta["examples"] = len(examples)
+        shots = "\n\n".join(f"Example {i}: {t}" for i, t in enumerate(examples, 1))
+        return Prompt(user=f"Here are examples of a {doc_type}:\n\n{shots}\n\n{p.user}", system=p.system, meta=meta)
 
     def contrastive_prompt(self, good: Sequence[str], bad: Sequence[str], label: LabelInfo | None,
                            rng: np.random.Generator | None) -> Prompt:

@@ -109,11 +109,13 @@ class ScriptedGenerator(BaseGenerator):
                 out.append(" ".join(r if s else w for w, r, s in zip(words, repl, swap, strict=True)))
         return self._done(out)
 
-    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator) -> list[str]:
-        self.calls.append({"operation": "seeded", "n": len(keyphrases), "doc_type": doc_type})
+    def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator,
+                examples: list[list[str]]) -> list[str]:
+        self.calls.append({"operation": "seeded", "n": len(keyphrases), "doc_type": doc_type,
+                           "examples": sum(len(e) for e in examples)})
         out = []
-        for kps in keyphrases:
-            self._send("seeded", self.family.seeded_prompt(kps, doc_type))
+        for kps, ex in zip(keyphrases, examples, strict=True):
+            self._send("seeded", self.family.seeded_prompt(kps, doc_type, examples=ex))
             parts: list[str] = []
             for kp in kps:
                 parts.extend(self._words(rng, int(rng.integers(0, 4))))

@@ -341,6 +341,8 @@ class VocabularyPrompts:
     of the released DP vocabulary (``terms``) and the document type — no class (DP-KPS's Aug-PE baseline); every
     other operation is the wrapped generator's. The per-label DP votes decide which label a candidate serves."""
 
+    label_conditioned = False  # the prompts hold no class
+
     def __init__(self, inner: Any, *, terms_per_prompt: int):
         self.inner = inner
         self.terms: list[str] | None = None

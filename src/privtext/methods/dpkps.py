@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..atomicio import PromptLog, atomic_write_json, read_jsonl
+from ..atomicio import PromptLog, atomic_write_json, atomic_write_text, dumps, read_jsonl
 from ..backends import BackendOptions
 from ..config import Config
 from ..data import Corpus, write_corpus
@@ -75,6 +75,8 @@ class DPKPSOptions(BackendOptions):
     doc_type: str | None = Field(default=None, description="the document type named in the prompts (default: the "
                                  "prompt family's)")
     batch_size: int = Field(default=256, ge=1)
+    few_shot: int = Field(default=0, ge=0, description="public example texts in each seeded prompt (App B.2.5), "
+                          "drawn at random from data.public")
 
 
 def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, float | None]:
@@ -163,6 +165,18 @@ class DPKPS(MethodRun):
         self.released["label_histogram"] = {space.key(g): released_number(v) for g, v in enumerate(vals["noisy"])}
         return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
 
+    def few_shot_examples(self, public: Corpus | None, n: int) -> list[list[str]] | None:
+        """``dpkps.few_shot`` public texts per prompt (drawn without replacement within a prompt; public
+        randomness), or None."""
+        k = self.options.few_shot
+        if k == 0:
+            return None
+        if public is None or len(public) == 0:
+            raise ConfigError(f"dpkps.few_shot = {k} needs public example texts: give data.public")
+        rng = self.rng("dpkps", "few_shot")
+        m = min(k, len(public))
+        return [[public.texts[int(i)] for i in rng.choice(len(public), size=m, replace=False)] for _ in range(n)]
+
     # ------------------------------------------------------------------ the run
     def execute(self) -> Path:
         from ..privacy.statement import released_number
@@ -203,9 +217,12 @@ class DPKPS(MethodRun):
             seqs = [list(s) for s in kp.sequences]
             texts: list[str] = []
             rng_gen = self.rng("dpkps", "generate")
+            shots = self.few_shot_examples(public, len(seqs))
             with self.metrics.stage("generation"):
                 for s in range(0, len(seqs), self.options.batch_size):
-                    texts.extend(gen.seeded(seqs[s:s + self.options.batch_size], doc_type, rng=rng_gen))
+                    b = slice(s, s + self.options.batch_size)
+                    texts.extend(gen.seeded(seqs[b], doc_type, rng=rng_gen,
+                                            examples=shots[b] if shots is not None else None))
         finally:
             prompt_log.close()
             self._save_metrics(t_start, gen)
@@ -214,6 +231,10 @@ class DPKPS(MethodRun):
                      labels={c: tuple(space.values[g][j] for g in groups) for j, c in enumerate(space.columns)},
                      name="synthetic")
         write_corpus(out, run.synthetic, include_ids=True)
+        # the sequence behind each synthetic record (post-processing of the releases; the report shows a few)
+        atomic_write_text(run.keyphrases, "".join(
+            dumps({"id": out.ids[i], "keyphrases": list(seq), **{c: out.labels[c][i] for c in space.columns}}) + "\n"
+            for i, seq in enumerate(seqs)))
         v = kp.vocabulary
         self.released["dp_vocabulary"] = {t: released_number(c) for t, c in zip(v.terms, v.noisy_counts,
                                                                                  strict=True)}
@@ -259,6 +280,9 @@ class DPKPS(MethodRun):
         ]
         if ld.kind != "dp" and self.config.data.label_columns:
             public.append(f"the samples per class ({ld.kind} label distribution)")
+        if self.options.few_shot:
+            public.append(f"the {self.options.few_shot} example texts per prompt, drawn from the public corpus "
+                          "(few-shot)")
         coverage = ["The prompts name only the document type and released keyphrases (post-processing of the DP "
                     "vocabulary and sketches); no class name and no private text reaches the generator."]
         return {

@@ -130,7 +130,9 @@ def _privacy_section(view: RunView) -> str:
     parts.append(_kv(facts))
     released = p.get("released") or {}
     if released:
-        parts.append("<h3>Released noisy values</h3>" + _kv({k: v for k, v in released.items()}))
+        shown = {k: (f"{len(v)} terms (top terms in the DP-KPS section)" if k == "dp_vocabulary"
+                     and isinstance(v, Mapping) else v) for k, v in released.items()}
+        parts.append("<h3>Released noisy values</h3>" + _kv(shown))
     releases = p.get("releases") or p.get("release_list")
     if isinstance(releases, list) and releases and isinstance(releases[0], Mapping):
         cols = [c for c in ("mechanism", "iteration", "noise_std", "sensitivity") if c in releases[0]]
@@ -284,6 +286,47 @@ def _wasp_section(privacy: Mapping[str, Any]) -> str:
             "of each generator's samples, and the released histogram totals.</p>" + _table(header, rows))
 
 
+def _dpkps_section(view: RunView, *, top_terms: int = 30, per_class: int = 2, limit: int = 12) -> str:
+    """DP-KPS: the released DP vocabulary (top terms by noisy count) and a few sampled keyphrase sequences with
+    the class of their sketch (``keyphrases.jsonl``) — both post-processing of the releases."""
+    vocab = (view.privacy.get("released") or {}).get("dp_vocabulary")
+    if not isinstance(vocab, Mapping) or not vocab:
+        return ""
+    ranked = sorted(vocab.items(), key=lambda kv: -float(kv[1]) if isinstance(kv[1], (int, float)) else 0.0)
+    rows = [[_e(t), _num(c)] for t, c in ranked[:top_terms]]
+    parts = ["<h2>DP-KPS keyphrases</h2>",
+             f'<p class="muted">The released DP vocabulary: {len(vocab)} terms; the top {len(rows)} by their noisy '
+             "count (Laplace, App A.1).</p>", _table(["term", "noisy count"], rows)]
+    recs: list[dict[str, Any]] = []
+    path = view.dir.keyphrases
+    if path.exists():
+        from ..atomicio import read_jsonl
+
+        try:
+            recs = read_jsonl(path)
+        except Exception:  # a torn file: show the vocabulary only
+            recs = []
+    if recs:
+        cols = [c for c in view.label_columns if all(c in r for r in recs)]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, r in enumerate(recs):
+            groups.setdefault(tuple(str(r[c]) for c in cols), []).append(i)
+        rng = derive(view.seed, "report", "keyphrases")
+        chosen: list[int] = []
+        for k in sorted(groups):
+            idx = groups[k]
+            chosen += sorted(rng.choice(idx, size=min(per_class, len(idx)), replace=False).tolist())
+        out = []
+        for i in chosen[:max(limit, len(groups))]:
+            r = recs[i]
+            tags = "".join(f'<span class="tag">{_e(r[c])}</span>' for c in cols)
+            out.append(f'<div class="card">{tags}<div class="sample">{_e("; ".join(map(str, r["keyphrases"])))}'
+                       "</div></div>")
+        parts.append(f'<p class="muted">{len(out)} of {len(recs)} sampled keyphrase sequences (one prompt each), '
+                     "with the class of the sketch they were drawn from.</p>" + "".join(out))
+    return "".join(parts)
+
+
 def _runtime_section(rt: Mapping[str, Any]) -> str:
     if not rt or not (rt.get("stages") or rt.get("per_iteration")):
         return '<p class="muted">No metrics.json in this run.</p>'
@@ -395,6 +438,7 @@ def build_report(
     parts += ["<h2>Votes</h2>", _votes_section(votes)]
     if view.privacy:
         parts.append(_wasp_section(view.privacy))
+        parts.append(_dpkps_section(view))
     if diagnostics:
         parts += ["<h2>Private diagnostics</h2>", _diagnostics_section(view)]
         parts += ["<h2>Runtime and LLM usage</h2>", _runtime_section(rt)]
