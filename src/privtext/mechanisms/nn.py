@@ -123,65 +123,360 @@ def _faiss_flat(q: np.ndarray, b: np.ndarray, metric: Metric, k: int) -> tuple[n
     return i, (-d if metric == "cosine" else d)
 
 
-def _numpy_chunked(q: np.ndarray, b: np.ndarray, metric: Metric, k: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k by blocks of ``chunk`` queries × ``chunk`` base rows; O(chunk²) memory."""
-    nq = len(q)
-    k = min(k, len(b))
-    top_d = np.full((nq, k), np.inf, dtype=np.float32)
-    top_i = np.full((nq, k), -1, dtype=np.int64)
-    bn = (b * b).sum(1) if metric == "l2" else None
-    for qs in range(0, nq, chunk):
-        qq = q[qs:qs + chunk]
-        qn = (qq * qq).sum(1)[:, None] if metric == "l2" else None
-        cur_d, cur_i = top_d[qs:qs + chunk], top_i[qs:qs + chunk]
-        for bs in range(0, len(b), chunk):
-            bb = b[bs:bs + chunk]
-            g = qq @ bb.T
-            if metric == "l2":
-                d = qn + bn[None, bs:bs + len(bb)] - 2 * g  # type: ignore[index]
-            else:
-                d = -g
-            kk = min(k, d.shape[1])
-            part = np.argpartition(d, kk - 1, axis=1)[:, :kk] if kk < d.shape[1] else np.tile(
-                np.arange(d.shape[1]), (len(d), 1)
-            )
-            pd = np.take_along_axis(d, part, axis=1)
-            md = np.concatenate([cur_d, pd], axis=1)
-            mi = np.concatenate([cur_i, part + bs], axis=1)
-            # stable order: by distance, then by index (ties to the lowest index)
-            order = np.lexsort((mi, md), axis=1)[:, :k]
-            cur_d[:] = np.take_along_axis(md, order, axis=1)
-            cur_i[:] = np.take_along_axis(mi, order, axis=1)
-    return top_i, top_d
+# ---------------------------------------------------------------------------------------------------------------
+# Chunked GEMM + argmax: exact at low precision by re-deciding near-ties
+# ---------------------------------------------------------------------------------------------------------------
+
+Device = Literal["auto", "cpu", "cuda"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+_U32 = 2.0 ** -24  # unit roundoff of float32 (round to nearest)
+_U_LOW = {"fp32": 0.0, "bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
+_BLOCK_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 28}  # scores per block: 64 MB fp32 on CPU, 512 MB fp16 on CUDA
 
 
-def _torch_chunked(q: np.ndarray, b: np.ndarray, metric: Metric, k: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+def _augment(q: np.ndarray, b: np.ndarray, metric: Metric) -> tuple[np.ndarray, np.ndarray, float]:
+    """Rows whose inner products are the scores to maximise, and the fp32 rounding error of the extra column.
+
+    cosine: the rows themselves (already unit). l2: argmin ‖q − b‖² = argmax q·b + (c − ‖b‖²/2) with the constant
+    c = max‖b‖²/2, so queries get a column of ones and base rows the column c − ‖b‖²/2 ≥ 0 (float64, rounded
+    once) — one GEMM, no extra pass; for unit rows the scores are the cosines, as small as they can be, which
+    keeps low-precision output rounding small and the row maxima positive."""
+    if metric == "cosine":
+        return q, b, 0.0
+    n2 = np.einsum("ij,ij->i", b.astype(np.float64), b.astype(np.float64))
+    col = 0.5 * (n2.max() - n2)
+    qa = np.ascontiguousarray(np.concatenate([q, np.ones((len(q), 1), dtype=np.float32)], axis=1))
+    ba = np.ascontiguousarray(np.concatenate([b, col[:, None].astype(np.float32)], axis=1))
+    return qa, ba, float(col.max()) * _U32
+
+
+def _norms(x: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    return np.sqrt(np.einsum("ij,ij->i", x64, x64))
+
+
+def _fp32_tolerance(qa: np.ndarray, ba: np.ndarray, col_err: float) -> np.ndarray:
+    """Twice a rigorous per-row bound on |fp32 score − exact score|: fp32 accumulation in any order,
+    γ_D·Σ|q_k||b_k| ≤ D·2⁻²⁴·‖q‖·max‖b‖ (Higham, Thm 3.5; Cauchy–Schwarz), plus the rounding of the l2 column;
+    a 1 % margin and 10⁻¹² absorb the float64 reference's own rounding."""
+    scale = _norms(qa) * float(_norms(ba).max())
+    return 2 * (1.01 * ((qa.shape[1] + 2) * _U32 * scale + col_err) + 1e-12 * (1.0 + scale))
+
+
+def _low_tolerance(qa: np.ndarray, ba: np.ndarray, q_low: np.ndarray, b_low: np.ndarray, precision: str,
+                   col_err: float) -> np.ndarray:
+    """Twice a rigorous per-row bound on |low-precision score − exact score|, before output rounding.
+
+    q = q̃ + e_q and b = b̃ + e_b with the rounding errors known exactly, so
+    |q·b − q̃·b̃| ≤ ‖q̃‖·max‖e_b‖ + ‖e_q‖·max‖b̃‖ + ‖e_q‖·max‖e_b‖ (Cauchy–Schwarz), plus fp32 accumulation
+    γ_D·‖q̃‖·max‖b̃‖ (the bound assumes fp32 accumulation — oneDNN's AMX/AVX-512-BF16 kernels, and cuBLAS with
+    reduced-precision reductions off, which :func:`gemm_nearest` sets), plus D·2⁻²⁴ for fp16 subnormals
+    (|entries| ≤ 1 there). The output rounding u·|s̃| is added per block from the row maximum."""
+    eq, eb = _norms(qa - q_low), float(_norms(ba - b_low).max())  # differences are exact in fp32
+    nq, nb = _norms(q_low), float(_norms(b_low).max())
+    d = qa.shape[1] + 2
+    sub = d * _U32 if precision == "fp16" else 0.0
+    e = nq * eb + eq * nb + eq * eb + d * _U32 * nq * nb + sub + col_err
+    return 2 * (1.01 * e + 1e-12 * (1.0 + nq * nb))
+
+
+def _torch_device(device: Device) -> str:
     import torch
 
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    bt = torch.from_numpy(b).to(dev)
-    bn = (bt * bt).sum(1) if metric == "l2" else None
-    k = min(k, len(b))
-    out_i = np.empty((len(q), k), dtype=np.int64)
-    out_d = np.empty((len(q), k), dtype=np.float32)
-    with torch.no_grad():
-        for qs in range(0, len(q), chunk):
-            qt = torch.from_numpy(q[qs:qs + chunk]).to(dev)
-            best_d = torch.full((len(qt), k), float("inf"), device=dev)
-            best_i = torch.full((len(qt), k), -1, dtype=torch.int64, device=dev)
-            qn = (qt * qt).sum(1, keepdim=True) if metric == "l2" else None
-            for bs in range(0, len(b), chunk):
-                g = qt @ bt[bs:bs + chunk].T
-                d = qn + bn[None, bs:bs + chunk] - 2 * g if metric == "l2" else -g  # type: ignore[index,operator]
-                kk = min(k, d.shape[1])
-                pd, pi = torch.topk(d, kk, dim=1, largest=False, sorted=True)
-                md = torch.cat([best_d, pd], 1)
-                mi = torch.cat([best_i, pi + bs], 1)
-                sd, order = torch.sort(md, dim=1, stable=True)
-                best_d, best_i = sd[:, :k], torch.gather(mi, 1, order)[:, :k]
-            out_i[qs:qs + chunk] = best_i.cpu().numpy()
-            out_d[qs:qs + chunk] = best_d.cpu().numpy()
-    return out_i, out_d
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("voting device is 'cuda' but torch sees no CUDA device; use 'auto' or 'cpu'")
+    return device
+
+
+def cpu_has_fast_bf16() -> bool:
+    """AMX-BF16 (Sapphire Rapids and later): a bf16 GEMM runs at several times the fp32 one."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "amx_bf16" in f.read()
+    except OSError:  # pragma: no cover - not Linux
+        return False
+
+
+def resolve_precision(precision: Precision, device: str) -> str:
+    if precision not in ("auto", "fp32", "bf16", "fp16"):
+        raise ConfigError(f"precision must be 'auto', 'fp32', 'bf16' or 'fp16', got {precision!r}")
+    if precision != "auto":
+        return precision
+    if device == "cuda":
+        return "fp16"
+    return "bf16" if cpu_has_fast_bf16() else "fp32"
+
+
+def _decide64_pairs(q: np.ndarray, b: np.ndarray, rows: np.ndarray, cols: np.ndarray, metric: Metric,
+                    n_rows: int) -> np.ndarray:
+    """For (row, col) contender pairs: per row the float64 winner, ties to the lowest index (−1: no pair).
+
+    Same arithmetic as :func:`brute_force_nn` (elementwise products summed along the row), so equal candidates
+    get equal scores."""
+    best = np.full(n_rows, -1, dtype=np.int64)
+    if len(rows) == 0:
+        return best
+    s = np.empty(len(rows), dtype=np.float64)
+    for p in range(0, len(rows), 4096):
+        r, c = rows[p:p + 4096], cols[p:p + 4096]
+        q64, b64 = q[r].astype(np.float64), b[c].astype(np.float64)
+        s[p:p + 4096] = -(b64 * q64).sum(1) if metric == "cosine" else ((b64 - q64) ** 2).sum(1)
+    order = np.lexsort((cols, s, rows))  # by row, then score (smaller is nearer), then index
+    r_sorted = rows[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = r_sorted[1:] != r_sorted[:-1]
+    best[r_sorted[first]] = cols[order][first]
+    return best
+
+
+def _decide_dense(s: np.ndarray, tol: np.ndarray, q: np.ndarray, b: np.ndarray, metric: Metric) -> np.ndarray:
+    """fp32 scores (numpy, rows × all of ``b``; modified in place and restored): the argmax, proven by the gap to
+    the runner-up, else re-decided in float64 among every score within ``tol``."""
+    ar = np.arange(len(s))
+    win = s.argmax(1)
+    m1 = s[ar, win].copy()
+    s[ar, win] = -np.inf
+    m2 = s.max(1) if s.shape[1] > 1 else np.full(len(s), -np.inf, dtype=s.dtype)
+    s[ar, win] = m1
+    unsure = np.nonzero(m1 - m2 <= tol)[0]
+    if len(unsure):
+        r, c = np.divmod(np.flatnonzero(s[unsure] >= (m1[unsure] - tol[unsure])[:, None]), s.shape[1])
+        best = _decide64_pairs(q, b, unsure[r], c, metric, len(s))
+        win[unsure] = best[unsure]
+    return win
+
+
+def _decide_dense_torch(s, tol, q: np.ndarray, b: np.ndarray, metric: Metric) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """:func:`_decide_dense` for a torch tensor on any device (CUDA: top-2 by ``topk``)."""
+    import torch
+
+    if s.device.type == "cpu":
+        return _decide_dense(s.numpy(), tol.cpu().numpy(), q, b, metric)
+    if s.shape[1] < 2:
+        return s.argmax(1).cpu().numpy()
+    vals, idx = s.topk(2, dim=1)
+    win = idx[:, 0].cpu().numpy()
+    unsure = torch.nonzero(vals[:, 0] - vals[:, 1] <= tol).flatten()
+    if len(unsure):
+        r, c = torch.nonzero(s[unsure] >= (vals[unsure, 0] - tol[unsure])[:, None], as_tuple=True)
+        un = unsure.cpu().numpy()
+        best = _decide64_pairs(q, b, un[r.cpu().numpy()], c.cpu().numpy(), metric, len(s))
+        win[un] = best[un]
+    return win
+
+
+def _contenders_topk(s, tol_fn, k: int):  # type: ignore[no-untyped-def]
+    """Low-precision scores (torch, any device) → contender pairs (r, c) and rows needing a dense fp32 pass:
+    the ``k`` largest scores; a row whose k-th score is still within the window may have more contenders."""
+    import torch
+
+    k = min(k, s.shape[1])
+    vals, idx = s.topk(k, dim=1)
+    vals = vals.float()
+    m = vals[:, 0]
+    lo = m - tol_fn(m)
+    full = vals[:, -1] >= lo if k < s.shape[1] else torch.zeros_like(m, dtype=torch.bool)
+    cand = (vals >= lo[:, None]) & ~full[:, None]
+    r, j = torch.nonzero(cand, as_tuple=True)
+    return r, idx[r, j], torch.nonzero(full).flatten()
+
+
+def _contenders_int16(s, tol_fn):  # type: ignore[no-untyped-def]
+    """:func:`_contenders_topk` for bf16 scores on CPU, in numpy and without a sort: non-negative bf16 values
+    order like their bit patterns read as int16 (negative ones read as negative int16s), so numpy's vectorised
+    int16 argmax and comparison find the maximum and every score ≥ the window's lower end (rounded down to a
+    bf16). Rows whose window reaches 0 (no positive score to anchor it) get the dense fp32 pass."""
+    import torch
+
+    s16 = s.view(torch.int16).numpy()
+    ar = np.arange(len(s16))
+    mb = torch.from_numpy(np.ascontiguousarray(s16[ar, s16.argmax(1)])).view(torch.bfloat16).float()
+    lo = mb - tol_fn(mb)
+    full = (lo <= 0).numpy()
+    lob = lo.clamp(min=float(np.finfo(np.float32).tiny)).to(torch.bfloat16)
+    lo16 = lob.view(torch.int16).numpy().copy()
+    lo16 -= (lob.float() > lo).numpy().astype(np.int16)  # round down: one bf16 step lower (positive values)
+    lo16[full] = np.iinfo(np.int16).max  # nothing selected; these rows go dense
+    r, c = np.divmod(np.flatnonzero(s16 >= lo16[:, None]), s16.shape[1])  # 1-d nonzero: ~30× the 2-d one
+    return r, c, np.nonzero(full)[0]
+
+
+def _decide_pairs32_np(qa: np.ndarray, ba: np.ndarray, r: np.ndarray, c: np.ndarray, tol32: np.ndarray,
+                       q: np.ndarray, b: np.ndarray, metric: Metric, n_rows: int) -> np.ndarray:
+    """:func:`_decide_pairs32` in numpy (CPU)."""
+    s32 = np.empty(len(r), dtype=np.float32)
+    for p in range(0, len(r), 16384):
+        s32[p:p + 16384] = np.einsum("ij,ij->i", qa[r[p:p + 16384]], ba[c[p:p + 16384]])
+    o = np.lexsort((-s32, r))  # by row, then score descending
+    rs, cs, ss = r[o], c[o], s32[o]
+    win = np.full(n_rows, -1, dtype=np.int64)
+    if len(rs) == 0:
+        return win
+    first = np.ones(len(rs), dtype=bool)
+    first[1:] = rs[1:] != rs[:-1]
+    fi = np.nonzero(first)[0]
+    rows = rs[fi]
+    win[rows] = cs[fi]
+    nxt = np.minimum(fi + 1, len(rs) - 1)
+    unsure = (fi + 1 < len(rs)) & (rs[nxt] == rows) & (ss[fi] - ss[nxt] <= tol32[rows])
+    if unsure.any():
+        m1 = np.full(n_rows, np.inf, dtype=np.float32)
+        m1[rows[unsure]] = ss[fi[unsure]]
+        pick = ss >= m1[rs] - tol32[rs]
+        best = _decide64_pairs(q, b, rs[pick], cs[pick], metric, n_rows)
+        win[rows[unsure]] = best[rows[unsure]]
+    return win
+
+
+def _decide_pairs32(q32, ba32, r, c, tol32, q: np.ndarray, b: np.ndarray, metric: Metric, n_rows: int,
+                    pairs_per: int = 16384) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Contender pairs (row r of the block, column c): fp32 rescoring on the device; per row the best, proven by
+    the gap to the row's runner-up, else re-decided in float64 among the pairs within ``tol32``."""
+    import torch
+
+    s32 = torch.empty(len(r), dtype=torch.float32, device=q32.device)
+    for p in range(0, len(r), pairs_per):
+        s32[p:p + pairs_per] = (q32[r[p:p + pairs_per]] * ba32[c[p:p + pairs_per]]).sum(1)
+    o = torch.sort(s32, descending=True, stable=True).indices
+    o = o[torch.sort(r[o], stable=True).indices]  # by row, then score descending
+    rs, cs, ss = r[o], c[o], s32[o]
+    first = torch.ones(len(rs), dtype=torch.bool, device=rs.device)
+    first[1:] = rs[1:] != rs[:-1]
+    fi = torch.nonzero(first).flatten()
+    win = np.full(n_rows, -1, dtype=np.int64)
+    rows = rs[fi]
+    win[rows.cpu().numpy()] = cs[fi].cpu().numpy()
+    nxt = torch.clamp(fi + 1, max=len(rs) - 1)
+    has2 = (fi + 1 < len(rs)) & (rs[nxt] == rows)
+    unsure = has2 & (ss[fi] - ss[nxt] <= tol32[rows])
+    if unsure.any():
+        m1 = torch.full((n_rows,), float("inf"), device=rs.device)
+        m1[rows[unsure]] = ss[fi[unsure]]
+        pick = ss >= m1[rs] - tol32[rs]
+        un = rows[unsure].cpu().numpy()
+        best = _decide64_pairs(q, b, rs[pick].cpu().numpy(), cs[pick].cpu().numpy(), metric, n_rows)
+        win[un] = best[un]
+    return win
+
+
+def gemm_nearest(
+    q: np.ndarray,
+    b: np.ndarray,
+    metric: Metric,
+    *,
+    engine: Literal["numpy", "torch"] = "torch",
+    device: Device = "auto",
+    precision: Precision = "auto",
+    chunk_size: int | None = None,
+    top_k: int = 64,
+    select: Literal["auto", "topk", "int16"] = "auto",
+) -> np.ndarray:
+    """Exact nearest neighbours by chunked matrix products (``q``, ``b`` prepared by :func:`_prep`).
+
+    Per block of private rows, scores S = Q·Bᵀ — ``engine='numpy'``: float32 sgemm; ``'torch'``: on ``device``
+    (``cpu`` runs the code CUDA runs) in ``precision``.
+
+    * fp32: the row's argmax, proven when the runner-up is more than 2E below it (E: a rigorous bound on the
+      fp32 rounding of a score, :func:`_fp32_tolerance`); otherwise every score within 2E is re-decided in
+      float64 like :func:`brute_force_nn`, ties to the lowest index.
+    * bf16/fp16: the exact winner is among the scores within 2E_low of the row maximum (:func:`_low_tolerance`
+      plus output rounding). ``select='topk'`` (CUDA's default) takes the ``top_k`` largest and recomputes the
+      row in fp32 when the k-th is still in the window; ``'int16'`` (bf16 on CPU) thresholds the bit patterns
+      (:func:`_contenders_int16`). The contenders are rescored in fp32 and decided as above.
+
+    So every backend returns the float64 reference's winner. Memory: one block of ``chunk_size × N_base`` scores
+    (default: as many rows as fit in 2²⁴ scores on CPU, 2²⁸ on CUDA), never N_priv × N_base.
+    """
+    import torch
+
+    if engine not in ("numpy", "torch"):
+        raise ConfigError(f"engine must be 'numpy' or 'torch', got {engine!r}")
+    dev = "cpu" if engine == "numpy" else _torch_device(device)
+    if engine == "numpy" and precision not in ("auto", "fp32"):
+        raise ConfigError(f"the numpy backend computes in fp32 only, got precision {precision!r}")
+    prec = "fp32" if engine == "numpy" else resolve_precision(precision, dev)
+    if chunk_size is not None and chunk_size <= 0:
+        raise ConfigError(f"chunk_size must be > 0, got {chunk_size}")
+    if top_k < 2:
+        raise ConfigError(f"top_k must be ≥ 2, got {top_k}")
+    if select not in ("auto", "topk", "int16"):
+        raise ConfigError(f"select must be 'auto', 'topk' or 'int16', got {select!r}")
+    if select == "auto":
+        select = "int16" if dev == "cpu" and prec == "bf16" else "topk"
+    if select == "int16" and (dev != "cpu" or prec != "bf16"):
+        raise ConfigError("select 'int16' is for bf16 on CPU")
+    nq, nb = len(q), len(b)
+    rows_per = chunk_size or max(16, _BLOCK_ELEMENTS[dev] // max(nb, 1))
+    qs_, bs_ = q, b
+    if prec == "fp16":  # a power of two: exact, keeps every |entry| ≤ 1 and every |score| ≤ 1.5 (no overflow)
+        top = max(float(_norms(q).max()), float(_norms(b).max()), 1e-30)
+        alpha = np.float32(2.0 ** -np.ceil(np.log2(top)))
+        qs_, bs_ = q * alpha, b * alpha
+    qa, ba, col_err = _augment(qs_, bs_, metric)
+    tol32 = _fp32_tolerance(qa, ba, col_err).astype(np.float32)
+    out = np.empty(nq, dtype=np.int64)
+    if engine == "numpy":
+        btT = np.ascontiguousarray(ba.T)
+        for s in range(0, nq, rows_per):
+            e = min(nq, s + rows_per)
+            out[s:e] = _decide_dense(qa[s:e] @ btT, tol32[s:e], q[s:e], b, metric)
+        return out
+    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[prec]
+    cuda_flags = None
+    if dev == "cuda":  # fp32 accumulation everywhere: the error bounds assume it
+        mm = torch.backends.cuda.matmul
+        cuda_flags = (mm.allow_tf32, mm.allow_fp16_reduced_precision_reduction, mm.allow_bf16_reduced_precision_reduction)
+        mm.allow_tf32 = mm.allow_fp16_reduced_precision_reduction = mm.allow_bf16_reduced_precision_reduction = False
+    try:
+        with torch.no_grad():
+            ba32 = torch.from_numpy(ba).to(dev)
+            bT32 = ba32.T.contiguous()
+            t32 = torch.from_numpy(tol32).to(dev)
+            if prec == "fp32":
+                for s in range(0, nq, rows_per):
+                    e = min(nq, s + rows_per)
+                    sc = torch.from_numpy(qa[s:e]).to(dev) @ bT32
+                    out[s:e] = _decide_dense_torch(sc, t32[s:e], q[s:e], b, metric)
+                return out
+            blow = ba32.to(tdtype)
+            bTlow = blow.T.contiguous()  # (D, N): the layout oneDNN's bf16 kernels run fastest on
+            qlow = torch.from_numpy(qa).to(tdtype).float().numpy()
+            tlow = torch.from_numpy(_low_tolerance(qa, ba, qlow, blow.float().cpu().numpy(), prec, col_err)
+                                    .astype(np.float32)).to(dev)
+            u = _U_LOW[prec]
+            for s in range(0, nq, rows_per):
+                e = min(nq, s + rows_per)
+                q32 = torch.from_numpy(qa[s:e]).to(dev)
+                sc = q32.to(tdtype) @ bTlow
+                tl = tlow[s:e]
+
+                def tol_fn(m, tl=tl):  # type: ignore[no-untyped-def]
+                    return tl + 2.02 * u * (m.abs() + tl)  # + output rounding of the winner's and a rival's score
+
+                if select == "int16":  # CPU, numpy from here on
+                    r, c, fn = _contenders_int16(sc, tol_fn)
+                    del sc
+                    res = _decide_pairs32_np(qa[s:e], ba, r, c, tol32[s:e], q[s:e], b, metric, e - s)
+                    if len(fn):  # no positive maximum to anchor the window: these rows in fp32
+                        res[fn] = _decide_dense(qa[s:e][fn] @ ba.T, tol32[s:e][fn], q[s:e][fn], b, metric)
+                    out[s:e] = res
+                    continue
+                r, c, full = _contenders_topk(sc, tol_fn, top_k)
+                del sc
+                res = _decide_pairs32(q32, ba32, r, c, t32[s:e], q[s:e], b, metric, e - s)
+                if len(full):  # more contenders than top_k: these rows in fp32 over the whole base
+                    fn = full.cpu().numpy()
+                    res[fn] = _decide_dense_torch(q32[full] @ bT32, t32[s:e][full], q[s:e][fn], b, metric)
+                out[s:e] = res
+    finally:
+        if cuda_flags is not None:
+            mm = torch.backends.cuda.matmul
+            mm.allow_tf32, mm.allow_fp16_reduced_precision_reduction, mm.allow_bf16_reduced_precision_reduction = cuda_flags
+    return out
 
 
 def _faiss_ann(
@@ -232,7 +527,9 @@ def nearest(
     *,
     metric: Metric = "l2",
     backend: Backend = "auto",
-    chunk_size: int = 4096,
+    chunk_size: int | None = None,
+    device: Device = "auto",
+    precision: Precision = "auto",
     nlist: int | None = None,
     nprobe: int = 16,
     hnsw_m: int = 32,
@@ -248,16 +545,15 @@ def nearest(
     if len(b) == 0 or len(q) == 0:
         return np.full(len(q), -1, dtype=np.int64)
     kind = resolve_backend(backend, len(q), len(b))
+    if kind in ("numpy", "torch"):
+        return gemm_nearest(q, b, metric, engine=kind, device=device, precision=precision,  # type: ignore[arg-type]
+                            chunk_size=chunk_size)
     if kind in APPROX:
         return _faiss_ann(q, b, metric, kind, nlist=nlist, nprobe=nprobe, hnsw_m=hnsw_m, ef_search=ef_search,
                           seed=seed)
     k = min(_REFINE_K, len(b))
     if kind == "faiss":
         ti, td = _faiss_flat(q, b, metric, k)
-    elif kind == "numpy":
-        ti, td = _numpy_chunked(q, b, metric, k, chunk_size)
-    elif kind == "torch":
-        ti, td = _torch_chunked(q, b, metric, k, chunk_size)
     else:
         raise ConfigError(f"unknown voting backend {backend!r}; valid: auto, {', '.join(EXACT + APPROX)}")
     return _refine(q, b, ti, td, metric)
