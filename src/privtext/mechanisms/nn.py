@@ -1,19 +1,24 @@
-"""Nearest-neighbour search for voting: exact (faiss, chunked numpy, chunked torch) and approximate (IVF, HNSW).
+"""Nearest-neighbour search for voting: exact (chunked GEMM in numpy or torch, faiss) and approximate (IVF, HNSW).
 
 All backends return, for each query row, the index of its nearest base row under the chosen metric:
 
 * ``l2``      — argmin ‖q − b‖₂;
 * ``cosine``  — argmax ⟨q/‖q‖, b/‖b‖⟩ (inputs are normalised here, so callers need not).
 
-Exact backends agree with a float64 brute-force reference on every query, ties included: the float32 search
-returns the top ``k`` candidates, and any query whose best two distances are closer than the float32 error
-bound is re-decided in float64 (over the whole base if the top-k list cannot prove it), ties going to the lowest
-index. Approximate backends (``ivf``, ``hnsw``) trade recall for speed; they still produce exactly one vote per
-private record, so the *sensitivity of the vote histogram is unchanged by approximation* — the privacy analysis
-does not depend on which candidate a record votes for, only on each record casting one vote.
+Exact backends agree with a float64 brute-force reference on every query, ties included (to the lowest index).
+``numpy`` and ``torch`` (:func:`gemm_nearest`) compute one block of private rows × all candidates by a matrix
+product — fp32, or bf16/fp16 with fp32 accumulation — take each row's maximum, and re-decide every row whose
+winner is not proven by a rigorous rounding-error bound: its contenders are rescored in fp32 and, if still too
+close, in float64. ``torch`` runs on ``device`` (``auto``: CUDA when available); ``precision='auto'`` is fp16 on
+CUDA, bf16 on CPUs with AMX-BF16 (measured 2.3× faiss exact, benchmarks/voting.py) and fp32 elsewhere.
+``faiss`` is faiss's flat index plus the same float64 refinement.
 
-Memory: the chunked backends hold one ``query_chunk × base_chunk`` block of distances at a time — O(chunk²),
-never O(N_priv · N_syn).
+Approximate backends (``ivf``, ``hnsw``) trade recall for speed; they still produce exactly one vote per private
+record, so the *sensitivity of the vote histogram is unchanged by approximation* — the privacy analysis does not
+depend on which candidate a record votes for, only on each record casting one vote.
+
+Memory: the GEMM backends hold one ``chunk × N_base`` block of scores at a time — O(chunk · N_syn), never
+O(N_priv · N_syn).
 """
 
 from __future__ import annotations
@@ -510,15 +515,21 @@ def _faiss_ann(
     return out
 
 
-def resolve_backend(backend: Backend, n_queries: int, n_base: int) -> str:
+def resolve_backend(backend: Backend, n_queries: int = 0, n_base: int = 0, *, device: Device = "auto") -> str:
+    """``auto``: torch (CUDA, or a CPU with AMX-BF16, where a bf16 GEMM beats an fp32 one several times over),
+    else the numpy fp32 GEMM — measured as fast as faiss exact on an idle CPU and degrading more gracefully under
+    contention (faiss's OpenMP threads spin)."""
+    if backend not in ("auto", *EXACT, *APPROX):
+        raise ConfigError(f"unknown voting backend {backend!r}; valid: auto, {', '.join(EXACT + APPROX)}")
     if backend != "auto":
         return backend
     try:
-        import faiss  # noqa: F401
-
-        return "faiss"
-    except ImportError:  # pragma: no cover - faiss-cpu is a core dependency
+        import torch
+    except ImportError:  # pragma: no cover - torch comes with sentence-transformers
         return "numpy"
+    if device == "cuda" or (device == "auto" and torch.cuda.is_available()) or cpu_has_fast_bf16():
+        return "torch"
+    return "numpy"
 
 
 def nearest(
@@ -536,7 +547,10 @@ def nearest(
     ef_search: int = 256,
     seed: int = 0,
 ) -> np.ndarray:
-    """Index of the nearest ``base`` row for every ``queries`` row (``-1`` when ``base`` is empty)."""
+    """Index of the nearest ``base`` row for every ``queries`` row (``-1`` when ``base`` is empty).
+
+    ``device``/``precision``/``chunk_size`` apply to the GEMM backends (``numpy`` is CPU fp32 only);
+    ``nlist``/``nprobe``/``hnsw_m``/``ef_search``/``seed`` to the approximate ones."""
     if metric not in ("l2", "cosine"):
         raise ConfigError(f"metric must be 'l2' or 'cosine', got {metric!r}")
     q, b = _prep(queries, metric, "queries"), _prep(base, metric, "base")
@@ -544,18 +558,16 @@ def nearest(
         raise ConfigError(f"queries have dimension {q.shape[1]} but base has {b.shape[1]}")
     if len(b) == 0 or len(q) == 0:
         return np.full(len(q), -1, dtype=np.int64)
-    kind = resolve_backend(backend, len(q), len(b))
+    kind = resolve_backend(backend, len(q), len(b), device=device)
+    if backend == "auto" and precision in ("bf16", "fp16"):
+        kind = "torch"  # an explicit low precision is torch's
     if kind in ("numpy", "torch"):
-        return gemm_nearest(q, b, metric, engine=kind, device=device, precision=precision,  # type: ignore[arg-type]
-                            chunk_size=chunk_size)
+        return gemm_nearest(q, b, metric, engine=kind, device=device if kind == "torch" else "cpu",  # type: ignore[arg-type]
+                            precision=precision, chunk_size=chunk_size)
     if kind in APPROX:
         return _faiss_ann(q, b, metric, kind, nlist=nlist, nprobe=nprobe, hnsw_m=hnsw_m, ef_search=ef_search,
                           seed=seed)
-    k = min(_REFINE_K, len(b))
-    if kind == "faiss":
-        ti, td = _faiss_flat(q, b, metric, k)
-    else:
-        raise ConfigError(f"unknown voting backend {backend!r}; valid: auto, {', '.join(EXACT + APPROX)}")
+    ti, td = _faiss_flat(q, b, metric, min(_REFINE_K, len(b)))
     return _refine(q, b, ti, td, metric)
 
 
