@@ -34,6 +34,7 @@ Metric = Literal["l2", "cosine"]
 Backend = Literal["auto", "faiss", "numpy", "torch", "ivf", "hnsw"]
 EXACT = ("faiss", "numpy", "torch")
 APPROX = ("ivf", "hnsw")
+ANN_KINDS = ("ivf", "ivf-gemm", "ivf-sq8", "ivf-pq", "hnsw")
 
 _REFINE_K = 8
 
@@ -484,35 +485,102 @@ def gemm_nearest(
     return out
 
 
-def _faiss_ann(
-    q: np.ndarray, b: np.ndarray, metric: Metric, kind: str, *, nlist: int | None, nprobe: int, hnsw_m: int,
-    ef_search: int, seed: int,
+def ann_nearest(
+    queries: np.ndarray, base: np.ndarray, metric: Metric, kind: str, *, nlist: int | None = None,
+    nprobe: int = 16, m: int = 32, ef: int = 256, rerank: int = 8, niter: int = 10, seed: int = 0,
 ) -> np.ndarray:
+    """Approximate nearest base row per query with faiss: ``ivf`` (IVF-Flat), ``ivf-sq8`` (8-bit scalar
+    quantiser), ``ivf-pq`` (product quantiser, d/8 sub-quantisers) — the quantised ones re-rank their ``rerank``
+    best codes by exact distance (``IndexRefineFlat``) — or ``hnsw`` (HNSW-Flat, ``m`` links, efSearch ``ef``).
+
+    ``nlist`` defaults to √N_base (IVF trains ``niter`` k-means iterations on the base: the build is part of the
+    cost at voting scale, where the index is rebuilt every iteration). Each query still gets exactly one result —
+    one vote per private record whatever the recall; queries whose probes are all empty fall back to exact search.
+    """
     import faiss
 
+    q, b = _prep(queries, metric, "queries"), _prep(base, metric, "base")
+    if kind not in ANN_KINDS:
+        raise ConfigError(f"unknown approximate search {kind!r}; valid: {', '.join(ANN_KINDS)}")
+    if kind == "ivf-gemm":
+        return _ivf_gemm(q, b, metric, nlist=nlist, nprobe=nprobe, niter=niter, seed=seed)
     d = b.shape[1]
     mt = faiss.METRIC_INNER_PRODUCT if metric == "cosine" else faiss.METRIC_L2
     if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(d, hnsw_m, mt)
-        index.hnsw.efConstruction = max(40, 2 * hnsw_m)
-        index.hnsw.efSearch = ef_search
+        index = faiss.IndexHNSWFlat(d, m, mt)
+        index.hnsw.efConstruction = max(40, 2 * m)
+        index.hnsw.efSearch = ef
         index.add(b)
     else:
-        nl = nlist or max(1, int(4 * np.sqrt(len(b))))
-        nl = min(nl, max(1, len(b) // 39))  # faiss wants ≥ 39 training points per list
+        nl = nlist or max(1, round(np.sqrt(len(b))))
+        nl = max(1, min(nl, len(b) // 39))  # faiss wants ≥ 39 training points per list
         quant = faiss.IndexFlatIP(d) if metric == "cosine" else faiss.IndexFlatL2(d)
-        index = faiss.IndexIVFFlat(quant, d, nl, mt)
-        index.cp.seed = seed
-        index.train(b)
-        index.add(b)
-        index.nprobe = min(nprobe, nl)
+        if kind == "ivf":
+            ivf = faiss.IndexIVFFlat(quant, d, nl, mt)
+        elif kind == "ivf-sq8":
+            ivf = faiss.IndexIVFScalarQuantizer(quant, d, nl, faiss.ScalarQuantizer.QT_8bit, mt)
+        else:
+            ivf = faiss.IndexIVFPQ(quant, d, nl, max(1, d // 8) if d % 8 == 0 else d, 8, mt)
+        ivf.cp.seed = seed
+        ivf.cp.niter = niter
+        ivf.train(b)
+        ivf.add(b)
+        ivf.nprobe = min(nprobe, nl)
+        index = ivf
+        if kind != "ivf":
+            index = faiss.IndexRefineFlat(ivf, faiss.swig_ptr(b))
+            index.k_factor = float(max(1, rerank))
     _, i = index.search(q, 1)
     out = i[:, 0].astype(np.int64)
     if (out < 0).any():  # an empty probe: fall back to exact for those queries
         miss = np.nonzero(out < 0)[0]
-        ti, td = _faiss_flat(q[miss], b, metric, min(_REFINE_K, len(b)))
-        out[miss] = _refine(q[miss], b, ti, td, metric)
+        out[miss] = gemm_nearest(q[miss], b, metric, engine="numpy")
     return out
+
+
+def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None, nprobe: int, niter: int,
+              seed: int) -> np.ndarray:
+    """IVF searched by matrix products: k-means lists over the base (faiss k-means, ``niter`` iterations);
+    each query probes its ``nprobe`` nearest centroids; then, per list, ONE fp32 GEMM of the queries probing it
+    against its members and a row argmax (exact within the probed lists, like IVF-Flat, but at sgemm speed
+    instead of per-query scans). Ties: lowest index."""
+    import faiss
+
+    nl = nlist or max(1, round(np.sqrt(len(b))))
+    nl = max(1, min(nl, len(b) // 39))
+    qa, ba, _ = _augment(q, b, metric)
+    if nl <= 1:
+        return gemm_nearest(q, b, metric, engine="numpy")
+    km = faiss.Kmeans(b.shape[1], nl, niter=niter, seed=seed % (2**31 - 1), verbose=False,
+                      spherical=metric == "cosine")
+    km.train(b)
+    cen = np.asarray(km.centroids, dtype=np.float32)
+    owner = gemm_nearest(b, cen, "l2", engine="numpy")  # each base row's list
+    npr = max(1, min(nprobe, nl))
+    probes = np.empty((len(q), npr), dtype=np.int64)
+    cn = (cen * cen).sum(1)
+    for s in range(0, len(q), 65536):  # nearest centroids by l2 (k-means' own geometry)
+        dd = cn[None, :] - 2 * (q[s:s + 65536] @ cen.T)
+        probes[s:s + 65536] = np.argpartition(dd, npr - 1, axis=1)[:, :npr] if npr < nl else np.arange(nl)
+    best_s = np.full(len(q), -np.inf, dtype=np.float32)
+    best_i = np.full(len(q), np.iinfo(np.int64).max, dtype=np.int64)
+    flat_q = np.repeat(np.arange(len(q)), npr)
+    flat_l = probes.ravel()
+    order = np.argsort(flat_l, kind="stable")
+    bounds = np.searchsorted(flat_l[order], np.arange(nl + 1))
+    members = np.argsort(owner, kind="stable")
+    mb = np.searchsorted(owner[members], np.arange(nl + 1))
+    for li in range(nl):
+        qi = flat_q[order[bounds[li]:bounds[li + 1]]]
+        bi = members[mb[li]:mb[li + 1]]
+        if len(qi) == 0 or len(bi) == 0:
+            continue
+        sc = qa[qi] @ ba[bi].T
+        j = sc.argmax(1)
+        sv, si = sc[np.arange(len(qi)), j], bi[j]  # members ascending: argmax's first maximum is the lowest index
+        better = (sv > best_s[qi]) | ((sv == best_s[qi]) & (si < best_i[qi]))
+        best_s[qi[better]], best_i[qi[better]] = sv[better], si[better]
+    return best_i
 
 
 def resolve_backend(backend: Backend, n_queries: int = 0, n_base: int = 0, *, device: Device = "auto") -> str:
@@ -565,8 +633,7 @@ def nearest(
         return gemm_nearest(q, b, metric, engine=kind, device=device if kind == "torch" else "cpu",  # type: ignore[arg-type]
                             precision=precision, chunk_size=chunk_size)
     if kind in APPROX:
-        return _faiss_ann(q, b, metric, kind, nlist=nlist, nprobe=nprobe, hnsw_m=hnsw_m, ef_search=ef_search,
-                          seed=seed)
+        return ann_nearest(q, b, metric, kind, nlist=nlist, nprobe=nprobe, m=hnsw_m, ef=ef_search, seed=seed)
     ti, td = _faiss_flat(q, b, metric, min(_REFINE_K, len(b)))
     return _refine(q, b, ti, td, metric)
 
