@@ -71,14 +71,15 @@ def child(spec: str, n_priv: int, n_cand: int, d: int) -> None:
 def ann_configs(n_cand: int) -> list[tuple[str, dict]]:
     s = int(np.sqrt(n_cand))
     out: list[tuple[str, dict]] = []
-    for kind in ("ivf-gemm", "ivf"):
-        for nlist in (s, 4 * s):
-            for nprobe in (1, 2, 4, 8, 16):
-                out.append((kind, {"nlist": nlist, "nprobe": nprobe}))
-    for nprobe in (4, 8, 16):
+    for nlist in (s, 2 * s):
+        for nprobe in (1, 2, 3, 4, 8):
+            out.append(("ivf-gemm", {"nlist": nlist, "nprobe": nprobe}))
+    for nprobe in (1, 2, 4, 8):
+        out.append(("ivf", {"nlist": s, "nprobe": nprobe}))
+    for nprobe in (2, 4):
         out.append(("ivf-sq8", {"nlist": s, "nprobe": nprobe, "rerank": 8}))
-        out.append(("ivf-pq", {"nlist": s, "nprobe": nprobe, "rerank": 16}))
-    for m, ef in ((16, 16), (16, 32), (16, 64), (32, 32), (32, 64), (32, 128)):
+    out.append(("ivf-pq", {"nlist": s, "nprobe": 4, "rerank": 16}))
+    for m, ef in ((16, 32), (32, 64), (32, 128)):
         out.append(("hnsw", {"m": m, "ef": ef}))
     return out
 
