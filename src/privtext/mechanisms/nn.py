@@ -140,50 +140,69 @@ _U_LOW = {"fp32": 0.0, "bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
 _BLOCK_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 28}  # scores per block: 64 MB fp32 on CPU, 512 MB fp16 on CUDA
 
 
-def _augment(q: np.ndarray, b: np.ndarray, metric: Metric) -> tuple[np.ndarray, np.ndarray, float]:
-    """Rows whose inner products are the scores to maximise, and the fp32 rounding error of the extra column.
+def _augment_base(b: np.ndarray, metric: Metric) -> tuple[np.ndarray, float]:
+    """Base rows whose inner products with the (augmented) queries are the scores to maximise, and the fp32
+    rounding error of the extra column.
 
     cosine: the rows themselves (already unit). l2: argmin ‖q − b‖² = argmax q·b + (c − ‖b‖²/2) with the constant
-    c = max‖b‖²/2, so queries get a column of ones and base rows the column c − ‖b‖²/2 ≥ 0 (float64, rounded
-    once) — one GEMM, no extra pass; for unit rows the scores are the cosines, as small as they can be, which
-    keeps low-precision output rounding small and the row maxima positive."""
+    c = max‖b‖²/2, so queries get a column of ones (:func:`_augment_rows`, per block) and base rows the column
+    c − ‖b‖²/2 ≥ 0 (float64, rounded once) — one GEMM, no extra pass; for unit rows the scores are the cosines,
+    as small as they can be, which keeps low-precision output rounding small and the row maxima positive."""
     if metric == "cosine":
-        return q, b, 0.0
+        return b, 0.0
     n2 = np.einsum("ij,ij->i", b.astype(np.float64), b.astype(np.float64))
     col = 0.5 * (n2.max() - n2)
-    qa = np.ascontiguousarray(np.concatenate([q, np.ones((len(q), 1), dtype=np.float32)], axis=1))
     ba = np.ascontiguousarray(np.concatenate([b, col[:, None].astype(np.float32)], axis=1))
-    return qa, ba, float(col.max()) * _U32
+    return ba, float(col.max()) * _U32
 
 
-def _norms(x: np.ndarray) -> np.ndarray:
+def _augment_rows(q, metric: Metric):  # type: ignore[no-untyped-def]
+    """Queries (numpy or torch) with the column of ones that l2 needs."""
+    if metric == "cosine":
+        return q
+    if isinstance(q, np.ndarray):
+        return np.concatenate([q, np.ones((len(q), 1), dtype=q.dtype)], axis=1)
+    import torch
+
+    return torch.cat([q, torch.ones((len(q), 1), dtype=q.dtype, device=q.device)], dim=1)
+
+
+_NORM_UP = 1 + 1e-4  # an fp32 norm is within (D/2 + 1)·2⁻²⁴ ≈ 10⁻⁵ relative: this makes it an upper bound
+
+
+def _row_norms(x):  # type: ignore[no-untyped-def]
+    """Upper bounds on the rows' Euclidean norms (numpy or torch, fp32, on the array's device)."""
+    if isinstance(x, np.ndarray):
+        return np.sqrt(np.einsum("ij,ij->i", x, x)) * np.float32(_NORM_UP)
+    return x.norm(dim=1) * _NORM_UP
+
+
+def _max_norm(x: np.ndarray) -> float:
     x64 = x.astype(np.float64)
-    return np.sqrt(np.einsum("ij,ij->i", x64, x64))
+    return float(np.sqrt(np.einsum("ij,ij->i", x64, x64).max())) if len(x) else 0.0
 
 
-def _fp32_tolerance(qa: np.ndarray, ba: np.ndarray, col_err: float) -> np.ndarray:
-    """Twice a rigorous per-row bound on |fp32 score − exact score|: fp32 accumulation in any order,
-    γ_D·Σ|q_k||b_k| ≤ D·2⁻²⁴·‖q‖·max‖b‖ (Higham, Thm 3.5; Cauchy–Schwarz), plus the rounding of the l2 column;
-    a 1 % margin and 10⁻¹² absorb the float64 reference's own rounding."""
-    scale = _norms(qa) * float(_norms(ba).max())
-    return 2 * (1.01 * ((qa.shape[1] + 2) * _U32 * scale + col_err) + 1e-12 * (1.0 + scale))
+def _tol32(nq, dim: int, nb: float, col_err: float):  # type: ignore[no-untyped-def]
+    """Twice a rigorous per-row bound on |fp32 score − exact score| from the rows' norms ``nq``: fp32
+    accumulation in any order, γ_D·Σ|q_k||b_k| ≤ D·2⁻²⁴·‖q‖·max‖b‖ (Higham, Thm 3.5; Cauchy–Schwarz), plus the
+    rounding of the l2 column; a 1 % margin and 10⁻¹² absorb the float64 reference's own rounding."""
+    scale = nq * nb
+    return 2 * (1.01 * ((dim + 2) * _U32 * scale + col_err) + 1e-12 * (1.0 + scale))
 
 
-def _low_tolerance(qa: np.ndarray, ba: np.ndarray, q_low: np.ndarray, b_low: np.ndarray, precision: str,
-                   col_err: float) -> np.ndarray:
+def _tol_low(nql, eq, dim: int, nbl: float, eb: float, precision: str, col_err: float):  # type: ignore[no-untyped-def]
     """Twice a rigorous per-row bound on |low-precision score − exact score|, before output rounding.
 
-    q = q̃ + e_q and b = b̃ + e_b with the rounding errors known exactly, so
-    |q·b − q̃·b̃| ≤ ‖q̃‖·max‖e_b‖ + ‖e_q‖·max‖b̃‖ + ‖e_q‖·max‖e_b‖ (Cauchy–Schwarz), plus fp32 accumulation
-    γ_D·‖q̃‖·max‖b̃‖ (the bound assumes fp32 accumulation — oneDNN's AMX/AVX-512-BF16 kernels, and cuBLAS with
-    reduced-precision reductions off, which :func:`gemm_nearest` sets), plus D·2⁻²⁴ for fp16 subnormals
-    (|entries| ≤ 1 there). The output rounding u·|s̃| is added per block from the row maximum."""
-    eq, eb = _norms(qa - q_low), float(_norms(ba - b_low).max())  # differences are exact in fp32
-    nq, nb = _norms(q_low), float(_norms(b_low).max())
-    d = qa.shape[1] + 2
+    q = q̃ + e_q and b = b̃ + e_b with the rounding errors known exactly (``nql`` = ‖q̃‖, ``eq`` = ‖e_q‖ per row;
+    ``nbl``, ``eb`` their maxima over the base), so |q·b − q̃·b̃| ≤ ‖q̃‖·max‖e_b‖ + ‖e_q‖·max‖b̃‖ + ‖e_q‖·max‖e_b‖
+    (Cauchy–Schwarz), plus fp32 accumulation γ_D·‖q̃‖·max‖b̃‖ (the bound assumes fp32 accumulation — oneDNN's
+    AMX/AVX-512-BF16 kernels, and cuBLAS with reduced-precision reductions off, which :func:`gemm_nearest`
+    sets), plus D·2⁻²⁴ for fp16 subnormals (|entries| ≤ 1 there). The output rounding u·|s̃| is added per
+    block from the row maximum."""
+    d = dim + 2
     sub = d * _U32 if precision == "fp16" else 0.0
-    e = nq * eb + eq * nb + eq * eb + d * _U32 * nq * nb + sub + col_err
-    return 2 * (1.01 * e + 1e-12 * (1.0 + nq * nb))
+    e = nql * eb + eq * nbl + eq * eb + d * _U32 * nql * nbl + sub + col_err
+    return 2 * (1.01 * e + 1e-12 * (1.0 + nql * nbl))
 
 
 def _torch_device(device: Device) -> str:
@@ -387,9 +406,9 @@ def gemm_nearest(
     (``cpu`` runs the code CUDA runs) in ``precision``.
 
     * fp32: the row's argmax, proven when the runner-up is more than 2E below it (E: a rigorous bound on the
-      fp32 rounding of a score, :func:`_fp32_tolerance`); otherwise every score within 2E is re-decided in
+      fp32 rounding of a score, :func:`_tol32`); otherwise every score within 2E is re-decided in
       float64 like :func:`brute_force_nn`, ties to the lowest index.
-    * bf16/fp16: the exact winner is among the scores within 2E_low of the row maximum (:func:`_low_tolerance`
+    * bf16/fp16: the exact winner is among the scores within 2E_low of the row maximum (:func:`_tol_low`
       plus output rounding). ``select='topk'`` (CUDA's default) takes the ``top_k`` largest and recomputes the
       row in fp32 when the k-th is still in the window; ``'int16'`` (bf16 on CPU) thresholds the bit patterns
       (:func:`_contenders_int16`). The contenders are rescored in fp32 and decided as above.
@@ -417,19 +436,19 @@ def gemm_nearest(
         raise ConfigError("select 'int16' is for bf16 on CPU")
     nq, nb = len(q), len(b)
     rows_per = chunk_size or max(16, _BLOCK_ELEMENTS[dev] // max(nb, 1))
-    qs_, bs_ = q, b
+    alpha = np.float32(1.0)
     if prec == "fp16":  # a power of two: exact, keeps every |entry| ≤ 1 and every |score| ≤ 1.5 (no overflow)
-        top = max(float(_norms(q).max()), float(_norms(b).max()), 1e-30)
+        top = max(float(np.abs(q).max()) * np.sqrt(q.shape[1]), _max_norm(b), 1e-30)  # ≥ every row's norm
         alpha = np.float32(2.0 ** -np.ceil(np.log2(top)))
-        qs_, bs_ = q * alpha, b * alpha
-    qa, ba, col_err = _augment(qs_, bs_, metric)
-    tol32 = _fp32_tolerance(qa, ba, col_err).astype(np.float32)
+    ba, col_err = _augment_base(b * alpha if alpha != 1 else b, metric)
+    dim, nbmax = ba.shape[1], _max_norm(ba)
     out = np.empty(nq, dtype=np.int64)
     if engine == "numpy":
         btT = np.ascontiguousarray(ba.T)
         for s in range(0, nq, rows_per):
             e = min(nq, s + rows_per)
-            out[s:e] = _decide_dense(qa[s:e] @ btT, tol32[s:e], q[s:e], b, metric)
+            qa = _augment_rows(q[s:e], metric)
+            out[s:e] = _decide_dense(qa @ btT, _tol32(_row_norms(qa), dim, nbmax, col_err), q[s:e], b, metric)
         return out
     tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[prec]
     cuda_flags = None
@@ -441,24 +460,26 @@ def gemm_nearest(
         with torch.no_grad():
             ba32 = torch.from_numpy(ba).to(dev)
             bT32 = ba32.T.contiguous()
-            t32 = torch.from_numpy(tol32).to(dev)
-            if prec == "fp32":
-                for s in range(0, nq, rows_per):
-                    e = min(nq, s + rows_per)
-                    sc = torch.from_numpy(qa[s:e]).to(dev) @ bT32
-                    out[s:e] = _decide_dense_torch(sc, t32[s:e], q[s:e], b, metric)
-                return out
-            blow = ba32.to(tdtype)
-            bTlow = blow.T.contiguous()  # (D, N): the layout oneDNN's bf16 kernels run fastest on
-            qlow = torch.from_numpy(qa).to(tdtype).float().numpy()
-            tlow = torch.from_numpy(_low_tolerance(qa, ba, qlow, blow.float().cpu().numpy(), prec, col_err)
-                                    .astype(np.float32)).to(dev)
-            u = _U_LOW[prec]
+            if prec != "fp32":
+                blow = ba32.to(tdtype)
+                bTlow = blow.T.contiguous()  # (D, N): the layout oneDNN's bf16 kernels run fastest on
+                bl64 = blow.double()
+                nbl = float(bl64.norm(dim=1).max())
+                eb = float((ba32.double() - bl64).norm(dim=1).max())  # the differences are exact
+                del bl64
+                u = _U_LOW[prec]
             for s in range(0, nq, rows_per):
                 e = min(nq, s + rows_per)
-                q32 = torch.from_numpy(qa[s:e]).to(dev)
-                sc = q32.to(tdtype) @ bTlow
-                tl = tlow[s:e]
+                qt = torch.from_numpy(q[s:e]).to(dev)
+                q32 = _augment_rows(qt * float(alpha) if alpha != 1 else qt, metric)
+                t32 = _tol32(_row_norms(q32), dim, nbmax, col_err)
+                if prec == "fp32":
+                    out[s:e] = _decide_dense_torch(q32 @ bT32, t32, q[s:e], b, metric)
+                    continue
+                qlow = q32.to(tdtype)
+                qlf = qlow.float()
+                tl = _tol_low(_row_norms(qlf), _row_norms(q32 - qlf), dim, nbl, eb, prec, col_err)
+                sc = qlow @ bTlow
 
                 def tol_fn(m, tl=tl):  # type: ignore[no-untyped-def]
                     return tl + 2.02 * u * (m.abs() + tl)  # + output rounding of the winner's and a rival's score
@@ -466,17 +487,18 @@ def gemm_nearest(
                 if select == "int16":  # CPU, numpy from here on
                     r, c, fn = _contenders_int16(sc, tol_fn)
                     del sc
-                    res = _decide_pairs32_np(qa[s:e], ba, r, c, tol32[s:e], q[s:e], b, metric, e - s)
+                    qa, t32n = q32.numpy(), t32.numpy()
+                    res = _decide_pairs32_np(qa, ba, r, c, t32n, q[s:e], b, metric, e - s)
                     if len(fn):  # no positive maximum to anchor the window: these rows in fp32
-                        res[fn] = _decide_dense(qa[s:e][fn] @ ba.T, tol32[s:e][fn], q[s:e][fn], b, metric)
+                        res[fn] = _decide_dense(qa[fn] @ ba.T, t32n[fn], q[s:e][fn], b, metric)
                     out[s:e] = res
                     continue
                 r, c, full = _contenders_topk(sc, tol_fn, top_k)
                 del sc
-                res = _decide_pairs32(q32, ba32, r, c, t32[s:e], q[s:e], b, metric, e - s)
+                res = _decide_pairs32(q32, ba32, r, c, t32, q[s:e], b, metric, e - s)
                 if len(full):  # more contenders than top_k: these rows in fp32 over the whole base
                     fn = full.cpu().numpy()
-                    res[fn] = _decide_dense_torch(q32[full] @ bT32, t32[s:e][full], q[s:e][fn], b, metric)
+                    res[fn] = _decide_dense_torch(q32[full] @ bT32, t32[full], q[s:e][fn], b, metric)
                 out[s:e] = res
     finally:
         if cuda_flags is not None:
@@ -578,7 +600,8 @@ def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None
     instead of per-query scans). Ties: lowest index."""
     nl = nlist or max(1, round(np.sqrt(len(b))))
     nl = max(1, min(nl, len(b) // 39))
-    qa, ba, _ = _augment(q, b, metric)
+    ba, _ = _augment_base(b, metric)
+    qa = _augment_rows(q, metric)
     if nl <= 1:
         return gemm_nearest(q, b, metric, engine="numpy")
     cen = kmeans_gemm(b, nl, niter=niter, seed=seed, spherical=metric == "cosine")
