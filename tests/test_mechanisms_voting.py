@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from privtext.errors import ConfigError
-from privtext.mechanisms.nn import _prep, brute_force_nn, gemm_nearest, nearest
+from privtext.mechanisms.nn import _prep, ann_nearest, brute_force_nn, gemm_nearest, nearest
 from privtext.mechanisms.voting import dp_vote_histogram, nearest_votes, threshold_histogram
 
 
@@ -86,7 +86,7 @@ def test_gemm_blocks_are_chunk_rows_by_all_candidates(monkeypatch: pytest.Monkey
     assert seen == [(1000, 900)]
 
 
-@pytest.mark.parametrize("backend", ["ivf", "hnsw"])
+@pytest.mark.parametrize("backend", ["ivf", "ivf-gemm", "hnsw"])
 def test_ann_agrees_at_least_95_percent(backend: str, any_seed: int) -> None:
     rng = np.random.default_rng(any_seed)
     base = _clustered(rng, 4000)
@@ -94,6 +94,31 @@ def test_ann_agrees_at_least_95_percent(backend: str, any_seed: int) -> None:
     ref = brute_force_nn(q, base)
     got = nearest(q, base, backend=backend, nprobe=16, seed=any_seed)
     assert (got == ref).mean() >= 0.95
+
+
+@pytest.mark.parametrize("kind", ["ivf-sq8", "ivf-pq"])
+def test_quantised_ivf_with_exact_reranking_agrees(kind: str) -> None:
+    rng = np.random.default_rng(5)
+    base = _clustered(rng, 4000)
+    q = _clustered(np.random.default_rng(6), 1000)
+    got = ann_nearest(q, base, "l2", kind, nprobe=8, rerank=64)
+    assert (got == brute_force_nn(q, base)).mean() >= 0.95
+
+
+def test_ivf_gemm_probing_every_list_is_exact_and_one_vote_per_record(any_seed: int) -> None:
+    """nprobe = nlist scans every candidate: the per-list GEMM + argmax merge must equal exact search; and any
+    nprobe gives each query exactly one valid candidate (one vote per record)."""
+    rng = np.random.default_rng(any_seed)
+    base = _clustered(rng, 3000)
+    q = _clustered(np.random.default_rng(any_seed + 1), 1500)
+    got = ann_nearest(q, base, "l2", "ivf-gemm", nlist=40, nprobe=40, seed=any_seed)
+    assert np.array_equal(got, brute_force_nn(q, base))
+    one = ann_nearest(q, base, "cosine", "ivf-gemm", nlist=40, nprobe=1, seed=any_seed)
+    assert one.shape == (1500,) and one.min() >= 0 and one.max() < 3000
+    counts, n_voting = nearest_votes(q, base, backend="ivf-gemm", nprobe=1)
+    assert counts.sum() == n_voting == 1500
+    with pytest.raises(ConfigError, match="'annoy'"):
+        ann_nearest(q, base, "l2", "annoy")
 
 
 def test_empty_and_bad_inputs() -> None:
