@@ -188,6 +188,16 @@ class VotingConfig(Section):
     ef_search: int = Field(default=256, gt=0)
 
 
+class ClusterConfig(Section):
+    """Where votes are counted (privtext.mechanisms.distributed): ``local`` (this process) or ``ray`` — private
+    shards vote on Ray workers, their exact counts are summed and the noise is added once, centrally."""
+
+    backend: Literal["local", "ray"] = "local"
+    address: str | None = Field(default=None, description="ray.init address; none starts a local Ray")
+    num_cpus: int | None = Field(default=None, gt=0, description="CPUs of a local Ray")
+    shards: int = Field(default=2, gt=0, description="private shards, one Ray task each")
+
+
 class MethodSection(OpenSection):
     """A method's own options (``augpe:``, ``secpe:``, ...): validated by the method's ``Options`` model when the
     run starts (unknown keys are errors naming the key), so a new method needs no field here beyond its section."""
@@ -204,6 +214,7 @@ class Config(Section):
     privacy: PrivacyConfig
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
     voting: VotingConfig = Field(default_factory=VotingConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     augpe: MethodSection = Field(default_factory=MethodSection)
     secpe: MethodSection = Field(default_factory=MethodSection)
     output: str = "runs/run"

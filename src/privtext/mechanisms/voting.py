@@ -121,22 +121,33 @@ def dp_vote_histogram(
     metric: Metric = "l2",
     backend: Backend = "auto",
     center: np.ndarray | None = None,
+    cluster: Any = None,
     **nn_kwargs: Any,
 ) -> tuple[VoteRelease, Any]:
     """Release the DP nearest-neighbour vote histogram. Returns ``(release, gaussian_event(σ))``; record the
     event (through :class:`privtext.privacy.ReleaseKeeper`) before calling this.
 
     Noise: N(0, (σ·Δ)²) per bin with σ = ``noise_multiplier`` and Δ = ``sensitivity`` (see module docstring).
+    ``cluster`` (:class:`privtext.config.ClusterConfig`): count the votes on Ray shards; their
+    exact counts are summed before the noise, which is drawn here once from ``rng`` — the same release.
     """
     if noise_multiplier < 0 or not np.isfinite(noise_multiplier):
         raise ConfigError(f"noise_multiplier must be a finite number ≥ 0, got {noise_multiplier}")
     if sensitivity <= 0:
         raise ConfigError(f"sensitivity must be > 0, got {sensitivity}")
     event = gaussian_event(noise_multiplier)
-    counts, n_voting = nearest_votes(
-        private_emb, candidate_emb, private_groups=private_groups, candidate_groups=candidate_groups,
-        metric=metric, backend=backend, center=center, **nn_kwargs,
-    )
+    if cluster is not None and cluster.backend != "local":  # shards count exactly; the sum is noised below, once
+        from .distributed import distributed_nearest_votes
+
+        counts, n_voting = distributed_nearest_votes(
+            private_emb, candidate_emb, cluster=cluster, count=nearest_votes, private_groups=private_groups,
+            candidate_groups=candidate_groups, metric=metric, backend=backend, center=center, **nn_kwargs,
+        )
+    else:
+        counts, n_voting = nearest_votes(
+            private_emb, candidate_emb, private_groups=private_groups, candidate_groups=candidate_groups,
+            metric=metric, backend=backend, center=center, **nn_kwargs,
+        )
     std = float(noise_multiplier) * float(sensitivity)
     raw = counts.astype(np.float64) + (rng.normal(0.0, std, size=len(counts)) if std > 0 else 0.0)
     release = VoteRelease(

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..backends import BackendOptions
-from ..config import Config, VotingConfig
+from ..config import ClusterConfig, Config, VotingConfig
 from ..data.labels import LabelSpace
 from ..data.population import Population
 from ..embed.base import Embedder
@@ -54,7 +54,9 @@ class DPVoteScorer:
 
     def __init__(self, *, private_emb: np.ndarray, private_groups: np.ndarray, sigma: float, voting: VotingConfig,
                  threshold: float, keeper: ReleaseKeeper, noise_rng: Callable[[str], np.random.Generator],
-                 sensitivity: float = 1.0, sensitivity_note: str = "one record casts one vote (Δ=1)"):
+                 sensitivity: float = 1.0, sensitivity_note: str = "one record casts one vote (Δ=1)",
+                 cluster: ClusterConfig | None = None):
+        self.cluster = cluster
         self.private_emb = private_emb
         self.private_groups = private_groups
         self.sigma = float(sigma)
@@ -83,6 +85,7 @@ class DPVoteScorer:
                 candidate_groups=population.group, threshold=self.threshold, metric=v.metric,
                 backend=v.backend, center=center, chunk_size=v.chunk_size, device=v.device,
                 precision=v.precision, nlist=v.nlist, nprobe=v.nprobe, hnsw_m=v.hnsw_m, ef_search=v.ef_search,
+                cluster=self.cluster,
             )
             return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}, event
 
@@ -251,5 +254,6 @@ class AugPE(MethodRun):
             raise ConfigError("embedder returned the wrong number of private embeddings")
         scorer = DPVoteScorer(private_emb=private_emb, private_groups=private_groups, sigma=sigma,
                               voting=self.config.voting, threshold=self.config.evolution.threshold, keeper=keeper,
-                              noise_rng=self.noise_rng, sensitivity=sens, sensitivity_note=note)
+                              noise_rng=self.noise_rng, sensitivity=sens, sensitivity_note=note,
+                              cluster=self.config.cluster)
         return scorer, label_sigma
