@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from privtext.errors import ConfigError
-from privtext.mechanisms.nn import brute_force_nn, nearest
+from privtext.mechanisms.nn import _prep, ann_nearest, brute_force_nn, gemm_nearest, nearest
 from privtext.mechanisms.voting import dp_vote_histogram, nearest_votes, threshold_histogram
 
 
@@ -32,7 +32,61 @@ def test_exact_backends_agree_with_brute_force(backend: str, metric: str, any_se
     assert (got[:5] == 3).all()
 
 
-@pytest.mark.parametrize("backend", ["ivf", "hnsw"])
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+@pytest.mark.parametrize(("precision", "select", "top_k"), [
+    ("fp32", "auto", 64), ("bf16", "int16", 64), ("bf16", "topk", 64), ("bf16", "topk", 2), ("fp16", "topk", 64),
+    ("fp16", "topk", 3),
+])
+def test_low_precision_gemm_votes_equal_the_float64_reference(metric: str, precision: str, select: str, top_k: int,
+                                                              any_seed: int) -> None:
+    """bf16/fp16 products (the CUDA path, run here with device='cpu') re-decide near-ties, so votes are exact:
+    duplicates, near-duplicates closer than bf16 can resolve, and top_k=2 (most rows fall back to fp32)."""
+    rng = np.random.default_rng(any_seed)
+    base = _clustered(rng, 1500, d=48, k=20) * rng.uniform(0.5, 2.0, size=(1500, 1)).astype(np.float32)
+    base[100:110] = base[7]
+    base[200] = base[8] + 1e-4 * rng.normal(size=48).astype(np.float32)  # inside bf16's rounding, outside fp32's
+    q = _clustered(np.random.default_rng(any_seed + 1), 1200, d=48, k=20)
+    q[:4], q[4:8] = base[7], base[8]
+    ref = brute_force_nn(q, base, metric=metric)
+    got = gemm_nearest(_prep(q, metric, "q"), _prep(base, metric, "b"), metric, device="cpu",
+                       precision=precision, select=select, top_k=top_k, chunk_size=256)  # type: ignore[arg-type]
+    assert np.array_equal(got, ref)
+    assert (got[:4] == 7).all()
+
+
+def test_bf16_rows_without_a_positive_maximum_go_dense() -> None:
+    """Every score negative (queries opposite the base): the int16 shortcut cannot anchor, the rows are redone
+    in fp32 and still equal the reference."""
+    rng = np.random.default_rng(3)
+    base = np.abs(rng.normal(size=(400, 16))).astype(np.float32)
+    q = -np.abs(rng.normal(size=(300, 16))).astype(np.float32)
+    ref = brute_force_nn(q, base, metric="cosine")
+    got = gemm_nearest(_prep(q, "cosine", "q"), _prep(base, "cosine", "b"), "cosine", device="cpu",
+                       precision="bf16", select="int16")
+    assert np.array_equal(got, ref)
+
+
+def test_gemm_blocks_are_chunk_rows_by_all_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy backend multiplies chunk × d by d × N_base blocks: memory O(chunk · N_syn)."""
+    import privtext.mechanisms.nn as nn
+
+    seen: list[tuple[int, int]] = []
+    real = nn._decide_dense
+
+    def spy(s, *a, **kw):  # type: ignore[no-untyped-def]
+        seen.append(s.shape)
+        return real(s, *a, **kw)
+
+    monkeypatch.setattr(nn, "_decide_dense", spy)
+    rng = np.random.default_rng(0)
+    nearest(rng.normal(size=(1000, 8)), rng.normal(size=(900, 8)), backend="numpy", chunk_size=100)
+    assert len(seen) == 10 and all(shape == (100, 900) for shape in seen)
+    seen.clear()
+    nearest(rng.normal(size=(1000, 8)), rng.normal(size=(900, 8)), backend="numpy")  # default: 2^24 scores
+    assert seen == [(1000, 900)]
+
+
+@pytest.mark.parametrize("backend", ["ivf", "ivf-gemm", "hnsw"])
 def test_ann_agrees_at_least_95_percent(backend: str, any_seed: int) -> None:
     rng = np.random.default_rng(any_seed)
     base = _clustered(rng, 4000)
@@ -42,21 +96,29 @@ def test_ann_agrees_at_least_95_percent(backend: str, any_seed: int) -> None:
     assert (got == ref).mean() >= 0.95
 
 
-def test_chunked_memory_is_independent_of_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The numpy backend never forms a block larger than chunk × chunk."""
-    import privtext.mechanisms.nn as nn
+@pytest.mark.parametrize("kind", ["ivf-sq8", "ivf-pq"])
+def test_quantised_ivf_with_exact_reranking_agrees(kind: str) -> None:
+    rng = np.random.default_rng(5)
+    base = _clustered(rng, 4000)
+    q = _clustered(np.random.default_rng(6), 1000)
+    got = ann_nearest(q, base, "l2", kind, nprobe=8, rerank=64)
+    assert (got == brute_force_nn(q, base)).mean() >= 0.95
 
-    seen: list[tuple[int, int]] = []
-    real = np.argpartition
 
-    def spy(a, kth, axis=-1, **kw):
-        seen.append(a.shape)
-        return real(a, kth, axis=axis, **kw)
-
-    monkeypatch.setattr(nn.np, "argpartition", spy)
-    rng = np.random.default_rng(0)
-    nearest(rng.normal(size=(1000, 8)), rng.normal(size=(900, 8)), backend="numpy", chunk_size=100)
-    assert seen and max(a * b for a, b in seen) <= 100 * 100
+def test_ivf_gemm_probing_every_list_is_exact_and_one_vote_per_record(any_seed: int) -> None:
+    """nprobe = nlist scans every candidate: the per-list GEMM + argmax merge must equal exact search; and any
+    nprobe gives each query exactly one valid candidate (one vote per record)."""
+    rng = np.random.default_rng(any_seed)
+    base = _clustered(rng, 3000)
+    q = _clustered(np.random.default_rng(any_seed + 1), 1500)
+    got = ann_nearest(q, base, "l2", "ivf-gemm", nlist=40, nprobe=40, seed=any_seed)
+    assert np.array_equal(got, brute_force_nn(q, base))
+    one = ann_nearest(q, base, "cosine", "ivf-gemm", nlist=40, nprobe=1, seed=any_seed)
+    assert one.shape == (1500,) and one.min() >= 0 and one.max() < 3000
+    counts, n_voting = nearest_votes(q, base, backend="ivf-gemm", nprobe=1)
+    assert counts.sum() == n_voting == 1500
+    with pytest.raises(ConfigError, match="'annoy'"):
+        ann_nearest(q, base, "l2", "annoy")
 
 
 def test_empty_and_bad_inputs() -> None:
@@ -67,6 +129,16 @@ def test_empty_and_bad_inputs() -> None:
         nearest(np.full((1, 2), np.nan), np.zeros((2, 2)))
     with pytest.raises(ConfigError, match="metric"):
         nearest(np.zeros((1, 2)), np.zeros((2, 2)), metric="manhattan")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'annoy'"):
+        nearest(np.zeros((1, 2)), np.zeros((2, 2)), backend="annoy")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'fp8'"):
+        nearest(np.zeros((1, 2)), np.zeros((2, 2)), backend="torch", precision="fp8")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'tpu'"):
+        nearest(np.zeros((1, 2)), np.zeros((2, 2)), backend="torch", device="tpu")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="bf16"):
+        nearest(np.zeros((1, 2)), np.zeros((2, 2)), backend="numpy", precision="bf16")
+    with pytest.raises(ConfigError, match="chunk_size"):
+        nearest(np.zeros((1, 2)), np.zeros((2, 2)), backend="numpy", chunk_size=0)
 
 
 def test_votes_stay_within_label_groups() -> None:

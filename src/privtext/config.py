@@ -206,11 +206,17 @@ class VotingConfig(Section):
     the candidates' mean (public) and renormalises before the search, which removes hub candidates
     (see privtext.mechanisms.voting); ``none`` is Aug-PE's plain search."""
 
-    backend: Literal["auto", "faiss", "numpy", "torch", "ivf", "hnsw"] = "auto"
+    backend: Literal["auto", "faiss", "numpy", "torch", "ivf", "ivf-gemm", "hnsw"] = "auto"
     metric: Literal["l2", "cosine"] = "l2"
     center: Literal["candidates", "none"] = "candidates"
-    chunk_size: int = Field(default=4096, gt=0)
-    nprobe: int = Field(default=16, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="torch backend: where the matrix products run (auto: CUDA when available)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        default="auto", description="torch backend: GEMM precision; votes stay exact (near-ties re-decided in "
+        "fp32/float64); auto: fp16 on CUDA, bf16 on CPUs with AMX, else fp32")
+    chunk_size: int | None = Field(default=None, gt=0, description="private rows per block (default: from a "
+                                   "64 MB block on CPU, 512 MB on CUDA)")
+    nprobe: int | None = Field(default=None, gt=0, description="lists probed (default: ivf 16, ivf-gemm 4)")
     nlist: int | None = Field(default=None, gt=0)
     hnsw_m: int = Field(default=32, gt=1)
     ef_search: int = Field(default=256, gt=0)

@@ -93,8 +93,8 @@ class DPVoteScorer:
                 self.private_emb, vote_emb, noise_multiplier=self.sigma, sensitivity=self.sensitivity,
                 rng=self.noise_rng(key), private_groups=self.private_groups,
                 candidate_groups=population.group, threshold=self.threshold, metric=v.metric,
-                backend=v.backend, center=center, counter=self.counter, chunk_size=v.chunk_size, nlist=v.nlist, nprobe=v.nprobe,
-                hnsw_m=v.hnsw_m, ef_search=v.ef_search,
+                backend=v.backend, center=center, counter=self.counter, chunk_size=v.chunk_size, device=v.device,
+                precision=v.precision, nlist=v.nlist, nprobe=v.nprobe, hnsw_m=v.hnsw_m, ef_search=v.ef_search,
             )
             return {"noisy": rel.noisy, "raw_noisy": rel.raw_noisy}, event
 
