@@ -35,7 +35,7 @@ def test_exact_backends_agree_with_brute_force(backend: str, metric: str, any_se
 @pytest.mark.parametrize("metric", ["l2", "cosine"])
 @pytest.mark.parametrize(("precision", "select", "top_k"), [
     ("fp32", "auto", 64), ("bf16", "int16", 64), ("bf16", "topk", 64), ("bf16", "topk", 2), ("fp16", "topk", 64),
-    ("fp16", "topk", 3),
+    ("fp16", "topk", 3), ("bf16", "window", 64), ("fp16", "window", 64),
 ])
 def test_low_precision_gemm_votes_equal_the_float64_reference(metric: str, precision: str, select: str, top_k: int,
                                                               any_seed: int) -> None:
