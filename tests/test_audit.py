@@ -74,7 +74,7 @@ def test_secret_clustering_halved_noise_is_caught() -> None:
 
 
 @pytest.mark.audit
-@pytest.mark.parametrize("seed", [0, 1, 2, 12345])
+@pytest.mark.parametrize("seed", [0, 12345])  # two seeds keep `pytest -m audit` under 15 min on 2 cores
 def test_canaries_long(seed: int) -> None:
     rng = np.random.default_rng(seed)
     for rho in (0.05, 0.1, 0.2):
