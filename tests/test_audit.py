@@ -85,7 +85,7 @@ def test_canaries_long(seed: int) -> None:
 
 
 @pytest.mark.audit
-@pytest.mark.parametrize("rho", [0.05, 0.2, 0.5])
+@pytest.mark.parametrize("rho", [0.05, 0.5])  # the default suite and benchmarks/audit.py cover 0.1 and 0.2
 @pytest.mark.parametrize("sample", ["independent", "shared"])
 def test_secret_clustering_long(rho: float, sample: str, any_seed: int) -> None:
     rng = np.random.default_rng(any_seed)
