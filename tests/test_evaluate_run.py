@@ -85,15 +85,16 @@ def test_fid_is_computed_on_the_right_rows(runs: dict[str, Path], evaluated: dic
     real = load_corpus(runs["real"], label_columns=["category", "mood"])
     real_emb = emb.embed(list(real.texts))
     syn = view.synthetic()
-    assert evaluated["fid"]["fid"] == pytest.approx(fid(emb.embed(list(syn.texts)), real_emb).fid, rel=1e-9)
+    # rel 1e-6: FID goes through a matrix square root whose last digits depend on the BLAS threads in use
+    assert evaluated["fid"]["fid"] == pytest.approx(fid(emb.embed(list(syn.texts)), real_emb).fid, rel=1e-6)
     cands = view.candidates(1)
     selected = cands[cands["selected"]]
     want = fid(emb.embed(list(selected["text"])), real_emb).fid
     everything = fid(emb.embed(list(cands["text"])), real_emb).fid
     got = evaluated["per_iteration"][1]["fid"]
-    assert got == pytest.approx(want, rel=1e-9) and abs(got - everything) > 1e-6
+    assert got == pytest.approx(want, rel=1e-6) and abs(got - everything) > 1e-4
     # the last iteration's selected samples are the released synthetic set
-    assert evaluated["per_iteration"][-1]["fid"] == pytest.approx(evaluated["fid"]["fid"], rel=1e-9)
+    assert evaluated["per_iteration"][-1]["fid"] == pytest.approx(evaluated["fid"]["fid"], rel=1e-6)
 
 
 def test_zero_shot_baseline_is_random_origin_rows_of_iteration_zero(runs: dict[str, Path]) -> None:
