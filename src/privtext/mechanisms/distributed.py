@@ -27,13 +27,13 @@ Ray is an optional dependency (``pip install -c constraints.txt -e '.[ray]'``), 
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError, MissingDependencyError
+from .voting import label_groups
 
 
 def _ray() -> Any:
@@ -100,24 +100,13 @@ class RayVoteCounter:
             self._remote = ray.remote(_shard_counts)
         return ray
 
-    def n_shards(self, n: int) -> int:
-        ray = self._init()
-        want = self.shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        return len(shard_bounds(n, want)) if n else 0
-
     def __call__(self, private_emb: np.ndarray, candidate_emb: np.ndarray, *,
                  private_groups: Sequence[int] | np.ndarray | None = None,
                  candidate_groups: Sequence[int] | np.ndarray | None = None,
                  **kwargs: Any) -> tuple[np.ndarray, int]:
         ray = self._init()
         n, n_c = len(private_emb), len(candidate_emb)
-        pg = np.zeros(n, dtype=np.int64) if private_groups is None else np.asarray(private_groups, dtype=np.int64)
-        cg = np.zeros(n_c, dtype=np.int64) if candidate_groups is None else np.asarray(candidate_groups,
-                                                                                         dtype=np.int64)
-        if len(pg) != n:
-            raise ConfigError(f"{len(pg)} private group ids for {n} private embeddings")
-        if len(cg) != n_c:
-            raise ConfigError(f"{len(cg)} candidate group ids for {n_c} candidates")
+        pg, cg = label_groups(private_groups, n, candidate_groups, n_c)
         counts = np.zeros(n_c, dtype=np.int64)
         if n == 0:
             return counts, 0
@@ -141,7 +130,6 @@ def build_counter(cluster: Any) -> RayVoteCounter | None:
     """The vote counter a ``cluster:`` section asks for (None: count in this process)."""
     if cluster is None or cluster.backend == "local":
         return None
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     return RayVoteCounter(address=cluster.address, shards=cluster.shards, num_cpus=cluster.num_cpus)
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from .voting import label_groups
 
 MAX_Q = 64
 
@@ -119,12 +120,7 @@ def topq_histograms(
     if P.ndim != 2 or C.ndim != 2 or (len(P) and len(C) and P.shape[1] != C.shape[1]):
         raise ConfigError(f"embeddings must be 2-D with one width; got private {P.shape}, candidates {C.shape}")
     n_c = len(C)
-    pg = np.zeros(len(P), dtype=np.int64) if private_groups is None else np.asarray(private_groups)
-    cg = np.zeros(n_c, dtype=np.int64) if candidate_groups is None else np.asarray(candidate_groups)
-    if len(pg) != len(P):
-        raise ConfigError(f"{len(pg)} private group ids for {len(P)} private embeddings")
-    if len(cg) != n_c:
-        raise ConfigError(f"{len(cg)} candidate group ids for {n_c} candidates")
+    pg, cg = label_groups(private_groups, len(P), candidate_groups, n_c)
     hn = np.zeros(n_c, dtype=np.float64)
     hf = np.zeros(n_c, dtype=np.float64)
     for g in np.unique(pg):

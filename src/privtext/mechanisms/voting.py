@@ -76,6 +76,19 @@ def center_rows(x: np.ndarray, center: np.ndarray) -> np.ndarray:
     return (y / np.maximum(n, 1e-12)).astype(np.float32)
 
 
+def label_groups(private_groups: Sequence[int] | np.ndarray | None, n_private: int,
+                 candidate_groups: Sequence[int] | np.ndarray | None, n_candidates: int,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The label-group ids of both sides (all 0 when None), checked against the row counts."""
+    pg = np.zeros(n_private, dtype=np.int64) if private_groups is None else np.asarray(private_groups)
+    cg = np.zeros(n_candidates, dtype=np.int64) if candidate_groups is None else np.asarray(candidate_groups)
+    if len(pg) != n_private:
+        raise ConfigError(f"{len(pg)} private group ids for {n_private} private embeddings")
+    if len(cg) != n_candidates:
+        raise ConfigError(f"{len(cg)} candidate group ids for {n_candidates} candidates")
+    return pg, cg
+
+
 def nearest_votes(
     private_emb: np.ndarray,
     candidate_emb: np.ndarray,
@@ -93,12 +106,7 @@ def nearest_votes(
     if center is not None:
         private_emb, candidate_emb = center_rows(private_emb, center), center_rows(candidate_emb, center)
     n_c = len(candidate_emb)
-    pg = np.zeros(len(private_emb), dtype=np.int64) if private_groups is None else np.asarray(private_groups)
-    cg = np.zeros(n_c, dtype=np.int64) if candidate_groups is None else np.asarray(candidate_groups)
-    if len(pg) != len(private_emb):
-        raise ConfigError(f"{len(pg)} private group ids for {len(private_emb)} private embeddings")
-    if len(cg) != n_c:
-        raise ConfigError(f"{len(cg)} candidate group ids for {n_c} candidates")
+    pg, cg = label_groups(private_groups, len(private_emb), candidate_groups, n_c)
     counts = np.zeros(n_c, dtype=np.int64)
     n_voting = 0
     for g in np.unique(pg):
