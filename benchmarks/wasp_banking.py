@@ -19,7 +19,9 @@ Runs (ε = 4, δ = 1e-5 unless changed; each one a real ``privtext run``):
 Not in the default list: ``wasp-nonoise``/``-fewshot``/``-equal`` (diagnostics), the quality levers
 ``wasp-boost02``/``-boost01``/``-boost0`` (n-gram ``contrastive_boost``), ``wasp-s4``, ``wasp-mix``
 (``zero_shot_fraction: 0.5``), ``wasp-nearest``, ``wasp-mix-nearest``, ``wasp-boost0-nearest``, and several data
-holders ``wasp-parties-plain``/``wasp-parties-secagg`` (``--parties`` L, Dirichlet α = 1; docs/wasp.md).
+holders ``wasp-parties-plain``/``wasp-parties-secagg`` (``--parties`` L, Dirichlet α = 1; docs/wasp.md) with their
+baseline, PrE-Text-style federated Aug-PE ``pretext-<gen>`` (SecAgg+) / ``pretext-<gen>-plain`` (the same split,
+Aug-PE's nearest votes summed over the parties; ``augpe.parties``).
 
 Downstream: logistic regression on MiniLM embeddings (``embedding-logreg``), trained on each synthetic set,
 tested on the real test rows. Prints accuracy per run and WASP's generator weights per round; writes
@@ -162,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
                 **base, "method": "augpe", "generator": g,
                 "evolution": {**base["evolution"], "iterations": args.augpe_iterations,
                               "variations": args.augpe_variations}}
+            # PrE-Text-style federated Aug-PE (WASP §5's federated baseline): the same Aug-PE, its nearest votes
+            # summed over the --parties parties by SecAgg+ (or plain, NOT secure) with distributed noise
+            for agg, suffix in (("secagg", ""), ("plain", "-plain")):
+                configs[f"pretext-{g['name']}{suffix}"] = {
+                    **configs[f"augpe-{g['name']}"],
+                    "augpe": {"parties": {"count": args.parties, "aggregation": agg}}}
         for name in wanted:
             t0 = time.perf_counter()
             row: dict[str, Any] = {}
@@ -176,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.rmtree(out, ignore_errors=True)
                     run_config(config_from_dict({**cfg, "output": str(out), "name": name}))
                 syn = load_corpus(out / "synthetic.jsonl", label_columns=["category"], name=name)
+                if cfg.get("augpe", {}).get("parties"):
+                    m = json.loads((out / "private" / "metrics.json").read_text())
+                    row["stage_seconds"] = {k: v for k, v in m.get("stages", {}).items() if "vot" in k}
                 if cfg["method"] == "wasp":
                     priv = json.loads((out / "privacy.json").read_text())
                     row["wasp"] = priv["released"].get("wasp")

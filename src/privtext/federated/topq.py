@@ -34,16 +34,15 @@ valid account, recorded before any party computes.
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
 import numpy as np
 
-from ..errors import AggregationError, ConfigError
+from ..errors import ConfigError
 from ..mechanisms.topq import topq_histograms
-from .noise import plain_sum, plan_quantisation
+from .aggregate import federated_sum
 
 
 @dataclass(frozen=True)
@@ -91,53 +90,23 @@ def federated_topq(
     q: int,
     sigma: float,
     value_bound: float,
-    aggregation: Literal["secagg", "plain"] = "secagg",
-    min_survivors: int | None = None,
     metric: str = "l2",
     normalise: bool = False,
-    seed: int | None = None,
-    key: str = "votes",
-    reproducible: bool = False,
-    drop: Mapping[int, str] | None = None,
-    timeout: float = 120.0,
+    **aggregate: Any,
 ) -> FederatedTopQ:
     """Σ over the surviving parties of (clip(party_topq(...), ±B) + N(0, σ²/t)), quantised (module docstring).
 
-    ``sigma`` — noise std of the sum (z·Δ); ``drop`` — {party: stage} (tests): under SecAgg+ that party crashes
-    at that stage; under ``plain`` it is left out of the sum. Fewer than t survivors: :class:`AggregationError`,
-    nothing is released."""
-    L = len(parties)
-    t = L if min_survivors is None else min_survivors
-    if aggregation not in ("secagg", "plain"):
-        raise ConfigError(f"aggregation must be 'secagg' or 'plain', got {aggregation!r}")
-    if not isinstance(t, int) or isinstance(t, bool) or not 1 <= t <= L:
-        raise ConfigError(f"min_survivors must be an integer in [1, {L}], got {min_survivors!r}")
+    ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — :func:`~privtext.federated.aggregate.federated_sum`'s
+    options (``aggregation``, ``min_survivors``, ``seed``, ``key``, ``reproducible``, ``drop``, ``timeout``)."""
     n = len(candidate_emb)
-    dim = 2 * n
-    if dim == 0:
+    if n == 0:
         raise ConfigError("federated Top-Q voting needs at least one candidate")
     local = functools.partial(party_topq, candidate_emb=np.asarray(candidate_emb),
                               candidate_groups=np.asarray(candidate_groups), q=q, metric=metric, normalise=normalise)
-    start = time.perf_counter()
-    if aggregation == "secagg":
-        from .secagg import secure_sum
-
-        r = secure_sum(list(parties), local, dim=dim, sigma=sigma, value_bound=value_bound, min_survivors=t,
-                       seed=seed, key=key, reproducible=reproducible, drop=drop, timeout=timeout)
-        values, survivors, std, c, err = r.values, r.survivors, r.noise_std, r.plan.clip_range, r.max_error
-    else:
-        survivors = [k for k in range(L) if k not in (drop or {})]
-        if len(survivors) < t:
-            raise AggregationError(f"only {len(survivors)} of {L} parties answered, fewer than min_survivors={t}; "
-                                   "nothing was released")
-        plan = plan_quantisation(n_parties=L, dim=dim, sigma=sigma, value_bound=value_bound, min_survivors=t)
-        values = plain_sum(list(parties), local, plan, seed=seed, key=key, reproducible=reproducible,
-                           quantised=True, survivors=survivors)
-        std, c, err = plan.party_std * len(survivors) ** 0.5, plan.clip_range, plan.max_error(len(survivors))
-    return FederatedTopQ(nearest=np.asarray(values[:n], dtype=np.float64),
-                         furthest=np.asarray(values[n:], dtype=np.float64), survivors=list(survivors),
-                         noise_std=float(std), seconds=time.perf_counter() - start, clip_range=float(c),
-                         max_error=float(err))
+    r = federated_sum(parties, local, dim=2 * n, sigma=sigma, value_bound=value_bound, **aggregate)
+    return FederatedTopQ(nearest=np.asarray(r.values[:n], dtype=np.float64),
+                         furthest=np.asarray(r.values[n:], dtype=np.float64), survivors=r.survivors,
+                         noise_std=r.noise_std, seconds=r.seconds, clip_range=r.clip_range, max_error=r.max_error)
 
 
 __all__ = ["FederatedTopQ", "PartyVotes", "federated_topq", "party_topq"]

@@ -36,6 +36,7 @@ from ..mechanisms.voting import dp_vote_histogram
 from ..privacy.events import gaussian_event
 from ..privacy.release import Release, ReleaseKeeper
 from .base import Inputs, MethodRun
+from .parties import HoldsParties, PartiesOptions, check_parties
 
 
 class AugPEOptions(BackendOptions):
@@ -52,6 +53,9 @@ class AugPEOptions(BackendOptions):
     vocabulary_size: int = Field(default=400, ge=1)
     vocabulary_r: int = Field(default=10, ge=1)
     vocabulary_terms: int = Field(default=8, ge=1, description="DP-vocabulary terms per prompt")
+    parties: PartiesOptions | None = Field(
+        default=None, description="several data holders (the PrE-Text setting): each party votes on its own "
+        "records and only the securely aggregated noisy sum is released (privtext.federated.votes)")
 
 
 class DPVoteScorer:
@@ -103,17 +107,88 @@ class DPVoteScorer:
                                                 "release": key})
 
 
+class FederatedVoteScorer:
+    """Aug-PE's scorer over several data holders (the PrE-Text setting; :mod:`privtext.federated.votes`): each
+    iteration's release is described and recorded BEFORE any party computes; then every party counts the votes of
+    its own records, clips them to the public bound B, adds its share N(0, σ²Δ²/t) of the noise, and only the
+    (SecAgg+) sum comes back, thresholded like the single-holder histogram (post-processing). Its event is the
+    single-holder ``GaussianDpEvent(σ)``: the sum of the parties' counts is the single-holder histogram of their
+    union, and a round with |S| ≥ t survivors carries std σΔ·√(|S|/t) ≥ σΔ."""
+
+    name = "federated_nn_votes"
+
+    def __init__(self, *, parties: list[Any], options: PartiesOptions, sigma: float, sensitivity: float,
+                 sensitivity_note: str, voting: VotingConfig, threshold: float, keeper: ReleaseKeeper,
+                 value_bound: float, seed: int | None, reproducible: bool, drop: dict[int, str] | None = None,
+                 on_round: Callable[[dict[str, Any]], None] | None = None):
+        self.parties = parties
+        self.options = options
+        self.sigma = float(sigma)
+        self.sensitivity = float(sensitivity)
+        self.note = sensitivity_note
+        self.voting = voting
+        self.threshold = float(threshold)
+        self.keeper = keeper
+        self.value_bound = float(value_bound)
+        self.seed = seed
+        self.reproducible = bool(reproducible)
+        self.drop = drop
+        self.on_round = on_round
+
+    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
+        from ..federated.votes import federated_nn_votes
+        from ..mechanisms.voting import threshold_histogram
+
+        key = f"votes/iter_{iteration:03d}"
+        pt, v = self.options, self.voting
+        L = len(self.parties)
+        tmin = pt.min_survivors if pt.min_survivors is not None else L
+        std = self.sigma * self.sensitivity
+        release = Release(
+            key=key, mechanism="federated_nn_vote_sum", event=gaussian_event(self.sigma), noise_std=std,
+            sensitivity=self.sensitivity, iteration=iteration,
+            description=(f"sum over {L} parties of their nearest-neighbour vote histograms over {len(population)} "
+                         f"candidates, each party adding N(0, σ²/{tmin}) (PrE-Text setting); "
+                         f"{'SecAgg+' if pt.aggregation == 'secagg' else 'plain (NOT secure) aggregation'}; "
+                         f"{self.note}"),
+            meta={"metric": v.metric, "backend": v.backend, "threshold": self.threshold, "center": v.center,
+                  "parties": L, "aggregation": pt.aggregation, "min_survivors": tmin, "level": pt.level})
+        center = vote_emb.mean(axis=0) if v.center == "candidates" and len(vote_emb) else None
+
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            r = federated_nn_votes(
+                self.parties, vote_emb, population.group, sigma=std, value_bound=self.value_bound,
+                metric=v.metric, center=center, backend=v.backend, normalise=pt.normalise,
+                aggregation=pt.aggregation, min_survivors=tmin, seed=self.seed, key=key,
+                reproducible=self.reproducible, drop=self.drop, timeout=pt.timeout)
+            return {"noisy": threshold_histogram(r.noisy, self.threshold), "raw_noisy": r.noisy,
+                    "survivors": np.asarray(r.survivors, dtype=np.int64),
+                    "sum_noise_std": np.asarray([r.noise_std])}, gaussian_event(self.sigma)
+
+        vals = self.keeper.release(release, compute)
+        survivors = [int(x) for x in vals["survivors"]]
+        sum_std = float(vals["sum_noise_std"][0])
+        if self.on_round is not None:
+            from ..privacy.statement import released_number
+
+            self.on_round({"iteration": iteration, "survivors": survivors,
+                           "sum_noise_std": released_number(sum_std)})
+        return ScoreResult(vals["noisy"], meta={"sigma": self.sigma, "noise_std": std, "release": key,
+                                                "survivors": survivors, "sum_noise_std": sum_std})
+
+
 def label_sigma_ratio(fraction: float, compositions: int) -> float:
     """σ_label/σ so that the label release takes ``fraction`` of the GDP budget μ²:
     1/σ_l² = f·μ² and T/σ² = (1−f)·μ²  ⇒  σ_l = σ·√((1−f)/(f·T))."""
     return float(np.sqrt((1 - fraction) / (fraction * compositions)))
 
 
-class AugPE(MethodRun):
+class AugPE(HoldsParties, MethodRun):
     name: ClassVar[str] = "augpe"
     Options = AugPEOptions
     options: AugPEOptions
     group_size: int | None = None  # k under secret-group sensitivity
+    released_rounds: list[dict[str, Any]] | None = None  # parties: survivors and sum noise std per vote (public)
     sigma: float = 0.0
     label_sigma: float | None = None
 
@@ -126,6 +201,14 @@ class AugPE(MethodRun):
             from ..secrets import build_detector
 
             build_detector(options.detector)
+        if options.parties is not None:
+            check_parties(config, options.parties, cls.name)
+            if options.sensitivity != "record":
+                raise ConfigError("augpe.parties counts each party's own votes; augpe.sensitivity: "
+                                  f"{options.sensitivity} needs every record's secrets in one place (use record)")
+            if options.vocabulary_prompts:
+                raise ConfigError("augpe.parties with augpe.vocabulary_prompts: the DP vocabulary would need its "
+                                  "own aggregation over the parties (not implemented); drop one of the two")
 
     def make_ledger(self) -> Any:
         from ..privacy import Budget, Ledger, mu_from_pr
@@ -289,7 +372,7 @@ class AugPE(MethodRun):
             public.append("the label distribution of the public corpus (samples per label)")
         elif ld.kind == "given":
             public.append("the label weights given in the configuration")
-        return {
+        parts = {
             "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
             "parameters": {"noise_multiplier": self.sigma, "sensitivity": "record" if k is None else "secret_group",
                            **({"vocabulary_epsilon": self.vocabulary_epsilon()} if self.uses_vocabulary_prompts()
@@ -297,9 +380,20 @@ class AugPE(MethodRun):
                            **({"label_noise_multiplier": self.label_sigma} if self.label_sigma else {})},
             "assumed_public": assumed, "treated_as_public": public, "coverage": coverage,
         }
+        if getattr(self.options, "parties", None) is not None:
+            parts = self.parties_statement(parts, votes=getattr(self.options, "feedback", "votes") == "votes")
+        return parts
 
     def group_sensitivity(self, inputs: Inputs) -> tuple[float, str]:
         mode = self.options.sensitivity
+        if self.options.parties is not None:
+            pt = self.options.parties
+            if pt.level == "record":
+                return 1.0, "record sensitivity summed over the parties: one record casts one vote (Δ=1)"
+            if pt.normalise:
+                return 1.0, "user level: each party's vote vector has unit L2 norm (Δ=1)"
+            m = self.user_multiplier()
+            return float(m), f"user level: each party casts at most {m} votes (public cap), Δ={m}"
         if mode == "record":
             return 1.0, "record sensitivity: one record casts one vote (Δ=1)"
         from ..secrets import build_detector
@@ -329,6 +423,16 @@ class AugPE(MethodRun):
             private_emb = embedder.embed(list(inputs.private.texts))
         if len(private_emb) != len(inputs.private):
             raise ConfigError("embedder returned the wrong number of private embeddings")
+        if self.options.parties is not None:
+            self.released_rounds = []
+            self.released["parties"] = {"rounds": self.released_rounds}  # survivors, sum noise std: public
+            return FederatedVoteScorer(
+                parties=self.build_parties(np.asarray(private_emb, dtype=np.float32), private_groups),
+                options=self.options.parties, sigma=sigma, sensitivity=sens, sensitivity_note=note,
+                voting=self.config.voting, threshold=self.config.evolution.threshold, keeper=keeper,
+                value_bound=self.value_bound(), seed=self.seed,
+                reproducible=self.config.privacy.reproducible_noise, drop=self.drop_hook(),
+                on_round=self.released_rounds.append), label_sigma
         scorer = DPVoteScorer(private_emb=private_emb, private_groups=private_groups, sigma=sigma,
                               voting=self.config.voting, threshold=self.config.evolution.threshold, keeper=keeper,
                               noise_rng=self.noise_rng, sensitivity=sens, sensitivity_note=note,

@@ -57,30 +57,7 @@ from ..mechanisms.topq import dp_topq_histograms, paper_sensitivity, topq_event,
 from ..privacy.release import Release, ReleaseKeeper
 from ..progress import say
 from .augpe import AugPE
-
-
-class PartiesOptions(BackendOptions):
-    """The ``wasp.parties:`` section: several data holders (WASP §4.7, Alg 2; see :mod:`privtext.federated.topq`)."""
-
-    count: int | None = Field(default=None, ge=2, le=1000, description="L parties cut from data.private by a "
-                              "Dirichlet(alpha) label split (experiments); or give files")
-    alpha: float = Field(default=1.0, gt=0, description="Dirichlet concentration of the label split")
-    files: list[str] | None = Field(default=None, description="one private file per party (data.private is then "
-                                    "not read)")
-    aggregation: Literal["secagg", "plain"] = Field(
-        default="secagg", description="secagg: Flower SecAgg+, each party its own process; plain: summed in one "
-        "process (NOT a secure aggregation; tests, machines without flwr)")
-    min_survivors: int | None = Field(default=None, ge=1, description="t: each party adds noise std σ/√t, so a "
-                                      "round with ≥ t survivors carries ≥ σ (default L: no drop-out tolerated)")
-    level: Literal["record", "user"] = Field(default="record", description="record: add/remove one record; user: "
-                                             "add/remove one party with all its records (App E.4)")
-    max_records: int | None = Field(default=None, ge=1, description="user level: PUBLIC cap m on each party's "
-                                    "records (each party keeps a random m); Δ = m·Δ_Q")
-    normalise: bool = Field(default=False, description="user level: each party's vote vector scaled to unit L2; "
-                            "Δ = 1 whatever its size")
-    value_bound: float | None = Field(default=None, gt=0, description="public bound B on a coordinate of a party's "
-                                      "vector (clipped before noise); default 1 (normalise), m (max_records) or 1024")
-    timeout: float = Field(default=120.0, gt=0, description="seconds per SecAgg+ stage")
+from .parties import PartiesOptions, check_parties
 
 
 class WASPOptions(BackendOptions):
@@ -219,31 +196,8 @@ class WASP(AugPE):
         for i, g in enumerate(generator_configs(config)):
             if not isinstance(g, GeneratorConfig):
                 raise ConfigError(f"generators[{i}] is not a generator section")
-        pt = options.parties
-        if pt is not None:
-            if (pt.count is None) == (pt.files is None):
-                raise ConfigError("wasp.parties needs exactly one of count (a Dirichlet split of data.private) and "
-                                  f"files (one file per party); got count={pt.count!r}, files={pt.files!r}")
-            L = pt.count if pt.count is not None else len(pt.files or [])
-            if L < 2:
-                raise ConfigError(f"wasp.parties needs at least 2 parties, got {L}")
-            t = pt.min_survivors if pt.min_survivors is not None else L
-            lo = 2 if pt.aggregation == "secagg" else 1
-            if not lo <= t <= L:
-                raise ConfigError(f"wasp.parties.min_survivors must be in [{lo}, {L}] with aggregation "
-                                  f"{pt.aggregation}, got {t}")
-            if pt.level == "user" and pt.max_records is None and not pt.normalise:
-                raise ConfigError("wasp.parties.level: user needs max_records (a public cap m, Δ = m·Δ_Q) or "
-                                  "normalise: true (Δ = 1)")
-            if pt.level == "record" and (pt.normalise or pt.max_records is not None):
-                raise ConfigError("wasp.parties.normalise and max_records are user-level options: set "
-                                  "wasp.parties.level: user")
-            if pt.normalise and p.calibration == "paper":
-                raise ConfigError("privacy.calibration: paper has no sensitivity for normalised user votes; use "
-                                  "calibration: pld with wasp.parties.normalise")
-            if config.data.max_private:
-                raise ConfigError("data.max_private subsamples one private file; with wasp.parties each party keeps "
-                                  "its records (use wasp.parties.max_records at user level)")
+        if options.parties is not None:
+            check_parties(config, options.parties, "wasp")
 
     # ------------------------------------------------------------------ privacy
     def releases(self) -> int:
@@ -282,112 +236,20 @@ class WASP(AugPE):
     def statement_parts(self, ledger: Any) -> dict[str, Any]:
         parts = super().statement_parts(ledger)
         o = self.options
-        parts["parameters"] = {
+        parts["parameters"].update({
             "noise_multiplier": self.sigma,
             "sensitivity": "user" if (o.parties is not None and o.parties.level == "user") else "record",
             "topq_sensitivity": self.sensitivity,
             "q": o.q, "in_context": o.in_context, "contrastive": o.contrastive, "feedback": o.feedback,
             "weighting": o.weighting, "zero_shot_fraction": o.zero_shot_fraction, "output": o.output,
-            "oversample": o.oversample if o.output == "nearest" else None, "generators": [self._gen_names[k] for k in range(len(self._gen_names))],
-        }
-        pt = o.parties
-        if pt is not None:
-            L = pt.count if pt.count is not None else len(pt.files or [])
-            secure = pt.aggregation == "secagg"
-            parts["parameters"]["parties"] = {
-                "count": L, "alpha": pt.alpha if pt.count is not None else None, "from_files": pt.files is not None,
-                "aggregation": pt.aggregation, "securely_aggregated": secure,
-                "min_survivors": pt.min_survivors if pt.min_survivors is not None else L,
-                "level": pt.level, "max_records": pt.max_records, "normalise": pt.normalise,
-                "value_bound": self.value_bound() if o.feedback == "votes" else None}
-            if pt.level == "user":
-                unit = ("adding or removing one data party with all its records" +
-                        (" (votes normalised to unit L2 per party)" if pt.normalise else
-                         f" (each party capped at {pt.max_records} records)"))
-                parts["guarantee"]["neighbouring_relation"] = unit
-                parts["headline"] = parts["headline"].replace("adding or removing one private record", unit)
-            agg_words = (f"The votes of {L} data parties were summed by Flower SecAgg+ (each party in its own "
-                         "process, adding its share of the noise); no party's histogram was seen by the server."
-                         if secure else
-                         f"NOT SECURELY AGGREGATED: the votes of {L} data parties were summed in one process "
-                         "(wasp.parties.aggregation: plain); the guarantee covers the released sums, not the "
-                         "process that computed them.")
-            parts["coverage"] = [*parts.get("coverage", []), agg_words]
-            if not secure:
-                parts["headline"] = parts["headline"] + " (parties NOT securely aggregated: aggregation plain)"
+            "oversample": o.oversample if o.output == "nearest" else None,
+            "generators": list(self._gen_names)})
         if o.feedback == "none":
             parts["headline"] = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
                                  + parts["headline"])
         parts["treated_as_public"] = [*parts.get("treated_as_public", []),
                                       "the generators' names, backends and options"]
         return parts
-
-    # ------------------------------------------------------------------ parties (§4.7)
-    def load_inputs(self) -> Any:
-        """With ``wasp.parties.files`` the private corpus is the parties' files, in order (``data.private`` is not
-        read); ``self.party_of`` gives each private record's party."""
-        pt = self.options.parties
-        self.party_of = None
-        if pt is None or pt.files is None:
-            return super().load_inputs()
-        from pathlib import Path
-
-        from ..federated import parties_from_files
-        from .base import Inputs
-
-        d = self.config.data
-        files = [str(Path(f).expanduser().resolve()) for f in pt.files]
-        real = self.config
-        try:  # the public side as configured; the private side from the first party's file (replaced below)
-            self.config = real.model_copy(update={"data": d.model_copy(update={"private": files[0]})})
-            inputs = super().load_inputs()
-        finally:
-            self.config = real
-        parties = parties_from_files(files, text_column=d.text_column, label_columns=list(d.label_columns),
-                                     id_column=d.id_column)
-        from ..data import Corpus as _Corpus
-
-        # ids are the party's own (files may reuse them): prefixed with the party index
-        private = _Corpus(ids=tuple(f"party{p.index}:{i}" for p in parties for i in p.data.ids),  # type: ignore[attr-defined]
-                          texts=tuple(t for p in parties for t in p.data.texts),  # type: ignore[attr-defined]
-                          labels={c: tuple(v for p in parties for v in p.data.labels[c])  # type: ignore[attr-defined]
-                                  for c in d.label_columns}, name="private (parties)")
-        self.party_of = np.concatenate([np.full(len(party), party.index, dtype=np.int64) for party in parties])
-        self.log(f"parties: {len(parties)} files, {len(private)} private records in all")
-        return Inputs(private=private, public=inputs.public, heldout=inputs.heldout)
-
-    def build_parties(self, private_emb: np.ndarray, private_groups: np.ndarray) -> list[Any]:
-        """Each party's records (embeddings, label groups) for voting: the file split, or a Dirichlet(α) split of
-        the label groups (seeded by the run's seed: an experiment's set-up, never released); at user level with
-        a cap m each party keeps a uniform random m of its records (``cap_records``)."""
-        from ..federated import cap_records, dirichlet_split
-        from ..federated.topq import PartyVotes
-
-        pt = self.options.parties
-        assert pt is not None
-        if self.party_of is not None:
-            idx = [np.nonzero(self.party_of == k)[0] for k in range(int(self.party_of.max()) + 1)]
-        else:
-            assert pt.count is not None
-            idx = dirichlet_split([str(g) for g in private_groups], pt.count, alpha=pt.alpha,
-                                  seed=int(self.seed or 0))
-        if pt.level == "user" and pt.max_records is not None:
-            idx = [ix[cap_records(len(ix), pt.max_records, self.rng("wasp-party-cap", k))]
-                   for k, ix in enumerate(idx)]
-        self.diagnostic("party_sizes", None, [len(ix) for ix in idx])  # private/diagnostics.json only
-        return [PartyVotes(emb=np.ascontiguousarray(private_emb[ix]), groups=np.asarray(private_groups[ix]))
-                for ix in idx]
-
-    def value_bound(self) -> float:
-        """The public bound B (a party's Top-Q bin gets ≤ 1 per record of that label): 1 with normalised votes,
-        the cap m at user level, else 1024 (clipping above B keeps the sensitivity: 1-Lipschitz per party)."""
-        pt = self.options.parties
-        assert pt is not None
-        if pt.value_bound is not None:
-            return float(pt.value_bound)
-        if pt.normalise:
-            return 1.0
-        return float(pt.max_records) if pt.max_records is not None else 1024.0
 
     # ------------------------------------------------------------------ backends
     def build_generators(self, public: Corpus | None, guard: PrivateGuard, prompt_log: PromptLog) -> list[Any]:
@@ -622,7 +484,7 @@ class WASP(AugPE):
                 self._parties, D.emb, D.group, q=o.q, sigma=z * delta, value_bound=self.value_bound(),
                 aggregation=pt.aggregation, min_survivors=tmin, metric=o.metric, normalise=pt.normalise,
                 seed=self.seed, key=key, reproducible=self.config.privacy.reproducible_noise, timeout=pt.timeout,
-                drop=self._drop_hook(t))
+                drop=self.drop_hook())
             timing["seconds"] = time.perf_counter() - t0  # wall time: metrics only, not part of the release
             return {"nearest": r.nearest, "furthest": r.furthest,
                     "survivors": np.asarray(r.survivors, dtype=np.int64),
@@ -631,17 +493,6 @@ class WASP(AugPE):
         with self.metrics.stage("vote", iteration=t):
             vals = keeper.release(release, compute)
         return vals["nearest"], vals["furthest"], {**vals, "seconds": np.asarray([timing.get("seconds", np.nan)])}
-
-    def _drop_hook(self, t: int) -> dict[int, str] | None:
-        """Test hook: ``PRIVTEXT_WASP_DROP=party:stage`` makes that party drop out of every round (SecAgg+: it
-        crashes at that stage; plain: it is left out of the sum)."""
-        import os
-
-        v = os.environ.get("PRIVTEXT_WASP_DROP")
-        if not v:
-            return None
-        k, _, stage = v.partition(":")
-        return {int(k): stage or "collect_masked_vectors"}
 
     def _publish_rounds(self) -> None:
         """Weights and histogram summaries per round: functions of released values and public sizes only."""
