@@ -222,3 +222,15 @@ def test_bad_parties_sections_are_refused_before_anything_is_written(
         tiny_run(tmp_path / "bad", private=priv, public=pub, method="augpe", iterations=1,
                  privacy={"epsilon": 4.0, "delta": 1e-5}, augpe={"parties": parties, **extra}, **kw)
     assert not (tmp_path / "bad").exists()
+
+
+def test_audit_of_a_federated_run_audits_the_central_event(tmp_path: Path) -> None:
+    """``privtext audit`` on a parties run audits each release as the central Gaussian mechanism it is recorded
+    as (the sum over the parties is the single-holder histogram of their union plus N(0, σ²Δ²))."""
+    from privtext.audit import audit_run
+
+    run = _run(tmp_path, "audit", {"count": 3, "aggregation": "plain"})
+    res = audit_run(run, trials=1500, rng=np.random.default_rng(0), alpha=0.05)
+    assert [r.mechanism.split(" ")[0] for r in res] == ["dp_vote_histogram"] and res[0].passed, res
+    rec = _ledger(run)[0]
+    assert res[0].details["noise_std"] == pytest.approx(rec["noise_std"])

@@ -453,13 +453,14 @@ def audit_run(run_dir: Any, *, trials: int = 2000, secret_trials: int = 20000, a
         seen.setdefault(key, r)
     out = []
     for (mech, *_), r in seen.items():
-        if mech == "dp_nn_vote_histogram":
+        if mech in ("dp_nn_vote_histogram", "federated_nn_vote_sum"):
+            # the parties' sum is the central Gaussian mechanism on the union (privtext.federated.votes)
             out.append(audit_vote_histogram(float(r.event.noise_multiplier), sensitivity=r.sensitivity,
                                             trials=trials, rng=rng, alpha=alpha))
         elif mech == "dp_label_histogram":
             out.append(audit_label_histogram(float(r.event.noise_multiplier), sensitivity=r.sensitivity,
                                              trials=trials, rng=rng, alpha=alpha))
-        elif mech == "topq_vote_histograms":
+        elif mech == "topq_vote_histograms" or (mech == "federated_topq_sum" and r.meta.get("level") == "record"):
             out.append(audit_topq_histograms(float(r.event.noise_multiplier), q=int(r.meta.get("q", 1)),
                                              trials=trials, rng=rng, alpha=alpha))
         elif mech in ("dp_vocabulary", "laplace") and r.key.endswith("vocabulary") and r.event.noise_multiplier > 0:
