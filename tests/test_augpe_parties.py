@@ -26,19 +26,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 from scipy import stats
 
-from privtext.data import Corpus, load_corpus
-from privtext.data.labels import LabelSpace
-from privtext.embed import build_embedder
+from privtext.data import Corpus
 from privtext.errors import ConfigError
 from privtext.federated import dirichlet_split
 from privtext.federated.topq import PartyVotes
 from privtext.federated.votes import federated_nn_votes, party_nn_votes
 from privtext.mechanisms.voting import nearest_votes
 from privtext.rundir import RunDir
-from privtext.testing.tinyrun import tiny_run, toy_corpora
+from privtext.testing.tinyrun import run_private_side, tiny_run, toy_corpora
 
 P_TAIL = 1e-4
 T = 3
@@ -62,15 +59,7 @@ def _ledger(run: Path) -> list[dict[str, Any]]:
 
 
 def _setup(run: Path) -> tuple[RunDir, np.ndarray, np.ndarray, list[np.ndarray]]:
-    rd = RunDir(run)
-    cfg = yaml.safe_load(rd.config.read_text())
-    emb = build_embedder(cfg["embedder"])
-    cols = cfg["data"]["label_columns"]
-    space = LabelSpace(tuple(cols), tuple(sorted(set(load_corpus(cfg["data"]["public"], label_columns=cols)
-                                                     .label_tuples(cols)))))
-    private = load_corpus(cfg["data"]["private"], label_columns=cols)
-    pe = np.asarray(emb.embed(list(private.texts)), dtype=np.float32)
-    pg = space.groups_of(private.label_tuples(cols))
+    rd, cfg, pe, pg = run_private_side(run)
     pt = cfg["augpe"]["parties"]
     split = dirichlet_split([str(g) for g in pg], pt["count"], alpha=pt.get("alpha", 1.0), seed=cfg["seed"])
     return rd, pe, pg, split
@@ -141,7 +130,7 @@ def test_federated_votes_sum_is_exact_up_to_quantisation_without_noise() -> None
     whole, _ = nearest_votes(pe, ce)
     r = federated_nn_votes(parties, ce, cg, sigma=1e-9, value_bound=1024.0, aggregation="plain", seed=0,
                            reproducible=True)
-    assert np.abs(r.noisy - whole).max() <= r.max_error + 1e-6
+    assert np.abs(r.values - whole).max() <= r.max_error + 1e-6
     assert r.survivors == [0, 1, 2]
     with pytest.raises(ConfigError, match="at least one candidate"):
         federated_nn_votes(parties, ce[:0], cg[:0], sigma=1.0, value_bound=1024.0, aggregation="plain")

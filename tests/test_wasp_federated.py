@@ -35,14 +35,12 @@ import pytest
 import yaml
 from scipy import stats
 
-from privtext.data import Corpus, load_corpus, write_corpus
-from privtext.data.labels import LabelSpace
-from privtext.embed import build_embedder
+from privtext.data import Corpus, write_corpus
 from privtext.errors import AggregationError
 from privtext.federated import dirichlet_split
 from privtext.mechanisms.topq import topq_histograms, topq_sensitivity
 from privtext.rundir import RunDir
-from privtext.testing.tinyrun import tiny_run, toy_corpora
+from privtext.testing.tinyrun import run_private_side, tiny_run, toy_corpora
 
 P_TAIL = 1e-4
 Q = 3
@@ -72,15 +70,7 @@ def _party_exact(run: Path, *, parties: list[int] | None = None, cap: int | None
                  normalise: bool = False) -> dict[str, np.ndarray]:
     """Σ over ``parties`` (all by default) of the exact party vectors [Hⁿ_l, Hᶠ_l] of every release, recomputed
     from the checkpoints, the private data and the public split parameters."""
-    rd = RunDir(run)
-    cfg = yaml.safe_load(rd.config.read_text())
-    emb = build_embedder(cfg["embedder"])
-    cols = cfg["data"]["label_columns"]
-    space = LabelSpace(tuple(cols), tuple(sorted(set(load_corpus(cfg["data"]["public"], label_columns=cols)
-                                                     .label_tuples(cols)))))
-    private = load_corpus(cfg["data"]["private"], label_columns=cols)
-    pe = np.asarray(emb.embed(list(private.texts)), dtype=np.float32)
-    pg = space.groups_of(private.label_tuples(cols))
+    rd, cfg, pe, pg = run_private_side(run)
     pt = cfg["wasp"]["parties"]
     split = dirichlet_split([str(g) for g in pg], pt["count"], alpha=pt.get("alpha", 1.0), seed=cfg["seed"])
     assert cap is None or all(len(ix) <= cap for ix in split), "the test's split must not need capping"

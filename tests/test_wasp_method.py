@@ -15,18 +15,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 from scipy import stats
 
-from privtext.data import Corpus, load_corpus
-from privtext.data.labels import LabelSpace
-from privtext.embed import build_embedder
+from privtext.data import Corpus
 from privtext.errors import ConfigError
 from privtext.mechanisms.topq import topq_histograms, topq_sensitivity
 from privtext.methods.wasp import generator_counts, generator_weights, round_sizes, select_examples
 from privtext.privacy.calibration import wasp_noise_multiplier
 from privtext.rundir import RunDir
-from privtext.testing.tinyrun import tiny_run, toy_corpora
+from privtext.testing.tinyrun import run_private_side, tiny_run, toy_corpora
 
 P_TAIL = 1e-4
 
@@ -92,15 +89,7 @@ def _ledger(run: Path) -> list[dict[str, Any]]:
 
 def _exact(run: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The exact (Hⁿ, Hᶠ) of every release, recomputed from the checkpoints and the private data."""
-    rd = RunDir(run)
-    cfg = yaml.safe_load(rd.config.read_text())
-    emb = build_embedder(cfg["embedder"])
-    cols = cfg["data"]["label_columns"]
-    space = LabelSpace(tuple(cols), tuple(sorted(set(load_corpus(cfg["data"]["public"], label_columns=cols)
-                                                     .label_tuples(cols)))))
-    private = load_corpus(cfg["data"]["private"], label_columns=cols)
-    pe = emb.embed(list(private.texts))
-    pg = space.groups_of(private.label_tuples(cols))
+    rd, cfg, pe, pg = run_private_side(run)
     out = {}
     for rec in _ledger(run):
         pop, _ = rd.iteration(rec["iteration"]).load_population()

@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..mechanisms.topq import topq_histograms
-from .aggregate import federated_sum
+from .aggregate import FederatedSum, federated_sum
 
 
 @dataclass(frozen=True)
@@ -70,16 +70,12 @@ def party_topq(data: PartyVotes, *, candidate_emb: np.ndarray, candidate_groups:
 
 
 @dataclass
-class FederatedTopQ:
-    """The released sum and what is public about its round."""
+class FederatedTopQ(FederatedSum):
+    """The released sum (``values`` = [H̃ⁿ, H̃ᶠ]) split into its two histograms, and what is public about its
+    round (survivors, noise std σ·√(|S|/t) ≥ σ, quantisation)."""
 
-    nearest: np.ndarray
-    furthest: np.ndarray
-    survivors: list[int]
-    noise_std: float       # std of the noise in the sum: σ·√(|S|/t) ≥ σ
-    seconds: float         # wall time of the aggregation (process start included under SecAgg+)
-    clip_range: float
-    max_error: float       # per-bin bound of the quantisation error
+    nearest: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    furthest: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def federated_topq(
@@ -104,9 +100,7 @@ def federated_topq(
     local = functools.partial(party_topq, candidate_emb=np.asarray(candidate_emb),
                               candidate_groups=np.asarray(candidate_groups), q=q, metric=metric, normalise=normalise)
     r = federated_sum(parties, local, dim=2 * n, sigma=sigma, value_bound=value_bound, **aggregate)
-    return FederatedTopQ(nearest=np.asarray(r.values[:n], dtype=np.float64),
-                         furthest=np.asarray(r.values[n:], dtype=np.float64), survivors=r.survivors,
-                         noise_std=r.noise_std, seconds=r.seconds, clip_range=r.clip_range, max_error=r.max_error)
+    return FederatedTopQ(**vars(r), nearest=r.values[:n], furthest=r.values[n:])
 
 
 __all__ = ["FederatedTopQ", "PartyVotes", "federated_topq", "party_topq"]

@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..mechanisms.voting import nearest_votes
-from .aggregate import federated_sum
+from .aggregate import FederatedSum, federated_sum
 from .topq import PartyVotes
 
 
@@ -62,18 +61,6 @@ def party_nn_votes(data: PartyVotes, *, candidate_emb: np.ndarray, candidate_gro
     return v
 
 
-@dataclass
-class FederatedVotes:
-    """The released sum and what is public about its round."""
-
-    noisy: np.ndarray      # Σ_{l∈S} (h_l + noise share), quantised
-    survivors: list[int]
-    noise_std: float       # σ·√(|S|/t) ≥ σ
-    seconds: float
-    clip_range: float
-    max_error: float
-
-
 def federated_nn_votes(
     parties: Sequence[PartyVotes],
     candidate_emb: np.ndarray,
@@ -86,8 +73,9 @@ def federated_nn_votes(
     backend: str = "auto",
     normalise: bool = False,
     **aggregate: Any,
-) -> FederatedVotes:
-    """Σ over the surviving parties of (clip(party_nn_votes(...), ±B) + N(0, σ²/t)), quantised.
+) -> FederatedSum:
+    """Σ over the surviving parties of (clip(party_nn_votes(...), ±B) + N(0, σ²/t)), quantised: the released
+    histogram is ``values``.
 
     ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — :func:`~privtext.federated.aggregate.federated_sum`'s
     options (``aggregation``, ``min_survivors``, ``seed``, ``key``, ``reproducible``, ``drop``, ``timeout``)."""
@@ -98,9 +86,7 @@ def federated_nn_votes(
                               candidate_groups=np.asarray(candidate_groups), metric=metric,
                               center=None if center is None else np.asarray(center, dtype=np.float32),
                               backend=backend, normalise=normalise)
-    r = federated_sum(parties, local, dim=n, sigma=sigma, value_bound=value_bound, **aggregate)
-    return FederatedVotes(noisy=r.values, survivors=r.survivors, noise_std=r.noise_std, seconds=r.seconds,
-                          clip_range=r.clip_range, max_error=r.max_error)
+    return federated_sum(parties, local, dim=n, sigma=sigma, value_bound=value_bound, **aggregate)
 
 
-__all__ = ["FederatedVotes", "federated_nn_votes", "party_nn_votes"]
+__all__ = ["federated_nn_votes", "party_nn_votes"]

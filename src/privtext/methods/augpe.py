@@ -58,7 +58,20 @@ class AugPEOptions(BackendOptions):
         "records and only the securely aggregated noisy sum is released (privtext.federated.votes)")
 
 
-class DPVoteScorer:
+class _NearestVoteScorer:
+    """What Aug-PE's scorers share: σ and Δ (noise std σ·Δ), the voting options, the threshold and the keeper."""
+
+    def __init__(self, *, sigma: float, sensitivity: float, sensitivity_note: str, voting: VotingConfig,
+                 threshold: float, keeper: ReleaseKeeper):
+        self.sigma = float(sigma)
+        self.sensitivity = float(sensitivity)
+        self.note = sensitivity_note
+        self.voting = voting
+        self.threshold = float(threshold)
+        self.keeper = keeper
+
+
+class DPVoteScorer(_NearestVoteScorer):
     """Aug-PE's scorer: one DP nearest-neighbour vote histogram per iteration.
 
     Built with what it uses: the private embeddings and label groups, σ and Δ, the voting options, the release
@@ -70,15 +83,11 @@ class DPVoteScorer:
                  threshold: float, keeper: ReleaseKeeper, noise_rng: Callable[[str], np.random.Generator],
                  sensitivity: float = 1.0, sensitivity_note: str = "one record casts one vote (Δ=1)",
                  counter: Any = None):
+        super().__init__(sigma=sigma, sensitivity=sensitivity, sensitivity_note=sensitivity_note, voting=voting,
+                         threshold=threshold, keeper=keeper)
         self.counter = counter  # exact vote counts elsewhere (Ray shards); None: in this process
         self.private_emb = private_emb
         self.private_groups = private_groups
-        self.sigma = float(sigma)
-        self.sensitivity = float(sensitivity)
-        self.note = sensitivity_note
-        self.voting = voting
-        self.threshold = float(threshold)
-        self.keeper = keeper
         self.noise_rng = noise_rng
 
     def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
@@ -107,7 +116,7 @@ class DPVoteScorer:
                                                 "release": key})
 
 
-class FederatedVoteScorer:
+class FederatedVoteScorer(_NearestVoteScorer):
     """Aug-PE's scorer over several data holders (the PrE-Text setting; :mod:`privtext.federated.votes`): each
     iteration's release is described and recorded BEFORE any party computes; then every party counts the votes of
     its own records, clips them to the public bound B, adds its share N(0, σ²Δ²/t) of the noise, and only the
@@ -121,14 +130,10 @@ class FederatedVoteScorer:
                  sensitivity_note: str, voting: VotingConfig, threshold: float, keeper: ReleaseKeeper,
                  value_bound: float, seed: int | None, reproducible: bool, drop: dict[int, str] | None = None,
                  on_round: Callable[[dict[str, Any]], None] | None = None):
+        super().__init__(sigma=sigma, sensitivity=sensitivity, sensitivity_note=sensitivity_note, voting=voting,
+                         threshold=threshold, keeper=keeper)
         self.parties = parties
         self.options = options
-        self.sigma = float(sigma)
-        self.sensitivity = float(sensitivity)
-        self.note = sensitivity_note
-        self.voting = voting
-        self.threshold = float(threshold)
-        self.keeper = keeper
         self.value_bound = float(value_bound)
         self.seed = seed
         self.reproducible = bool(reproducible)
@@ -161,7 +166,7 @@ class FederatedVoteScorer:
                 metric=v.metric, center=center, backend=v.backend, normalise=pt.normalise,
                 aggregation=pt.aggregation, min_survivors=tmin, seed=self.seed, key=key,
                 reproducible=self.reproducible, drop=self.drop, timeout=pt.timeout)
-            return {"noisy": threshold_histogram(r.noisy, self.threshold), "raw_noisy": r.noisy,
+            return {"noisy": threshold_histogram(r.values, self.threshold), "raw_noisy": r.values,
                     "survivors": np.asarray(r.survivors, dtype=np.int64),
                     "sum_noise_std": np.asarray([r.noise_std])}, gaussian_event(self.sigma)
 

@@ -93,4 +93,25 @@ def toy_corpora(*, rng: np.random.Generator, n_private: int = 40, n_pool: int = 
 
 
 
-__all__ = ["tiny_run", "toy_corpora"]
+def run_private_side(run: str | os.PathLike[str]) -> tuple[Any, dict[str, Any], np.ndarray, np.ndarray]:
+    """For tests that recompute a run's exact (noise-free) statistics: the run directory, its resolved config,
+    the private embeddings (the run's embedder, float32) and the private label groups (the public label space)."""
+    import yaml
+
+    from ..data import load_corpus
+    from ..data.labels import LabelSpace
+    from ..embed import build_embedder
+    from ..rundir import RunDir
+
+    rd = RunDir(run)
+    cfg = yaml.safe_load(rd.config.read_text())
+    emb = build_embedder(cfg["embedder"])
+    cols = cfg["data"]["label_columns"]
+    space = LabelSpace(tuple(cols), tuple(sorted(set(load_corpus(cfg["data"]["public"], label_columns=cols)
+                                                     .label_tuples(cols)))))
+    private = load_corpus(cfg["data"]["private"], label_columns=cols)
+    pe = np.asarray(emb.embed(list(private.texts)), dtype=np.float32)
+    return rd, cfg, pe, space.groups_of(private.label_tuples(cols))
+
+
+__all__ = ["run_private_side", "tiny_run", "toy_corpora"]
