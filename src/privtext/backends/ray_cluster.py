@@ -33,11 +33,12 @@ def ray_data_module(purpose: str) -> Any:
         import ray.data
     except ImportError as e:
         raise MissingDependencyError(getattr(e, "name", None) or "ray[data]", "ray", purpose) from None
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset INFO banners
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
     ctx.enable_auto_log_stats = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
     return ray.data
 
 

@@ -173,7 +173,8 @@ class RayDataEmbedder:
                  num_cpus: int | None = None, batch_size: int = 256, concurrency: int | None = None,
                  worker_threads: int | None = 1):
         self.cfg_json = _public_config(embedder)
-        self.batch_size = _positive("cluster.embed_batch_size", batch_size, none_ok=False)
+        _positive("cluster.embed_batch_size", batch_size, none_ok=False)
+        self.batch_size = int(batch_size)
         self.concurrency = _positive("cluster.embed_concurrency", concurrency)
         _positive("cluster.num_cpus", num_cpus)
         self.address, self.num_cpus, self.worker_threads = address, num_cpus, worker_threads
