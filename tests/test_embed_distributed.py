@@ -142,6 +142,13 @@ def test_bad_parquet_inputs_are_named(ray_cluster, tmp_path: Path) -> None:
     (tmp_path / "notes.parquet").write_text("not parquet")
     with pytest.raises(DataError, match="not a readable Parquet file"):
         embed_parquet_distributed(tmp_path / "notes.parquet", "body", embedder=HASH)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"body": ["fine", None, "fine too"]}), tmp_path / "holes.parquet")
+    with pytest.raises(DataError, match=r"holes\.parquet: column 'body' holds a non-string value None \(row 1 ") as e:
+        embed_parquet_distributed([tmp_path / "holes.parquet"], "body", embedder=HASH)  # raised on a worker
+    assert "Traceback" not in str(e.value) and type(e.value) is DataError
     with pytest.raises(ConfigError, match="no Parquet paths"):
         embed_parquet_distributed([], "body", embedder=HASH)
     with pytest.raises(ConfigError, match="read_rows must be a positive integer, got 0"):

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..backends.ray_cluster import cluster_cpus, connect, ray_data_module
 from ..config import EmbedderConfig, section_config
-from ..errors import BackendError, ConfigError, DataError
+from ..errors import BackendError, ConfigError, DataError, PrivtextError
 from .base import Embedder, check_texts
 
 PURPOSE = "distributed embedding (cluster.embed: true)"
@@ -150,6 +150,39 @@ class _Placer:
                                f"(first: {missing[:5].tolist()})")
 
 
+def _worker_error(e: BaseException) -> PrivtextError:
+    """The privtext error a Ray worker raised (Ray wraps it with the worker's whole traceback), or a BackendError
+    naming what went wrong there."""
+    seen: BaseException | None = e
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, PrivtextError) and not type(seen).__module__.startswith("ray"):
+            return seen
+        seen = getattr(seen, "cause", None) or seen.__cause__
+    first = (str(e).strip().splitlines() or [type(e).__name__])[-1]
+    return BackendError(f"distributed embedding failed on a Ray worker: {first[:500]}")
+
+
+def _collect(ds: Any, placer: _Placer, ids: np.ndarray | None = None) -> None:
+    """Stream the job's output batches into ``placer`` (and ``ids``); worker errors come out as privtext's."""
+    try:
+        for b in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            placer.put(b["row"], b["vec"])
+            if ids is not None:
+                ids[np.asarray(b["row"], dtype=np.int64)] = b["id"]
+    except PrivtextError as e:
+        if not type(e).__module__.startswith("ray"):
+            raise
+        err = _worker_error(e)
+    except Exception as e:
+        err = _worker_error(e)
+    else:
+        placer.check()
+        return
+    raise err
+
+
 def _positive(name: str, v: Any, *, none_ok: bool = True) -> int | None:
     if v is None and none_ok:
         return None
@@ -220,10 +253,7 @@ class RayDataEmbedder:
                   for a in range(0, len(texts), block)]
         ds = rd.from_arrow(tables).map_batches(_embed_batch, fn_args=(self.cfg_json,), batch_size=self.batch_size,
                                                batch_format="numpy", concurrency=self.concurrency)
-        placer = _Placer(out)
-        for b in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            placer.put(b["row"], b["vec"])
-        placer.check()
+        _collect(ds, _Placer(out))
         self.calls += 1
         self.rows += len(texts)
         return out
@@ -307,12 +337,7 @@ def embed_parquet_distributed(paths: str | Path | Sequence[str | Path], column: 
         ds = rd.from_items(items, override_num_blocks=len(items)).map_batches(
             _embed_row_groups, fn_args=(emb.cfg_json, column, id_column, int(read_rows)), batch_size=1,
             batch_format="numpy", concurrency=conc)
-        placer = _Placer(dest)
-        for b in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            placer.put(b["row"], b["vec"])
-            if ids is not None:
-                ids[np.asarray(b["row"], dtype=np.int64)] = b["id"]
-        placer.check()
+        _collect(ds, _Placer(dest), ids)
     if isinstance(dest, np.memmap):
         dest.flush()
     return ParquetEmbedding(vectors=dest, ids=None if ids is None else [str(v) for v in ids],
