@@ -9,7 +9,9 @@ Backends (``embedder.backend`` in the config):
 =========================  ===========================================================================
 
 ``build_embedder(cfg, cache_dir=...)`` wraps the backend in :class:`CachedEmbedder` when ``cfg.cache`` is true and
-a cache folder is given (a run passes ``RunDir.embed_cache``).
+a cache folder is given (a run passes ``RunDir.embed_cache``). With ``cluster=`` a ``cluster: {backend: ray,
+embed: true}`` section, the texts are embedded on that Ray cluster with Ray Data (:mod:`.distributed`); the cache
+stays here, on the driver.
 """
 
 from __future__ import annotations
