@@ -225,13 +225,26 @@ class VotingConfig(Section):
 #: methods (and their aliases) whose guarantee is pure ε-DP: ``privacy: {epsilon}`` without delta
 class ClusterConfig(Section):
     """Where exact vote counts are computed: in this process, or shard by shard on a Ray cluster the data holder
-    controls (``privtext.mechanisms.distributed``); noise is added once, centrally, either way."""
+    controls (``privtext.mechanisms.distributed``); noise is added once, centrally, either way. With ``embed:
+    true`` the private and candidate texts are also embedded on that cluster with Ray Data
+    (``privtext.embed.distributed``; the embedding cache stays on the driver)."""
 
     backend: Literal["local", "ray"] = "local"
     address: str | None = Field(default=None, description="an existing Ray cluster ('auto', 'ray://host:port'); "
                                 "None starts a local one")
     shards: int | None = Field(default=None, gt=0, description="private shards per vote (default: the cluster's CPUs)")
     num_cpus: int | None = Field(default=None, gt=0, description="CPUs of a local cluster started for the run")
+    embed: bool = Field(default=False, description="embed private and candidate texts on the cluster (Ray Data "
+                        "map_batches; every worker builds the embedder from the embedder section)")
+    embed_batch_size: int = Field(default=256, gt=0, description="texts per map_batches call")
+    embed_concurrency: int | None = Field(default=None, gt=0, description="embedding tasks at once (default: "
+                                          "the cluster's CPUs)")
+
+    @model_validator(mode="after")
+    def _embed_needs_ray(self) -> ClusterConfig:
+        if self.embed and self.backend != "ray":
+            raise ValueError(f"cluster.embed: true needs cluster.backend: ray (got backend {self.backend!r})")
+        return self
 
 
 PURE_DP_METHODS: tuple[str, ...] = ("dpkps", "dp-kps")

@@ -39,6 +39,15 @@ class MalformedReply(Exception):
     """A reply that parsed as HTTP 200 but cannot be used (retried)."""
 
 
+class AttemptFailed(Exception):
+    """One attempt failed. ``fatal``: the request itself is wrong (a 4xx other than 408/409/429), no other
+    attempt can succeed; ``wait``: the seconds the server asked for (Retry-After), if it did."""
+
+    def __init__(self, message: str, *, fatal: bool = False, wait: float | None = None):
+        super().__init__(message)
+        self.message, self.fatal, self.wait = message, fatal, wait
+
+
 class ClientOptions(BackendOptions):
     """Connection options common to the OpenAI-compatible generator and embedder."""
 
@@ -140,7 +149,7 @@ class OpenAIClient:
         u = urlparse(self.opts.base_url)
         return (u.netloc + u.path).rstrip("/") or self.opts.base_url
 
-    def _backoff(self, attempt: int) -> float:
+    def backoff(self, attempt: int) -> float:
         cap = min(self.opts.backoff_max, self.opts.backoff_base * (2**attempt))
         return cap * (0.5 + 0.5 * self._jitter.random())
 
@@ -154,60 +163,68 @@ class OpenAIClient:
         raise ValueError(kind)
 
     # ---------------------------------------------------------------------------------------------- call
+    def attempt(self, kind: Literal["chat", "completions", "embeddings"], payload: dict[str, Any],
+                parse: Callable[[dict[str, Any]], Any]) -> Any:
+        """Send ``payload`` once: the parsed result, or :class:`AttemptFailed` saying whether another attempt may
+        succeed (and after how long the server asked to wait). Successful calls and token usage are counted."""
+        openai = self._openai
+        resource = self._resource(kind)
+        try:
+            raw = resource.create(**payload)
+            try:
+                data = json.loads(raw.http_response.content)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise MalformedReply(f"reply is not valid JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+            if not isinstance(data, dict):
+                raise MalformedReply(f"reply is a JSON {type(data).__name__}, not an object")
+            result = parse(data)
+            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            with self._lock:
+                self.calls += 1
+                self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+                self.completion_tokens += int(usage.get("completion_tokens") or 0)
+            return result
+        except MalformedReply as e:
+            failed = AttemptFailed(f"malformed reply: {e}")
+        except openai.APIStatusError as e:
+            status = int(e.status_code)
+            last = f"HTTP {status}: {_error_detail(e)}"
+            if not (status in RETRY_STATUS or status >= 500):
+                if status == 401 and self._secret == "EMPTY":
+                    last += f" (no API key was sent: the environment variable {self.opts.api_key_env!r} is empty)"
+                failed = AttemptFailed(last, fatal=True)
+            else:
+                failed = AttemptFailed(last, wait=parse_retry_after(getattr(e.response, "headers", None)))
+        except openai.APITimeoutError:
+            failed = AttemptFailed(f"timed out after {self.opts.timeout:g} s")
+        except openai.APIConnectionError as e:
+            failed = AttemptFailed(f"connection error ({type(e.__cause__).__name__ if e.__cause__ else 'no reply'})")
+        # raised outside the except blocks: no chained client exception can carry a server message
+        raise failed
+
     def request(self, kind: Literal["chat", "completions", "embeddings"], payload: dict[str, Any],
                 parse: Callable[[dict[str, Any]], Any]) -> Any:
         """Send ``payload``; ``parse(json)`` returns the result or raises :class:`MalformedReply`."""
-        openai = self._openai
-        resource = self._resource(kind)
         last = ""
+        fatal: str | None = None
         attempts = self.opts.max_retries + 1
         for attempt in range(attempts):
-            wait: float | None = None
-            fatal: str | None = None
             try:
-                raw = resource.create(**payload)
-                try:
-                    data = json.loads(raw.http_response.content)
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    raise MalformedReply(f"reply is not valid JSON ({e.msg if hasattr(e, 'msg') else e})") from None
-                if not isinstance(data, dict):
-                    raise MalformedReply(f"reply is a JSON {type(data).__name__}, not an object")
-                result = parse(data)
-                usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-                with self._lock:
-                    self.calls += 1
-                    self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-                    self.completion_tokens += int(usage.get("completion_tokens") or 0)
-                return result
-            except MalformedReply as e:
-                last = f"malformed reply: {e}"
-            except openai.APIStatusError as e:
-                status = int(e.status_code)
-                detail = _error_detail(e)
-                last = f"HTTP {status}: {detail}"
-                if not (status in RETRY_STATUS or status >= 500):
+                return self.attempt(kind, payload, parse)
+            except AttemptFailed as e:
+                last, wait = e.message, e.wait
+                if e.fatal:
                     fatal = last
-                    if status == 401 and self._secret == "EMPTY":
-                        fatal += f" (no API key was sent: the environment variable {self.opts.api_key_env!r} is empty)"
-                else:
-                    wait = parse_retry_after(getattr(e.response, "headers", None))
-                    if wait is not None and wait > self.opts.max_retry_after:
-                        fatal = f"{last} (server asks to retry after {wait:.0f} s > max_retry_after)"
-            except openai.APITimeoutError:
-                last = f"timed out after {self.opts.timeout:g} s"
-            except openai.APIConnectionError as e:
-                last = f"connection error ({type(e.__cause__).__name__ if e.__cause__ else 'no reply'})"
-            if fatal is not None:
+                elif wait is not None and wait > self.opts.max_retry_after:
+                    fatal = f"{last} (server asks to retry after {wait:.0f} s > max_retry_after)"
+            if fatal is not None or attempt == attempts - 1:
                 break
-            if attempt == attempts - 1:
-                break
-            delay = wait if wait is not None else self._backoff(attempt)
+            delay = wait if wait is not None else self.backoff(attempt)
             with self._lock:
                 self.retries += 1
             log.warning("%s: %s; retry %d/%d in %.2f s", self.what, self.scrub(last), attempt + 1,
                         self.opts.max_retries, delay)
             self._sleep(delay)
-        # raised outside the except blocks: no chained client exception can carry a server message
         if fatal is not None:
             raise BackendError(self.scrub(f"{self.what}: request to {self.endpoint_id} failed, not retried: {fatal}"))
         raise BackendError(self.scrub(

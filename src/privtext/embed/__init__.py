@@ -9,7 +9,9 @@ Backends (``embedder.backend`` in the config):
 =========================  ===========================================================================
 
 ``build_embedder(cfg, cache_dir=...)`` wraps the backend in :class:`CachedEmbedder` when ``cfg.cache`` is true and
-a cache folder is given (a run passes ``RunDir.embed_cache``).
+a cache folder is given (a run passes ``RunDir.embed_cache``). With ``cluster=`` a ``cluster: {backend: ray,
+embed: true}`` section, the texts are embedded on that Ray cluster with Ray Data (:mod:`.distributed`); the cache
+stays here, on the driver.
 """
 
 from __future__ import annotations
@@ -36,9 +38,8 @@ def _as_config(cfg: EmbedderConfig | Mapping[str, Any]) -> EmbedderConfig:
     return section_config(EmbedderConfig, cfg, source="embedder")
 
 
-def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path | str | None = None) -> Embedder:
-    """Build the backend named by ``cfg.backend``; cache it on disk when ``cfg.cache`` and ``cache_dir``."""
-    cfg = _as_config(cfg)
+def _backend(cfg: EmbedderConfig) -> tuple[Any, Any]:
+    """The backend class and its validated options (ConfigError naming a bad key or value)."""
     cls = EMBEDDERS.get(cfg.backend)
     where = f"embedder (backend {EMBEDDERS.canonical(cfg.backend)!r})"
     raw = cfg.options()
@@ -47,10 +48,29 @@ def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path |
             raw["model"] = cfg.model
     elif cfg.model is not None:
         raise ConfigError(f"{where}: this backend takes no 'model' (it is not a neural model); remove the key")
-    options = parse_options(cls.Options, raw, where=where)
-    emb = cls.from_options(options)
+    return cls, parse_options(cls.Options, raw, where=where)
+
+
+def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path | str | None = None,
+                   cluster: Any = None) -> Embedder:
+    """Build the backend named by ``cfg.backend``; cache it on disk when ``cfg.cache`` and ``cache_dir``.
+
+    ``cluster``: a ``cluster:`` section; with ``backend: ray`` and ``embed: true`` the texts are embedded on that
+    Ray cluster (:class:`privtext.embed.distributed.RayDataEmbedder`, each worker building this backend), and the
+    cache, when on, stays here on the driver: only texts it does not hold are sent to the workers."""
+    cfg = _as_config(cfg)
+    cls, options = _backend(cfg)  # checked here, before any cluster starts
+    emb: Any
+    chunk = 2048
+    if cluster is not None and getattr(cluster, "backend", "local") == "ray" and getattr(cluster, "embed", False):
+        from .distributed import build_ray_embedder
+
+        emb = build_ray_embedder(cfg, cluster)
+        chunk = emb.preferred_chunk
+    else:
+        emb = cls.from_options(options)
     if cfg.cache and cache_dir is not None:
-        return CachedEmbedder(emb, cache_dir)  # type: ignore[return-value]
+        return CachedEmbedder(emb, cache_dir, chunk_size=chunk)  # type: ignore[return-value]
     return emb  # type: ignore[no-any-return]
 
 

@@ -5,16 +5,22 @@ the plain-text prompt to ``/completions`` (base models served by vLLM). Requests
 time in a thread pool, results keep the input order; every prompt is logged before any is sent. Each request
 carries a ``seed`` drawn from the caller's ``rng`` (``send_seed: false`` to omit it) so servers that honour
 seeds are reproducible. Retries, backoff and key handling: :mod:`privtext.backends.openai_client`.
+
+``base_urls: [...]`` (instead of ``base_url``) fans the requests out over several servers of the same model —
+``max_concurrency`` in flight on each, a failed request retried on another server, results still in prompt order
+and every prompt still logged once before anything is sent (:mod:`privtext.backends.fanout`).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
+from ..backends.fanout import FanOut
 from ..backends.openai_client import ClientOptions, MalformedReply, OpenAIClient
 from ..rng import spawn_seed
 from .base import GeneratorContext, PromptedGenerator
@@ -32,6 +38,31 @@ class OpenAIGeneratorOptions(ClientOptions):
     send_seed: bool = Field(default=True, description="send a per-request seed drawn from the caller's rng")
     system_prompt: str | None = Field(default=None, description="replaces the prompt family's system message")
     extra_body: dict[str, Any] | None = Field(default=None, description="extra JSON fields, e.g. {top_k: 50}")
+    base_urls: list[str] | None = Field(
+        default=None, description="several servers of the same model (vLLM replicas): requests are spread over "
+        "them, max_concurrency at a time on each, and a failed request is retried on another one")
+
+    @field_validator("base_urls")
+    @classmethod
+    def _urls(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("base_urls is empty: list one or more server URLs (http://host:port/v1), or omit it")
+        for u in v:
+            p = urlparse(u) if isinstance(u, str) else None
+            if p is None or p.scheme not in ("http", "https") or not p.netloc:
+                raise ValueError(f"base_urls: {u!r} is not an http(s) URL (e.g. http://10.0.0.5:8000/v1)")
+        dup = sorted({u for u in v if v.count(u) > 1})
+        if dup:
+            raise ValueError(f"base_urls lists {dup} more than once")
+        return list(v)
+
+    @model_validator(mode="after")
+    def _one_url_form(self) -> OpenAIGeneratorOptions:
+        if self.base_urls is not None and self.base_url is not None:
+            raise ValueError(f"give base_url ({self.base_url!r}) or base_urls, not both")
+        return self
 
 
 def _parse_chat(data: dict[str, Any]) -> str:
@@ -70,7 +101,18 @@ class OpenAIGenerator(PromptedGenerator):
         self.options = options
         if self.name == self.backend:
             self.name = f"openai:{options.model}"
-        self.client = OpenAIClient(options, what=f"generator {self.name!r}")
+        what = f"generator {self.name!r}"
+        self.client: OpenAIClient | FanOut
+        if options.base_urls:
+            clients = [OpenAIClient(options.model_copy(update={"base_url": u, "base_urls": None}), what=what)
+                       for u in options.base_urls]
+            self.client = FanOut(clients, per_server=options.max_concurrency, max_retries=options.max_retries,
+                                 backoff_base=options.backoff_base, backoff_max=options.backoff_max,
+                                 max_retry_after=options.max_retry_after, what=what)
+            self.workers = self.client.workers
+        else:
+            self.client = OpenAIClient(options, what=what)
+            self.workers = options.max_concurrency
         self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
@@ -113,11 +155,11 @@ class OpenAIGenerator(PromptedGenerator):
         parse = _parse_chat if self.options.mode == "chat" else _parse_completion
         before = (self.client.retries, self.client.calls, self.client.prompt_tokens, self.client.completion_tokens)
         try:
-            if len(requests) == 1 or self.options.max_concurrency == 1:
+            if len(requests) == 1 or self.workers == 1:
                 out = [self.client.request(k, pl, parse) for k, pl in requests]
             else:
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=self.options.max_concurrency,
+                    self._pool = ThreadPoolExecutor(max_workers=self.workers,
                                                     thread_name_prefix="privtext-openai")
                 futures = [self._pool.submit(self.client.request, k, pl, parse) for k, pl in requests]
                 try:

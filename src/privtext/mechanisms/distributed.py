@@ -32,17 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, MissingDependencyError
+from ..backends.ray_cluster import cluster_cpus, connect, ray_module
+from ..errors import ConfigError
 from .voting import label_groups
 
 
 def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as e:  # pragma: no cover - exercised where ray is absent
-        raise MissingDependencyError(
-            "distributed voting (cluster.backend: ray) needs Ray: pip install -c constraints.txt -e '.[ray]'") from e
-    return ray
+    return ray_module("distributed voting (cluster.backend: ray)")
 
 
 def _shard_counts(private_emb: np.ndarray, candidate_emb: np.ndarray, private_groups: np.ndarray,
@@ -83,19 +79,9 @@ class RayVoteCounter:
         self._remote: Any = None
 
     def _init(self) -> Any:
-        ray = _ray()
-        if not ray.is_initialized():
-            kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                  "configure_logging": False}
-            if self.address is not None:
-                kw["address"] = self.address
-            elif self.num_cpus is not None:
-                kw["num_cpus"] = int(self.num_cpus)
-            if self.worker_threads:  # one BLAS thread per worker: the cluster's parallelism is the shards
-                kw["runtime_env"] = {"env_vars": {v: str(self.worker_threads) for v in
-                                                  ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
-            ray.init(**kw)
-            self._started = True
+        ray, started = connect(address=self.address, num_cpus=self.num_cpus, worker_threads=self.worker_threads,
+                               purpose="distributed voting (cluster.backend: ray)")
+        self._started = self._started or started
         if self._remote is None:
             self._remote = ray.remote(_shard_counts)
         return ray
@@ -110,7 +96,7 @@ class RayVoteCounter:
         counts = np.zeros(n_c, dtype=np.int64)
         if n == 0:
             return counts, 0
-        want = self.shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        want = self.shards or cluster_cpus(ray)
         cand_ref, cg_ref = ray.put(np.ascontiguousarray(candidate_emb)), ray.put(cg)  # broadcast once
         futures = [self._remote.remote(np.ascontiguousarray(private_emb[a:b]), cand_ref, pg[a:b], cg_ref, kwargs)
                    for a, b in shard_bounds(n, want)]

@@ -286,7 +286,7 @@ class MethodRun:
             )
         ec = self.config.embedder
         cache = (Path(ec.cache_dir) if ec.cache_dir else self.run.embed_cache) if ec.cache else None
-        emb = build_embedder(ec, cache_dir=cache)
+        emb = build_embedder(ec, cache_dir=cache, cluster=self.config.cluster)
         return gen, emb
 
     # ------------------------------------------------------------------ method hooks

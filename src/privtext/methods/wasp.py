@@ -304,7 +304,7 @@ class WASP(AugPE):
             from pathlib import Path
 
             cache = (Path(ec.cache_dir) if ec.cache_dir else run.embed_cache) if ec.cache else None
-            embedder = build_embedder(ec, cache_dir=cache)
+            embedder = build_embedder(ec, cache_dir=cache, cluster=self.config.cluster)
             private_emb = None
             self._parties: list[Any] | None = None
             if n_rel:
