@@ -13,8 +13,7 @@ Real tiny runs (scripted generator, hashing embedder) on the path users run:
 * bad ``augpe.parties`` sections are refused with an error naming the key.
 
 Mutations checked by hand (each made a test here fail): the noise std passed to the parties by
-``FederatedVoteScorer`` scaled by 1e-9 (χ² ratio ~0); the party noise share removed in
-``federated.noise.local_noisy_vector`` (χ² ratio 0); ``normalise`` ignored in ``party_nn_votes``;
+``FederatedVoteScorer`` scaled by 1e-9 (χ² ratio ~0); ``normalise`` ignored in ``party_nn_votes``;
 the user-level Δ = m replaced by 1 in ``AugPE.group_sensitivity``.
 """
 
