@@ -139,7 +139,7 @@ def test_user_text_is_inserted_verbatim() -> None:
 
 
 def test_build_generator_config_errors() -> None:
-    with pytest.raises(UnknownNameError, match="ngram, openai, scripted, transformers, vllm"):
+    with pytest.raises(UnknownNameError, match="local, ngram, openai, scripted, transformers, vllm"):
         build_generator({"backend": "gpt5"}, GeneratorContext())
     with pytest.raises(ConfigError, match=r"unknown option 'min_word' \(did you mean 'min_words'\?\)"):
         build_generator({"backend": "scripted", "min_word": 3}, GeneratorContext())

@@ -175,3 +175,66 @@ def test_vllm_real_engine() -> None:
     assert out == g.random(None, 4, rng=np.random.default_rng(0))  # per-request seeds
     assert log.count == 8 and g.stats.completion_tokens > 0
     g.close()
+
+
+# ------------------------------------------------------------------------------------------------ backend: local
+
+
+def test_local_backend_without_cuda_is_transformers(plain_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from privtext.generate import local
+    from privtext.generate.hf import TransformersGenerator
+
+    monkeypatch.setattr(local, "cuda_available", lambda: False)
+    log = PromptLog(None)
+    g = build_generator({"backend": "local", "model": plain_model, "max_new_tokens": 5, "temperature": 0.7,
+                         "transformers": {"torch_threads": 1}}, GeneratorContext(prompt_log=log))
+    assert isinstance(g, TransformersGenerator)
+    assert g.options.max_new_tokens == 5 and g.options.temperature == 0.7 and g.options.torch_threads == 1
+    assert g.engine_choice == {"engine": "transformers", "why": "no CUDA GPU"}
+    assert len(g.random(None, 2, rng=np.random.default_rng(0))) == 2 and len(log.memory) == 2
+    monkeypatch.setattr(local, "cuda_available", lambda: True)
+    monkeypatch.setattr(local, "vllm_installed", lambda: False)
+    g = build_generator({"backend": "local", "model": plain_model, "max_new_tokens": 5,
+                         "transformers": {"device": "cpu"}}, GeneratorContext())
+    assert isinstance(g, TransformersGenerator) and "no vllm" in g.engine_choice["why"]
+
+
+def test_local_backend_with_cuda_and_vllm_is_vllm_with_prefix_caching(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine choice and the option mapping (vLLM itself needs a GPU: a stub engine records its arguments)."""
+    import importlib.machinery
+
+    from privtext.generate import local
+    from privtext.generate.vllm_backend import VLLMGenerator
+
+    engines: list[dict] = []
+
+    class LLM:
+        def __init__(self, **kw):
+            engines.append(kw)
+
+        def get_tokenizer(self):
+            return types.SimpleNamespace(chat_template=None)
+
+        def generate(self, texts, params, use_tqdm=False):
+            return [types.SimpleNamespace(prompt_token_ids=[1, 2], outputs=[types.SimpleNamespace(
+                text=f" text {i} ", token_ids=[3])]) for i in range(len(texts))]
+
+    stub = types.ModuleType("vllm")
+    stub.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
+    stub.LLM = LLM
+    stub.SamplingParams = lambda **kw: kw
+    monkeypatch.setitem(sys.modules, "vllm", stub)
+    monkeypatch.setattr(local, "cuda_available", lambda: True)
+    g = build_generator({"backend": "local", "model": "/models/m", "max_new_tokens": 7, "min_new_tokens": 2,
+                         "vllm": {"gpu_memory_utilization": 0.5}}, GeneratorContext())
+    assert isinstance(g, VLLMGenerator) and g.engine_choice["engine"] == "vllm"
+    assert g.options.max_tokens == 7 and g.options.min_tokens == 2
+    kw = engines[-1]
+    assert kw["model"] == "/models/m" and kw["enable_prefix_caching"] is True and kw["gpu_memory_utilization"] == 0.5
+    assert g.random(None, 3, rng=np.random.default_rng(0)) == ["text 0", "text 1", "text 2"]
+    # engine: transformers forces transformers even here; a bad engine or option names the key
+    with pytest.raises(ConfigError, match="engine"):
+        build_generator({"backend": "local", "model": "m", "engine": "tgi"}, GeneratorContext())
+    with pytest.raises(ConfigError, match="gpu_memory_utilization"):
+        build_generator({"backend": "local", "model": "m", "vllm": {"gpu_memory_utilization": 2}},
+                        GeneratorContext())

@@ -44,6 +44,7 @@ GENERATORS: Registry = Registry("generator backend")
 GENERATORS.register("ngram", "privtext.generate.ngram:NgramGenerator", aliases=("n-gram", "kneser-ney"))
 GENERATORS.register("transformers", "privtext.generate.hf:TransformersGenerator", aliases=("hf", "huggingface"))
 GENERATORS.register("vllm", "privtext.generate.vllm_backend:VLLMGenerator")
+GENERATORS.register("local", "privtext.generate.local:LocalGenerator")
 GENERATORS.register("openai", "privtext.generate.openai_backend:OpenAIGenerator", aliases=("openai-compatible",))
 GENERATORS.register("scripted", "privtext.generate.scripted:ScriptedGenerator", aliases=("fake",))
 

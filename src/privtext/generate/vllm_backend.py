@@ -1,6 +1,8 @@
 """vLLM's offline engine as a generator (``backend: vllm``; needs a CUDA GPU and ``pip install 'privtext[vllm]'``).
 
-All prompts of a call go to one ``LLM.generate`` with one ``SamplingParams`` per request, each carrying its own
+All prompts of a call go to one ``LLM.generate`` (vLLM batches them continuously), with prefix caching on by
+default (every request of a run shares the prompt family's system message and template), and one
+``SamplingParams`` per request, each carrying its own
 ``seed`` drawn from the caller's ``rng`` (so results do not depend on batching). Prompts use the tokenizer's chat
 template when it has one (``chat_template: auto``). For a vLLM *server*, use ``backend: openai`` with its
 ``base_url``.
@@ -39,6 +41,8 @@ class VLLMOptions(BackendOptions):
     chat_template: Literal["auto", "always", "never"] = "auto"
     system_prompt: str | None = None
     trust_remote_code: bool = False
+    enable_prefix_caching: bool = Field(default=True, description="reuse the KV cache of shared prompt prefixes (a "
+                                        "prompt family's system message and template: every request shares them)")
     engine_kwargs: dict[str, Any] | None = Field(default=None, description="extra keyword arguments for vllm.LLM")
 
 
@@ -79,7 +83,8 @@ class VLLMGenerator(PromptedGenerator):
             engine_kw: dict[str, Any] = {
                 "model": o.model, "tokenizer": o.tokenizer or o.model, "dtype": o.dtype,
                 "tensor_parallel_size": o.tensor_parallel_size, "gpu_memory_utilization": o.gpu_memory_utilization,
-                "trust_remote_code": o.trust_remote_code, **(o.engine_kwargs or {}),
+                "trust_remote_code": o.trust_remote_code, "enable_prefix_caching": o.enable_prefix_caching,
+                **(o.engine_kwargs or {}),
             }
             if o.max_model_len:
                 engine_kw["max_model_len"] = o.max_model_len
