@@ -1,25 +1,35 @@
-"""Embedding throughput of the packaged MiniLM: fp32 (the default) vs bf16 weights, and the value of length
-sorting.
+"""Embedding throughput of the packaged MiniLM on the CPU: torch fp32 (the default) against bf16 weights, length
+sorting, and the ONNX runtimes (ONNX Runtime, OpenVINO) running a local export of the same weights.
 
-    HF_HUB_OFFLINE=1 python benchmarks/embed_speed.py [--n 600] [--reps 2] [--batch-size 64]
+    HF_HUB_OFFLINE=1 python benchmarks/embed_speed.py [--n 600] [--offset 0] [--reps 2] [--batch-size 64] [--threads N]
+        [--variants fp32,bf16,ort-fp32,ov-fp32,ov-bf16,...]
 
-Texts: Yelp reviews from ``$PRIVTEXT_SHARED_DATA/yelp/dev.csv`` (default ../shared/data) — the first ``--n``
-as "private", the next ``--n`` as "candidates". Variants, timed alternately in one process (best of ``--reps``):
+Texts: Yelp reviews from ``$PRIVTEXT_SHARED_DATA/yelp/dev.csv`` (default ../shared/data) — after ``--offset``,
+the first ``--n`` as "private", the next ``--n`` as "candidates". Variants, timed alternately in one process (best of ``--reps``):
 
 * ``fp32``: SentenceTransformerEmbedder() — sentence-transformers sorts each call's texts by length;
 * ``fp32-unsorted``: the same model fed one batch per ``encode`` call in input order (what no sorting costs);
-* ``bf16``: SentenceTransformerEmbedder(precision="bf16").
+* ``bf16``: SentenceTransformerEmbedder(precision="bf16") — torch, weights cast to bfloat16;
+* ``ort-fp32``: runtime="onnxruntime" (the export, ORT's own graph optimisations at ORT_ENABLE_ALL);
+* ``ort-fused``: the export rewritten by onnxruntime.transformers' BERT optimizer (fused Attention,
+  EmbedLayerNormalization, SkipLayerNormalization, BiasGelu) — benchmark only;
+* ``ort-int8``: the export with dynamic int8 weights (per channel; onnxruntime.quantization) — benchmark only;
+* ``ov-fp32`` / ``ov-bf16``: runtime="openvino", precision fp32 / bf16 (bf16 needs AVX512_BF16 or AMX).
 
 Prints throughput (texts/s) and its ratio to fp32, mean and minimum cosine to the fp32 vectors, and vote agreement:
 the fraction of private texts whose nearest candidate (exact search, privtext.mechanisms.nn) is the same with the
-variant's vectors as with fp32's. Goal for a fast path: ≥ 2× at mean cosine ≥ 0.999 and agreement ≥ 99 %.
+variant's vectors as with fp32's, and the flip margin: the largest fp32 similarity gap between a changed vote's fp32
+winner and the variant's choice (how near a tie the changed votes were). Goal for a fast path: ≥ 2× at mean cosine ≥ 0.999 and agreement ≥ 99 %. Then the
+share of fp32 time that is tokenisation (sentence-transformers' tokenizer on the same sorted batches).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,48 +37,112 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+ALL = ("fp32", "fp32-unsorted", "bf16", "ort-fp32", "ort-fused", "ort-int8", "ov-fp32", "ov-bf16")
+
+
+def _derived_session(ort_emb, kind: str, workdir: Path, threads: int | None):  # type: ignore[no-untyped-def]
+    """An OnnxSession on a fused or int8 rewrite of the embedder's export."""
+    import onnx
+
+    from privtext.embed.st_export import OnnxSession
+
+    src, dst = str(ort_emb.onnx_path), workdir / f"{kind}.onnx"
+    if kind == "ort-fused":
+        from onnxruntime.transformers import optimizer
+
+        cfg = ort_emb.model[0].auto_model.config
+        m = optimizer.optimize_model(src, model_type="bert", num_heads=cfg.num_attention_heads,
+                                     hidden_size=cfg.hidden_size, opt_level=0)
+        print(f"ort-fused: {({k: v for k, v in m.get_fused_operator_statistics().items() if v})}")
+        m.save_model_to_file(str(dst))
+    else:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(src, str(dst), weight_type=QuantType.QInt8, per_channel=True,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return OnnxSession(dst, runtime="onnxruntime", precision="fp32", threads=threads)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=600)
+    ap.add_argument("--offset", type=int, default=0, help="skip this many reviews first (another sample)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=None, help="torch_threads for every variant (default: each "
+                    "library's own)")
+    ap.add_argument("--variants", default=",".join(ALL), help=f"comma-separated, from {','.join(ALL)}")
+    ap.add_argument("--export-dir", default=None, help="ONNX export cache (default: privtext's)")
     a = ap.parse_args()
+    wanted = [v.strip() for v in a.variants.split(",") if v.strip()]
+    if unknown := sorted(set(wanted) - set(ALL)):
+        ap.error(f"unknown variant(s) {unknown}; choose from {', '.join(ALL)}")
     import pandas as pd
 
     from privtext.embed.st import SentenceTransformerEmbedder
+    from privtext.embed.st_export import _preprocess
     from privtext.mechanisms.nn import nearest
 
-    texts = pd.read_csv(DATA / "dev.csv")["text"].astype(str).tolist()[: 2 * a.n]
-    fp32 = SentenceTransformerEmbedder(batch_size=a.batch_size)
-    bf16 = SentenceTransformerEmbedder(batch_size=a.batch_size, precision="bf16")
+    texts = pd.read_csv(DATA / "dev.csv")["text"].astype(str).tolist()[a.offset: a.offset + 2 * a.n]
+    common = {"batch_size": a.batch_size, "torch_threads": a.threads}
+    fp32 = SentenceTransformerEmbedder(**common)
 
     def unsorted(t: list[str]) -> np.ndarray:
         return np.concatenate([fp32.embed(t[i:i + a.batch_size]) for i in range(0, len(t), a.batch_size)])
 
-    variants = {"fp32": fp32.embed, "fp32-unsorted": unsorted, "bf16": bf16.embed}
+    variants: dict[str, Callable[[list[str]], np.ndarray]] = {"fp32": fp32.embed}
+    workdir = Path(tempfile.mkdtemp(prefix="embed_speed."))
+    ort_emb = None
+    for k in wanted:
+        if k == "fp32-unsorted":
+            variants[k] = unsorted
+        elif k == "bf16":
+            variants[k] = SentenceTransformerEmbedder(**common, precision="bf16").embed
+        elif k.startswith("ort-"):
+            t0 = time.perf_counter()
+            emb = SentenceTransformerEmbedder(**common, runtime="onnxruntime", export_dir=a.export_dir)
+            if ort_emb is None:
+                print(f"ONNX export ready in {time.perf_counter() - t0:.1f} s: {emb.onnx_path}")
+                ort_emb = emb
+            if k != "ort-fp32":
+                emb.session = _derived_session(emb, k, workdir, a.threads)
+            variants[k] = emb.embed
+        elif k.startswith("ov-"):
+            variants[k] = SentenceTransformerEmbedder(**common, runtime="openvino", precision=k[3:],
+                                                      export_dir=a.export_dir).embed
     for f in variants.values():
         f(texts[:32])
     best = dict.fromkeys(variants, np.inf)
     vecs: dict[str, np.ndarray] = {}
+    tok_best = np.inf
     for _ in range(a.reps):
         for k, f in variants.items():
             t0 = time.perf_counter()
             vecs[k] = f(texts)
             best[k] = min(best[k], time.perf_counter() - t0)
+        t0 = time.perf_counter()  # tokenisation alone, on the batches fp32 makes (longest first)
+        ordered = sorted(texts, key=len, reverse=True)
+        for i in range(0, len(ordered), a.batch_size):
+            _preprocess(fp32.model, ordered[i:i + a.batch_size])
+        tok_best = min(tok_best, time.perf_counter() - t0)
     with open("/proc/loadavg") as fh:
         load = " ".join(fh.read().split()[:3])
     print(f"{len(texts)} Yelp reviews (mean {np.mean([len(t) for t in texts]):.0f} chars), batch {a.batch_size}, "
-          f"load {load}")
+          f"threads {a.threads or 'default'}, {os.cpu_count()} CPUs, load {load}")
     ref = vecs["fp32"]
     votes_ref = nearest(ref[: a.n], ref[a.n:], backend="numpy")
-    print(f"{'variant':14} {'texts/s':>8} {'× fp32':>7} {'mean cos':>9} {'min cos':>9} {'vote agree':>10}")
+    sims = ref[: a.n] @ ref[a.n:].T
+    print(f"{'variant':14} {'texts/s':>8} {'× fp32':>7} {'mean cos':>9} {'min cos':>9} {'vote agree':>10} "
+          f"{'flip margin':>11}")
     for k, v in vecs.items():
         cos = (v * ref).sum(1)
-        agree = (nearest(v[: a.n], v[a.n:], backend="numpy") == votes_ref).mean()
+        votes = nearest(v[: a.n], v[a.n:], backend="numpy")
+        flipped = np.flatnonzero(votes != votes_ref)
+        # how close a call each changed vote was under fp32: its winner's similarity minus the new choice's
+        margin = (sims[flipped, votes_ref[flipped]] - sims[flipped, votes[flipped]]).max() if len(flipped) else 0.0
         print(f"{k:14} {len(texts) / best[k]:8.1f} {best['fp32'] / best[k]:7.2f} {cos.mean():9.6f} {cos.min():9.6f} "
-              f"{agree:10.4f}")
+              f"{1 - len(flipped) / a.n:10.4f} {margin:11.2e}")
+    print(f"tokenisation alone: {len(texts) / tok_best:.0f} texts/s = {tok_best / best['fp32']:.1%} of the fp32 time")
 
 
 if __name__ == "__main__":

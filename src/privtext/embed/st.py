@@ -4,6 +4,10 @@
 package, which carries the model files: no download. Any other name or local path goes to
 ``SentenceTransformer(...)`` (a hub name is read from the local Hugging Face cache; set ``HF_HUB_OFFLINE=1`` on
 machines without a network).
+
+``runtime: onnxruntime`` or ``runtime: openvino`` runs the same model from an ONNX export made locally at first use
+(cached on disk, keyed by the hash of the model's files; see :mod:`privtext.embed.st_export`), with
+sentence-transformers' tokenizer, mean pooling and normalisation. Measured in ``benchmarks/embed_speed.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pydantic import Field
 from ..backends import BackendOptions
 from ..errors import BackendError, ConfigError
 from .base import CoreDependencyMissing, check_texts, l2_normalize
+from .st_export import RUNTIMES, OnnxSession, _preprocess, ensure_export, require
 
 MINILM_NAMES = ("all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
 
@@ -33,6 +38,14 @@ class STOptions(BackendOptions):
         default="fp32", description="bf16: the same weights cast to bfloat16 (AMX CPUs, GPUs): 2.2x MiniLM "
         "throughput on a Sapphire Rapids CPU at mean cosine 0.9999 to fp32 (benchmarks/embed_speed.py); vectors "
         "differ from fp32, so the model id (and cache key) gets '@bf16'")
+    runtime: Literal["torch", "onnxruntime", "openvino"] = Field(
+        default="torch", description="torch (sentence-transformers itself), or an ONNX export of the model run "
+        "by ONNX Runtime (pip install 'privtext[onnx]') or OpenVINO ('privtext[openvino]'), CPU only. fp32 on "
+        "either gives torch's vectors (to float rounding, same model id); openvino with precision bf16 gets the "
+        "model id suffix '@openvino-bf16'")
+    export_dir: str | None = Field(
+        default=None, description="where ONNX exports are cached (default $PRIVTEXT_CACHE_HOME/onnx, else "
+        "~/.cache/privtext/onnx); public weights only")
 
 
 def resolve_model_path(model: str) -> tuple[str, str]:
@@ -54,12 +67,25 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, *, model: str = "all-MiniLM-L6-v2", device: str = "auto", batch_size: int = 64,
                  max_seq_length: int | None = None, torch_threads: int | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", runtime: str = "torch", export_dir: str | None = None):
         try:
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError:
             raise CoreDependencyMissing("sentence-transformers", "the sentence-transformers embedder") from None
+        if precision not in ("fp32", "bf16"):
+            raise ConfigError(f"embedder precision must be 'fp32' or 'bf16', got {precision!r}")
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"embedder runtime must be one of {', '.join(map(repr, RUNTIMES))}, got {runtime!r}")
+        if runtime == "onnxruntime" and precision != "fp32":
+            raise ConfigError(f"embedder precision {precision!r} with runtime 'onnxruntime': its CPU kernels are "
+                              "fp32; use runtime 'openvino' for bf16")
+        if runtime != "torch":
+            if device not in ("auto", "cpu"):
+                raise ConfigError(f"embedder device {device!r} with runtime {runtime!r}: the ONNX runtimes here "
+                                  "run on the CPU; use runtime 'torch' on a GPU")
+            device = "cpu"
+            require(runtime)  # fail before loading the model when the runtime is not installed
         path, model_id = resolve_model_path(model)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -75,9 +101,7 @@ class SentenceTransformerEmbedder:
             ) from None
         if max_seq_length is not None:
             self.model.max_seq_length = max_seq_length
-        if precision not in ("fp32", "bf16"):
-            raise ConfigError(f"embedder precision must be 'fp32' or 'bf16', got {precision!r}")
-        if precision == "bf16":
+        if precision == "bf16" and runtime == "torch":
             self.model = self.model.to(torch.bfloat16)
         self.precision = precision
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
@@ -85,7 +109,14 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.max_seq_length = int(self.model.max_seq_length) if self.model.max_seq_length else None
         self.name = model_id + (f"@max_seq_length={max_seq_length}" if max_seq_length is not None else "") + (
-            "@bf16" if precision == "bf16" else "")
+            ("@bf16" if runtime == "torch" else f"@{runtime}-bf16") if precision == "bf16" else "")
+        self.runtime = runtime
+        self.session: OnnxSession | None = None
+        if runtime != "torch":
+            self.onnx_path = ensure_export(self.model, model=model, model_id=model_id,
+                                           model_dir=_local_dir(path), export_dir=export_dir)
+            self.session = OnnxSession(self.onnx_path, runtime=runtime, precision=precision,
+                                       threads=torch_threads)
         self.device = device
         self.torch_threads = torch_threads
         self._torch = torch
@@ -100,6 +131,8 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.calls += 1
+        if self.session is not None:
+            return self._embed_onnx(texts, self.session)
         torch = self._torch
         threads = torch.get_num_threads()
         try:
@@ -116,3 +149,26 @@ class SentenceTransformerEmbedder:
             if self.torch_threads:
                 torch.set_num_threads(threads)
         return l2_normalize(np.asarray(vecs), what=self.name)
+
+    def _embed_onnx(self, texts: list[str], session: OnnxSession) -> np.ndarray:
+        # as sentence-transformers' encode: longest first, batches of batch_size padded to their longest text
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i in range(0, len(texts), self.batch_size):
+            idx = order[i:i + self.batch_size]
+            features = _preprocess(self.model, [texts[j] for j in idx])
+            feeds = {k: np.asarray(features[k].cpu().numpy(), dtype=np.int64) for k in session.input_names}
+            out[idx] = session.run(feeds)
+        return l2_normalize(out, what=self.name)
+
+
+def _local_dir(path: str) -> str | None:
+    """The folder holding the model's files: ``path`` itself, or a hub name's snapshot in the local HF cache."""
+    if Path(path).is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(path, local_files_only=True))
+    except Exception:
+        return None
