@@ -14,6 +14,7 @@ from privtext.mechanisms.kde import (
     BlockProjections,
     RandomFourierFeatures,
     TermScorer,
+    contrast_weights,
     dp_kde_sketch,
     dp_kde_sketch_terms,
     draw_rows,
@@ -320,6 +321,81 @@ def test_threshold_removes_the_noise_floor(any_seed: int) -> None:
     assert np.isin(thr[0], [0, 1, 2]).mean() > 0.9
     with pytest.raises(ConfigError, match="threshold"):
         sample_sequences(sk, pr, counts=[1, 1], length=1, sequence="independent", rng=rng, threshold=-1.0)
+
+
+def test_contrast_weights_known_values() -> None:
+    w = np.array([[4.0, 4.0, 0.0, 2.0]])
+    bg = np.array([[8.0, 0.0, 4.0, 4.0]])
+    # p_c = (.4, .4, 0, .2), p_all = (.5, 0, .25, .25), s = 1/4: lift = (.65/.75, .65/.25, .25/.5, .45/.5)
+    assert contrast_weights(w, bg, 1.0) == pytest.approx(np.array([[4 * .65 / .75, 4 * 2.6, 0.0, 2 * 0.9]]))
+    assert contrast_weights(w, bg, 2.0) == pytest.approx(np.array([[4 * (.65 / .75) ** 2, 4 * 2.6**2, 0.0,
+                                                                    2 * 0.81]]))
+    assert contrast_weights(w, bg, 0.0) is w or np.array_equal(contrast_weights(w, bg, 0.0), w)
+    # an all-zero background is uniform (p_all = 1/4): lift = (p_c + s)/(1/2)
+    assert contrast_weights(w, np.zeros((1, 4)), 1.0) == pytest.approx(np.array([[5.2, 5.2, 0.0, 1.8]]))
+
+
+def _generic_and_specific(rng: np.random.Generator, eps: float, term_weights: np.ndarray | None = None):
+    """Orthonormal embeddings of 12 terms. Every document holds the generic terms 0–1; class 0 (200 documents)
+    adds 2–4, class 1 (20 documents) adds 6–8."""
+    emb = np.eye(12)
+    docs = [[0, 1, 2, 3, 4]] * 200 + [[0, 1, 6, 7, 8]] * 20
+    cls = np.array([0] * 200 + [1] * 20)
+    f = RandomFourierFeatures.draw(12, 4096, bandwidth=0.3, rng=rng)
+    p = BlockProjections(emb, f, 1)
+    s, _ = dp_kde_sketch_terms(docs, cls, n_classes=2, projections=p, epsilon=eps, rng=rng, term_weights=term_weights)
+    return [s], [p]
+
+
+def test_contrast_moves_a_small_class_to_its_own_terms(any_seed: int) -> None:
+    """Class 1's own terms hold 3/5 of its mass, the generic ones 2/5 but those are what the big class uses too:
+    with contrast α = 2 the small class draws its own terms far more often (exact: 0.60 → 0.92)."""
+    rng = np.random.default_rng(any_seed)
+    sk, pr = _generic_and_specific(rng, math.inf)
+    plain = sample_sequences(sk, pr, counts=[0, 2000], length=1, sequence="independent", rng=rng, threshold=0.0)
+    con = sample_sequences(sk, pr, counts=[0, 2000], length=1, sequence="independent", rng=rng, threshold=0.0,
+                           contrast=2.0)
+    own_plain, own_con = np.isin(plain[1], [6, 7, 8]).mean(), np.isin(con[1], [6, 7, 8]).mean()
+    assert 0.5 < own_plain < 0.7 and own_con > 0.85, (own_plain, own_con)
+    with pytest.raises(ConfigError, match="contrast"):
+        sample_sequences(sk, pr, counts=[1, 1], length=1, sequence="independent", rng=rng, contrast=-0.5)
+
+
+def test_public_term_weights_shift_mass_and_keep_the_sensitivity(any_seed: int) -> None:
+    """Term weights (public, e.g. idf) move a record's unit of mass to its heavily weighted terms; one record
+    still moves the exact sums by at most √2·I (a convex combination of feature vectors)."""
+    rng = np.random.default_rng(any_seed)
+    tw = np.array([0.1, 0.1] + [1.0] * 10)
+    sk, pr = _generic_and_specific(rng, math.inf, term_weights=tw)
+    est = TermScorer(sk[0], pr[0]).scores(1, np.zeros((1, 0), dtype=np.int64))[0]
+    # class 1: per document 0.1/3.2 on each generic term, 1/3.2 on each own term; 20 documents
+    assert est[6] == pytest.approx(20 / 3.2, abs=0.6) and est[0] == pytest.approx(2 / 3.2, abs=0.6)
+    n_feat = 64
+    f = RandomFourierFeatures.draw(12, n_feat, bandwidth=0.3, rng=rng)
+    p = BlockProjections(np.eye(12), f, 1)
+    tw = rng.uniform(0.01, 5.0, size=12)
+
+    def sums(docs: list[list[int]], cls: list[int]) -> np.ndarray:
+        s, _ = dp_kde_sketch_terms(docs, np.array(cls, dtype=np.int64), n_classes=2, projections=p,
+                                   epsilon=math.inf, rng=rng, term_weights=tw)
+        return s.noisy
+
+    bound = sketch_sensitivity(n_feat)
+    worst = 0.0
+    for _ in range(30):
+        n = int(rng.integers(1, 8))
+        docs = [list(rng.choice(12, size=int(rng.integers(0, 6)), replace=False)) for _ in range(n)]
+        cls = [int(c) for c in rng.integers(0, 2, size=n)]
+        x = list(rng.choice(12, size=int(rng.integers(1, 6)), replace=False))
+        d = np.abs(sums([*docs, x], [*cls, int(rng.integers(0, 2))]) - sums(docs, cls)).sum()
+        assert d <= bound + 1e-9
+        worst = max(worst, d / bound)
+    assert worst > 0.3
+    with pytest.raises(ConfigError, match="weighting='mean'"):
+        dp_kde_sketch_terms([[0]], [0], n_classes=1, projections=p, epsilon=1.0, rng=rng, term_weights=tw,
+                            weighting="sum", max_points=2)
+    with pytest.raises(ConfigError, match="positive"):
+        dp_kde_sketch_terms([[0]], [0], n_classes=1, projections=p, epsilon=1.0, rng=rng, term_weights=-tw)
 
 
 def test_bad_input_names_the_value() -> None:

@@ -372,6 +372,24 @@ def _weights(counts: np.ndarray, weighting: Weighting, max_points: int | None) -
         else np.zeros(0)
 
 
+def _public_term_weighting(w: np.ndarray, ids: np.ndarray, rec: np.ndarray, counts: np.ndarray,
+                           term_weights: np.ndarray, weighting: str, n_terms: int) -> np.ndarray:
+    """Per-window weights ∝ the windows' mean public term weight, summing to 1 per record (docstring of
+    :func:`dp_kde_sketch_terms`)."""
+    if weighting != "mean":
+        raise ConfigError("term_weights need weighting='mean' (a record's weights must sum to 1 for Δ₁ = √2·I)")
+    tw = np.asarray(term_weights, dtype=np.float64)
+    if tw.shape != (n_terms,) or not np.all(np.isfinite(tw)) or np.any(tw <= 0):
+        bad = tw[~(np.isfinite(tw) & (tw > 0))][:3].tolist() if tw.ndim == 1 else tw.shape
+        raise ConfigError(f"term_weights must be {n_terms} finite positive numbers (one per Ṽ term); got shape "
+                          f"{tw.shape}, bad values {bad}")
+    if not len(w):
+        return w
+    raw = tw[ids].mean(axis=1)
+    tot = np.bincount(rec, weights=raw, minlength=len(counts))
+    return raw / tot[rec]
+
+
 def _validate_common(epsilon: float, noise: NoiseMode, weighting: Weighting, max_points: int | None,
                      neighbouring: Neighbouring, rng: Any, n_features: int) -> tuple[float, float]:
     eps = check_epsilon(epsilon, name="epsilon_kde")
@@ -497,13 +515,22 @@ def dp_kde_sketch_terms(
     weighting: Weighting = "mean",
     max_points: int | None = None,
     neighbouring: Neighbouring = "add_remove",
+    term_weights: np.ndarray | None = None,
 ) -> tuple[KDESketch, Any]:
     """The DP-KDE sketch of records given as term-id sequences (ids into the embedded vocabulary Ṽ).
 
     A record's points are the concatenated embeddings of its windows of m = ``projections.blocks`` consecutive
     terms (m = 1: its terms), from its first ``max_terms`` terms. Same release and event as
     :func:`dp_kde_sketch` (the projections are computed from public embeddings without materialising the
-    m·d-dimensional concatenations)."""
+    m·d-dimensional concatenations).
+
+    ``term_weights`` (``weighting="mean"`` only): a *public* positive weight per Ṽ term (e.g. its inverse
+    document frequency in the public corpus). A record's points then get weights ∝ the mean term weight of each
+    window, normalised so that the record's weights sum to 1 (instead of 1/k_j each). Privacy is unchanged:
+    φ_j = Σ_p a_p·z(p) with a_p ≥ 0 and Σ_p a_p = 1 is a convex combination of vectors in [−√2, √2]^I, so
+    |φ_{j,t}| ≤ √2 and Δ₁ = √2·I as before (the weights depend only on public values and the record itself, a
+    per-record map applied before the sum). It moves a record's unit of mass from terms every class uses to the
+    rarer terms that tell the classes apart, so those terms' scores rise against the same noise."""
     features = projections.features
     eps, delta1 = _validate_common(epsilon, noise, weighting, max_points, neighbouring, rng, features.n_features)
     if max_terms is not None:
@@ -516,6 +543,8 @@ def dp_kde_sketch_terms(
         raise DataError(f"term ids must lie in [0, {projections.n_terms})")
     counts = np.bincount(rec, minlength=len(doc_terms))
     w = _weights(counts, weighting, max_points)  # windows are grouped by record, in order
+    if term_weights is not None:
+        w = _public_term_weighting(w, ids, rec, counts, term_weights, weighting, projections.n_terms)
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         keep = np.flatnonzero(w > 0)
@@ -580,8 +609,9 @@ class TermScorer:
             raise ConfigError("projections were built for other features than the sketch's")
         self.sketch, self.proj = sketch, projections
 
-    def scores(self, class_index: int, prefixes: np.ndarray) -> np.ndarray:
-        """(N, |Ṽ|): K̃_c(pad(prefix_n ⊕ v)) for every prefix row (i − 1 term ids) and term v."""
+    def scores(self, class_index: int | None, prefixes: np.ndarray) -> np.ndarray:
+        """(N, |Ṽ|): K̃_c(pad(prefix_n ⊕ v)) for every prefix row (i − 1 term ids) and term v; ``class_index=None``
+        scores the sum of all class rows (the all-class estimate Σ_c K̃_c, scores being linear in the sketch)."""
         prefixes = np.asarray(prefixes, dtype=np.int64)
         if prefixes.ndim != 2:
             raise DataError(f"prefixes must be a 2-d array of term ids, got shape {prefixes.shape}")
@@ -589,7 +619,7 @@ class TermScorer:
         if j >= self.sketch.blocks:
             raise ConfigError(f"a prefix of {j} terms leaves no block for the next term in a {self.sketch.blocks}-"
                               "block sketch")
-        s = self.sketch.noisy[class_index]
+        s = self.sketch.noisy.sum(axis=0) if class_index is None else self.sketch.noisy[class_index]
         uniq, inverse = np.unique(prefixes, axis=0, return_inverse=True)  # rows sharing a prefix: one score row
         c = self.proj.window_projection(uniq) + self.sketch.features.offsets
         cos_p, sin_p = self.proj.trig(j)
@@ -611,6 +641,27 @@ def sampling_weights(scores: np.ndarray, *, floor: float = 0.0) -> np.ndarray:
     uniform). ``floor`` = κ·:func:`score_noise_std` drops terms whose score does not rise κ noise deviations
     above 0 (the noise floor; Aug-PE's threshold H plays the same role for vote histograms)."""
     return np.maximum(np.asarray(scores, dtype=np.float64) - floor, 0.0)
+
+
+def contrast_weights(weights: np.ndarray, background: np.ndarray, contrast: float) -> np.ndarray:
+    """w_c(v)·lift(v)^α with lift = (p_c(v) + s)/(p_all(v) + s): ``weights`` (rows: one class's clipped scores
+    max(K̃_c − κσ, 0)), ``background`` (the same for the all-class scores Σ_c K̃_c), p = each row normalised to
+    sum 1 (a zero row: uniform), s = 1/|Ṽ| (smoothing: a term the background misses is not boosted without
+    bound). α = ``contrast`` ≥ 0; α = 0 returns ``weights``. Terms every class uses (lift ≈ 1 for the class that
+    dominates the corpus, < 1 for the others) lose probability to terms over-represented in the class. Both
+    inputs are released values: post-processing."""
+    w = np.asarray(weights, dtype=np.float64)
+    if contrast == 0:
+        return w
+    b = np.broadcast_to(np.asarray(background, dtype=np.float64), w.shape)
+    n = w.shape[-1]
+
+    def norm(x: np.ndarray) -> np.ndarray:
+        t = x.sum(axis=-1, keepdims=True)
+        return np.where(t > 0, x / np.where(t > 0, t, 1.0), 1.0 / n)
+
+    s = 1.0 / n
+    return w * ((norm(w) + s) / (norm(b) + s)) ** contrast
 
 
 def draw_rows(weights: np.ndarray, rng: np.random.Generator, *, allowed: np.ndarray | None = None) -> np.ndarray:
@@ -643,6 +694,7 @@ def sample_sequences(
     rng: np.random.Generator,
     allow_repeats: bool = False,
     threshold: float = 0.0,
+    contrast: float = 0.0,
 ) -> list[np.ndarray]:
     """Draw ``counts[c]`` term-id sequences of ``length`` per class from the released sketches (post-processing).
 
@@ -650,8 +702,12 @@ def sample_sequences(
     Independent: L draws from one distribution; iterative: step i draws from the scores of prefix ⊕ v under the
     sketch :func:`sketch_for_step` picks. Without repeats a drawn term is excluded from later steps of its row.
     ``threshold`` κ ≥ 0 subtracts κ·:func:`score_noise_std` from every score before clipping at 0 (κ = 0: the
-    paper's distribution, clipped). Returns one (counts[c], length) int64 array per class."""
+    paper's distribution, clipped). ``contrast`` α ≥ 0 multiplies a class's weights by its lift over the
+    all-class estimate to the power α (:func:`contrast_weights`; the all-class threshold is κ·σ·√C, the noise
+    deviation of a sum of C independent rows). Returns one (counts[c], length) int64 array per class."""
     length = _check_pos_int("length", length)
+    if isinstance(contrast, bool) or not isinstance(contrast, (int, float)) or not 0 <= contrast < math.inf:
+        raise ConfigError(f"contrast must be a finite number ≥ 0 (the lift exponent), got {contrast!r}")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold < math.inf:
         raise ConfigError(f"threshold must be a finite number ≥ 0 (in noise standard deviations), got {threshold!r}")
     if len(sketches) != len(projections) or not sketches:
@@ -679,11 +735,13 @@ def sample_sequences(
             n = len(seq)
             if n == 0:
                 continue
+            prefix = np.zeros((1, 0), dtype=np.int64) if sequence == "independent" else seq[:, : i - 1]
+            w = sampling_weights(scorers[k].scores(c, prefix), floor=floors[k])
+            if contrast:
+                bg = sampling_weights(scorers[k].scores(None, prefix), floor=floors[k] * math.sqrt(n_classes))
+                w = contrast_weights(w, bg, contrast)
             if sequence == "independent":
-                w = np.broadcast_to(sampling_weights(scorers[k].scores(c, np.zeros((1, 0), dtype=np.int64)),
-                                                     floor=floors[k]), (n, n_terms))
-            else:
-                w = sampling_weights(scorers[k].scores(c, seq[:, : i - 1]), floor=floors[k])
+                w = np.broadcast_to(w, (n, n_terms))
             allowed = None
             if not allow_repeats and i > 1:
                 allowed = np.ones((n, n_terms), dtype=bool)
@@ -693,7 +751,7 @@ def sample_sequences(
 
 
 __all__ = [
-    "BlockProjections", "KDESketch", "RandomFourierFeatures", "TermScorer", "dp_kde_sketch", "dp_kde_sketch_terms",
+    "BlockProjections", "KDESketch", "RandomFourierFeatures", "TermScorer", "contrast_weights", "dp_kde_sketch", "dp_kde_sketch_terms",
     "draw_rows", "ensemble_blocks", "ensemble_epsilons", "gaussian_kde", "gaussian_kernel", "kde_ensemble_event",
     "kde_event", "record_windows", "rff_error_bound", "rff_kde", "sample_sequences", "sampling_weights",
     "score_noise_std",

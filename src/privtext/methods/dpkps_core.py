@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -104,6 +104,9 @@ class DPKPSParams:
     neighbouring: Neighbouring = "add_remove"
     allow_repeats: bool = False  # may a term appear twice in one sequence
     threshold: float = 2.0  # κ: scores below κ noise standard deviations get no probability (0: the paper)
+    vocab_selection: Literal["first", "idf"] = "first"  # a document's r counted terms (App A.1: the first r)
+    term_weighting: Literal["uniform", "idf"] = "uniform"  # a document's unit of sketch mass over its terms
+    contrast: float = 0.0  # α: class weights × lift over the all-class estimate^α (0: the paper's distribution)
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon_vocab, name="epsilon_vocab")
@@ -121,6 +124,15 @@ class DPKPSParams:
         t = self.threshold
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
             raise ConfigError(f"dpkps.threshold must be a finite number ≥ 0, got {t!r}")
+        c = self.contrast
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < math.inf:
+            raise ConfigError(f"dpkps.contrast must be a finite number ≥ 0, got {c!r}")
+        if self.vocab_selection not in ("first", "idf"):
+            raise ConfigError(f"dpkps.vocab_selection must be 'first' or 'idf', got {self.vocab_selection!r}")
+        if self.term_weighting not in ("uniform", "idf"):
+            raise ConfigError(f"dpkps.term_weighting must be 'uniform' or 'idf', got {self.term_weighting!r}")
+        if self.term_weighting == "idf" and self.weighting != "mean":
+            raise ConfigError("dpkps.term_weighting='idf' needs weighting='mean' (a record's weights sum to 1)")
         if not self.allow_repeats and self.vocab_size < self.length:
             raise ConfigError(f"dpkps.vocab_size={self.vocab_size} < length={self.length}: sequences of distinct "
                               "terms need at least L terms (or set allow_repeats)")
@@ -340,6 +352,8 @@ def dpkps_sequences(
         raise ConfigError(f"dpkps.vocab_size={params.vocab_size} exceeds the public vocabulary's "
                           f"{len(public_vocabulary)} terms")
     keeper = keeper if keeper is not None else DirectReleases()
+    if "idf" in (params.vocab_selection, params.term_weighting):
+        public_vocabulary.idf()  # public document frequencies are needed: fail before anything is recorded
     plan = dpkps_plan(params)
     rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
     if noise_rng is None:
@@ -350,7 +364,8 @@ def dpkps_sequences(
     # 1. DP vocabulary
     def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
         rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=params.epsilon_vocab,
-                                size=params.vocab_size, rng=noise_rng(plan[0].key), neighbouring=params.neighbouring)
+                                size=params.vocab_size, rng=noise_rng(plan[0].key), neighbouring=params.neighbouring,
+                                select=params.vocab_selection)
         return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
 
     vals = keeper.release(as_release(plan[0]), vocab_compute)
@@ -363,6 +378,7 @@ def dpkps_sequences(
     dp_vocab = vocab_release.vocabulary(public_vocabulary)
     # 2. embed Ṽ (public)
     emb = _embed_terms(embedder, dp_vocab.terms)
+    term_weights = dp_vocab.idf() if params.term_weighting == "idf" else None  # public
     # 3. sketches, one per block count; the random features are public and kept with the release (resume)
     blocks = params.blocks
     eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
@@ -388,7 +404,8 @@ def dpkps_sequences(
             sk, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=len(classes), projections=proj,
                                          epsilon=eps, rng=noise_rng(key), max_terms=params.max_terms,
                                          noise=params.noise, weighting=params.weighting,
-                                         max_points=params.max_points, neighbouring=params.neighbouring)
+                                         max_points=params.max_points, neighbouring=params.neighbouring,
+                                         term_weights=term_weights)
             return {"noisy": sk.noisy, "weights": proj.features.weights, "offsets": proj.features.offsets}, ev
 
         vals = keeper.release(as_release(planned), kde_compute)
@@ -407,7 +424,7 @@ def dpkps_sequences(
     # 4. sequences (post-processing of the releases)
     ids = sample_sequences(sketches, projections, counts=counts, length=params.length, sequence=params.sequence,
                            rng=rng_sample, allow_repeats=params.allow_repeats,
-                           threshold=params.threshold)
+                           threshold=params.threshold, contrast=params.contrast)
     seqs: list[tuple[str, ...]] = []
     labels: list[str] = []
     for c, arr in zip(classes, ids, strict=True):
