@@ -79,12 +79,15 @@ def test_resume_reloads_the_releases_and_never_redraws(tmp_path: Path) -> None:
     assert (run / "synthetic.jsonl").exists()
 
 
-def test_released_values_carry_the_laplace_noise(tmp_path: Path) -> None:
-    """At ε_vocab = 0.05 (b = r/ε = 200) the released counts of the kept terms are far from the exact ones, and at
-    ε_kde = 0.05 the sketch (exact entries ≤ √2·N) is dominated by noise of scale √2·I/ε. Without the noise in
-    the method's path both checks fail (the released counts would be the exact integers)."""
+@pytest.mark.parametrize("sketch", ["rff", "histogram"])
+def test_released_values_carry_the_laplace_noise(tmp_path: Path, sketch: str) -> None:
+    """At ε_vocab = 0.05 (b = r/ε = 200) the released counts of the kept terms are far from the exact ones; at
+    ε_kde = 0.05 the RFF sketch (exact entries ≤ √2·N) is dominated by noise of scale √2·I/ε, and at ε_kde =
+    0.005 the term histogram (exact entries ≤ N = 60) by noise of scale 1/ε = 200. Without the noise in the
+    method's path these checks fail (the released counts would be the exact values)."""
     priv, pub = _corpora()
-    run = _run(tmp_path, epsilon=0.1, epsilon_vocab=0.05, epsilon_kde=0.05, priv=priv)
+    eps_kde = 0.05 if sketch == "rff" else 0.005
+    run = _run(tmp_path, epsilon=0.05 + eps_kde, epsilon_vocab=0.05, epsilon_kde=eps_kde, priv=priv, sketch=sketch)
     rel = run / "private" / "checkpoints" / "releases"
     with np.load(rel / "dpkps_vocabulary.npz") as z:
         idx, noisy = z["indices"], z["noisy_counts"]
@@ -92,9 +95,16 @@ def test_released_values_carry_the_laplace_noise(tmp_path: Path) -> None:
     exact = term_histogram(vocab.matcher().find_all(priv.texts, max_terms=10), len(vocab), 10)[idx]
     # |noisy − exact| for 20 Laplace(200) draws: the median of |X| is 200·ln 2 ≈ 139; P(mean < 20) < 1e-12
     assert np.mean(np.abs(noisy - exact)) > 20
-    with np.load(rel / "dpkps_kde_m_1.npz") as z:
-        sketch = z["noisy"]
-    assert np.abs(sketch).max() > 10 * np.sqrt(2) * len(priv)  # b = √2·32/0.05 ≈ 905 ≫ √2·60 ≈ 85
+    if sketch == "rff":
+        with np.load(rel / "dpkps_kde_m_1.npz") as z:
+            noisy_sketch = z["noisy"]
+        assert np.abs(noisy_sketch).max() > 10 * np.sqrt(2) * len(priv)  # b = √2·32/0.05 ≈ 905 ≫ √2·60 ≈ 85
+    else:
+        with np.load(rel / "dpkps_histogram.npz") as z:
+            hist = z["noisy"]
+        assert hist.shape == (4, 20)  # the 4 label groups × |Ṽ|
+        # exact entries are in [0, 60]; P(max of 80 |Laplace(200)| < 300) = (1 − e^{−1.5})^80 < 2e-9
+        assert np.abs(hist).max() > 300
 
 
 def test_budget_forms(tmp_path: Path) -> None:

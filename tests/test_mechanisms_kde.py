@@ -16,6 +16,9 @@ from privtext.mechanisms.kde import (
     TermScorer,
     contrast_weights,
     dp_kde_sketch,
+    dp_term_histogram,
+    histogram_sensitivity,
+    sample_histogram_sequences,
     dp_kde_sketch_terms,
     draw_rows,
     ensemble_blocks,
@@ -396,6 +399,75 @@ def test_public_term_weights_shift_mass_and_keep_the_sensitivity(any_seed: int) 
                             weighting="sum", max_points=2)
     with pytest.raises(ConfigError, match="positive"):
         dp_kde_sketch_terms([[0]], [0], n_classes=1, projections=p, epsilon=1.0, rng=rng, term_weights=-tw)
+
+
+# ------------------------------------------------------------------------------------- the term histogram
+
+
+@pytest.mark.parametrize(("weighting", "max_points", "weights"), [("mean", None, False), ("mean", None, True),
+                                                                  ("sum", 3, False)])
+def test_term_histogram_moves_by_at_most_its_sensitivity(weighting: str, max_points: int | None, weights: bool,
+                                                         any_seed: int) -> None:
+    """ε = ∞: adding/removing one record changes the exact histogram by ≤ c_w in L1 (= c_w when it holds a term
+    and, for "sum", ≥ max_points terms), replacing one by ≤ 2·c_w; with public term weights too."""
+    rng = np.random.default_rng(any_seed)
+    tw = rng.uniform(0.05, 4.0, size=12) if weights else None
+
+    def h(docs: list[list[int]], cls: list[int]) -> np.ndarray:
+        out, _ = dp_term_histogram(docs, np.array(cls, dtype=np.int64), n_classes=3, n_terms=12, epsilon=math.inf,
+                                   rng=rng, weighting=weighting, max_points=max_points,  # type: ignore[arg-type]
+                                   term_weights=tw)
+        return out.noisy
+
+    add = histogram_sensitivity(weighting=weighting, max_points=max_points)  # type: ignore[arg-type]
+    rep = histogram_sensitivity(weighting=weighting, max_points=max_points,  # type: ignore[arg-type]
+                                neighbouring="replace_one")
+    assert rep == 2 * add == 2 * (max_points or 1)
+    for _ in range(40):
+        n = int(rng.integers(1, 8))
+        docs = [list(rng.choice(12, size=int(rng.integers(0, 7)), replace=False)) for _ in range(n)]
+        cls = [int(c) for c in rng.integers(0, 3, size=n)]
+        x = list(rng.choice(12, size=int(rng.integers(1, 7)), replace=False))
+        cx = int(rng.integers(0, 3))
+        d_add = np.abs(h([*docs, x], [*cls, cx]) - h(docs, cls)).sum()
+        assert d_add == pytest.approx(min(len(x), max_points or len(x)) if weighting == "sum" else 1.0)
+        assert d_add <= add + 1e-9
+        assert np.abs(h([x, *docs[1:]], [cx, *cls[1:]]) - h(docs, cls)).sum() <= rep + 1e-9
+
+
+def test_term_histogram_noise_is_laplace_with_the_stated_scale(any_seed: int) -> None:
+    rng = np.random.default_rng(any_seed)
+    hist, ev = dp_term_histogram([[]] * 5, np.zeros(5, dtype=np.int64), n_classes=4, n_terms=500, epsilon=0.5,
+                                 rng=rng)
+    assert ev == kde_event(0.5) and hist.scale == 2.0 and hist.noise_std == pytest.approx(2 * math.sqrt(2))
+    assert stats.kstest(hist.noisy.ravel(), stats.laplace(scale=2.0).cdf).pvalue > 1e-4
+    rep, _ = dp_term_histogram([[0]], [0], n_classes=1, n_terms=3, epsilon=0.5, rng=rng, neighbouring="replace_one")
+    assert rep.scale == 4.0
+
+
+def test_histogram_sequences_follow_the_class_and_contrast_sharpens(any_seed: int) -> None:
+    """Every document holds the generic terms 0–1; class 0 (200 documents) adds 2–4, class 1 (20) adds 6–8. At
+    ε = 5 (noise √2/5 per bin against 4 per own term of class 1) class 1 draws its own terms ≈ 60 % of the time
+    (exact 3·4/(3·4 + 2·4)), with contrast α = 2 ≈ 92 %; at ε = 10⁻⁴ its draws are near uniform."""
+    rng = np.random.default_rng(any_seed)
+    docs = [[0, 1, 2, 3, 4]] * 200 + [[0, 1, 6, 7, 8]] * 20
+    cls = np.array([0] * 200 + [1] * 20)
+    hist, _ = dp_term_histogram(docs, cls, n_classes=2, n_terms=12, epsilon=5.0, rng=rng)
+    plain = sample_histogram_sequences(hist, counts=[100, 2000], length=1, rng=rng, threshold=2.0, contrast=0.0)
+    con = sample_histogram_sequences(hist, counts=[100, 2000], length=1, rng=rng, threshold=2.0, contrast=2.0)
+    assert np.isin(plain[0], [0, 1, 2, 3, 4]).mean() > 0.95
+    assert 0.5 < np.isin(plain[1], [6, 7, 8]).mean() < 0.7 and np.isin(con[1], [6, 7, 8]).mean() > 0.85
+    seqs = sample_histogram_sequences(hist, counts=[50, 50], length=5, rng=rng)
+    assert all(len(set(r)) == 5 for s_ in seqs for r in s_.tolist())  # no repeats by default
+    noisy, _ = dp_term_histogram(docs, cls, n_classes=2, n_terms=12, epsilon=1e-4, rng=rng)
+    far = sample_histogram_sequences(noisy, counts=[0, 3000], length=1, rng=rng)
+    assert np.isin(far[1], [6, 7, 8]).mean() < 0.5
+    with pytest.raises(ConfigError, match="contrast"):
+        sample_histogram_sequences(hist, counts=[1, 1], length=1, rng=rng, contrast=-1.0)
+    with pytest.raises(ConfigError, match="3 sequence counts"):
+        sample_histogram_sequences(hist, counts=[1, 1, 1], length=1, rng=rng)
+    with pytest.raises(DataError, match="term ids"):
+        dp_term_histogram([[12]], [0], n_classes=1, n_terms=12, epsilon=1.0, rng=rng)
 
 
 def test_bad_input_names_the_value() -> None:

@@ -750,8 +750,147 @@ def sample_sequences(
     return out
 
 
+# --------------------------------------------------------------------------------- the discrete-kernel sketch
+
+
+def histogram_sensitivity(*, weighting: Weighting = "mean", max_points: int | None = None,
+                          neighbouring: Neighbouring = "add_remove") -> float:
+    """Δ₁ of the released (C × |Ṽ|) term histogram (:func:`dp_term_histogram`): c_w (add/remove), 2·c_w
+    (replace one), c_w = 1 (``weighting="mean"``) or ``max_points`` (``"sum"``)."""
+    check_neighbouring(neighbouring)
+    if weighting == "mean":
+        c_w = 1
+    elif weighting == "sum":
+        if max_points is None:
+            raise ConfigError("weighting='sum' needs max_points (the per-record cap that bounds the sensitivity)")
+        c_w = _check_pos_int("max_points", max_points)
+    else:
+        raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
+    return float(c_w if neighbouring == "add_remove" else 2 * c_w)
+
+
+@dataclass(frozen=True)
+class TermHistogram:
+    """A released per-class DP term histogram H̃ (C × |Ṽ|): the DP-KDE of the discrete kernel on Ṽ."""
+
+    noisy: np.ndarray  # (C, |Ṽ|) float64, released
+    epsilon: float
+    scale: float  # Laplace scale b
+    sensitivity: float  # Δ₁
+    weighting: str
+    neighbouring: str
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.noisy.shape[0])
+
+    @property
+    def noise_std(self) -> float:
+        """The standard deviation of one bin's noise, √2·b (public)."""
+        return SQRT2 * self.scale
+
+
+def dp_term_histogram(
+    doc_terms: Sequence[Sequence[int]],
+    doc_classes: Sequence[int] | np.ndarray,
+    *,
+    n_classes: int,
+    n_terms: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    max_terms: int | None = None,
+    weighting: Weighting = "mean",
+    max_points: int | None = None,
+    neighbouring: Neighbouring = "add_remove",
+    term_weights: np.ndarray | None = None,
+) -> tuple[TermHistogram, Any]:
+    """The per-class DP term histogram: the DP-KDE of the *discrete* kernel k(u, v) = 1[u = v] on Ṽ.
+
+    Why: DP-KPS's keyphrases are the |Ṽ| terms of the released vocabulary, and at the bandwidths where the
+    Gaussian KDE of unit-norm word embeddings separates the terms at all (h ≈ 0.3: k ≈ e^{−11} between two
+    terms at cosine 0.5) it is already a histogram over Ṽ — computed through I random features whose noise is
+    √(2I) times larger: a score's Laplace noise has deviation 2√I/ε there (:func:`score_noise_std`), √2/ε here.
+    On Yelp (N = 2000, ε = 10, docs/dpkps.md) that is σ ≈ 3.8 against ≈ 0.17, while a minority class's term
+    mass is ≈ 1–3.
+
+    Release. Record j (a private document) with its first ``max_terms`` Ṽ terms T_j gives a_j ∈ ℝ^{|Ṽ|}:
+    ``weighting="mean"`` a_{j,v} = 1/|T_j| on its terms (with public ``term_weights`` w: w_v/Σ_{u∈T_j} w_u),
+    so a_j ≥ 0 and Σ_v a_{j,v} = 1 (0 when T_j is empty); ``"sum"``: 1 on each of its first ``max_points`` terms.
+    H_c = Σ_{j∈c} a_j; H̃_c = H_c + Lap(b)^{|Ṽ|} for every class c, on every bin (the bin set — classes and Ṽ —
+    is public). Add/remove one record changes only its own class's row, by a_j: ‖ΔH‖₁ = Σ_v a_{j,v} ≤ c_w, so
+    Δ₁ = c_w (1 for "mean"); replacing one record moves two rows (or one twice): Δ₁ = 2·c_w. b = Δ₁/ε: pure
+    ε-DP (the Laplace mechanism), event ``LaplaceDpEvent(1/ε)`` as for the RFF sketch; all C rows are one
+    release (parallel composition over the disjoint classes). No class size is used or released."""
+    eps = check_epsilon(epsilon, name="epsilon_kde")
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    n_terms = _check_pos_int("n_terms", n_terms)
+    delta1 = histogram_sensitivity(weighting=weighting, max_points=max_points, neighbouring=neighbouring)
+    if max_terms is not None:
+        max_terms = _check_pos_int("max_terms", max_terms)
+    event = kde_event(eps)
+    cls = _check_classes(doc_classes, len(doc_terms), n_classes)
+    ids, rec = record_windows(doc_terms, 1, max_terms=max_terms)
+    ids = ids[:, 0]
+    if len(ids) and (ids.min() < 0 or ids.max() >= n_terms):
+        raise DataError(f"term ids must lie in [0, {n_terms})")
+    counts = np.bincount(rec, minlength=len(doc_terms))
+    w = _weights(counts, weighting, max_points)
+    if term_weights is not None:
+        w = _public_term_weighting(w, ids[:, None], rec, counts, term_weights, weighting, n_terms)
+    hist = np.zeros((n_classes, n_terms))
+    np.add.at(hist, (cls[rec], ids), w)
+    scale = 0.0 if math.isinf(eps) else delta1 / eps
+    noisy = hist + (rng.laplace(0.0, scale, size=hist.shape) if scale > 0 else 0.0)
+    return TermHistogram(noisy=noisy, epsilon=eps, scale=scale, sensitivity=delta1, weighting=weighting,
+                         neighbouring=neighbouring), event
+
+
+def sample_histogram_sequences(
+    histogram: TermHistogram,
+    *,
+    counts: Sequence[int],
+    length: int,
+    rng: np.random.Generator,
+    allow_repeats: bool = False,
+    threshold: float = 0.0,
+    contrast: float = 0.0,
+) -> list[np.ndarray]:
+    """Independent sequences from a released :class:`TermHistogram` (post-processing): L draws per sequence
+    ∝ max(H̃_c(v) − κ·σ, 0), σ = √2·b the public deviation of a bin's noise, times the lift over the all-class
+    histogram Σ_c H̃_c to the power ``contrast`` (:func:`contrast_weights`; its threshold is κ·σ·√C). Without
+    repeats a drawn term is excluded from the rest of its sequence. One (counts[c], length) array per class."""
+    length = _check_pos_int("length", length)
+    for name, v in (("threshold", threshold), ("contrast", contrast)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise ConfigError(f"{name} must be a finite number ≥ 0, got {v!r}")
+    n_classes, n_terms = histogram.noisy.shape
+    if len(counts) != n_classes:
+        raise ConfigError(f"{len(counts)} sequence counts for {n_classes} classes")
+    if not allow_repeats and n_terms < length:
+        raise ConfigError(f"sequences of {length} distinct terms need at least {length} terms, Ṽ has {n_terms}")
+    floor = threshold * histogram.noise_std
+    w = sampling_weights(histogram.noisy, floor=floor)
+    if contrast:
+        bg = sampling_weights(histogram.noisy.sum(axis=0, keepdims=True), floor=floor * math.sqrt(n_classes))
+        w = contrast_weights(w, bg, contrast)
+    out = [np.zeros((int(n), length), dtype=np.int64) for n in counts]
+    for i in range(length):
+        for c in range(n_classes):
+            seq = out[c]
+            if not len(seq):
+                continue
+            allowed = None
+            if not allow_repeats and i > 0:
+                allowed = np.ones((len(seq), n_terms), dtype=bool)
+                np.put_along_axis(allowed, seq[:, :i], False, axis=1)
+            seq[:, i] = draw_rows(np.broadcast_to(w[c], (len(seq), n_terms)), rng, allowed=allowed)
+    return out
+
+
 __all__ = [
-    "BlockProjections", "KDESketch", "RandomFourierFeatures", "TermScorer", "contrast_weights", "dp_kde_sketch", "dp_kde_sketch_terms",
+    "BlockProjections", "KDESketch", "RandomFourierFeatures", "TermHistogram", "TermScorer", "contrast_weights",
+    "dp_kde_sketch", "dp_term_histogram", "histogram_sensitivity", "sample_histogram_sequences", "dp_kde_sketch_terms",
     "draw_rows", "ensemble_blocks", "ensemble_epsilons", "gaussian_kde", "gaussian_kernel", "kde_ensemble_event",
     "kde_event", "record_windows", "rff_error_bound", "rff_kde", "sample_sequences", "sampling_weights",
     "score_noise_std",

@@ -50,12 +50,16 @@ from ..mechanisms.kde import (
     NoiseMode,
     RandomFourierFeatures,
     SequenceMode,
+    TermHistogram,
     Weighting,
     dp_kde_sketch_terms,
+    dp_term_histogram,
+    histogram_sensitivity,
     ensemble_blocks,
     ensemble_epsilons,
     kde_ensemble_event,
     kde_event,
+    sample_histogram_sequences,
     sample_sequences,
     sketch_sensitivity,
 )
@@ -105,8 +109,10 @@ class DPKPSParams:
     allow_repeats: bool = False  # may a term appear twice in one sequence
     threshold: float = 2.0  # κ: scores below κ noise standard deviations get no probability (0: the paper)
     vocab_selection: Literal["first", "idf"] = "first"  # a document's r counted terms (App A.1: the first r)
-    term_weighting: Literal["uniform", "idf"] = "uniform"  # a document's unit of sketch mass over its terms
-    contrast: float = 0.0  # α: class weights × lift over the all-class estimate^α (0: the paper's distribution)
+    # a document's unit of sketch mass over its terms; auto: idf when the public vocabulary has document counts
+    term_weighting: Literal["auto", "uniform", "idf"] = "auto"
+    contrast: float = 1.0  # α: class weights × lift over the all-class estimate^α (0: the paper's distribution)
+    sketch: Literal["auto", "histogram", "rff"] = "auto"  # auto: histogram for independent sequences, else rff
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon_vocab, name="epsilon_vocab")
@@ -129,10 +135,17 @@ class DPKPSParams:
             raise ConfigError(f"dpkps.contrast must be a finite number ≥ 0, got {c!r}")
         if self.vocab_selection not in ("first", "idf"):
             raise ConfigError(f"dpkps.vocab_selection must be 'first' or 'idf', got {self.vocab_selection!r}")
-        if self.term_weighting not in ("uniform", "idf"):
-            raise ConfigError(f"dpkps.term_weighting must be 'uniform' or 'idf', got {self.term_weighting!r}")
+        if self.term_weighting not in ("auto", "uniform", "idf"):
+            raise ConfigError(f"dpkps.term_weighting must be 'auto', 'uniform' or 'idf', got {self.term_weighting!r}")
         if self.term_weighting == "idf" and self.weighting != "mean":
             raise ConfigError("dpkps.term_weighting='idf' needs weighting='mean' (a record's weights sum to 1)")
+        if self.sketch not in ("auto", "histogram", "rff"):
+            raise ConfigError(f"dpkps.sketch must be 'auto', 'histogram' or 'rff', got {self.sketch!r}")
+        if self.sketch == "histogram" and self.sequence != "independent":
+            raise ConfigError("dpkps.sketch='histogram' draws independent terms; iterative sequences need "
+                              "sketch='rff' (the KDE of m-term windows)")
+        if self.sketch_kind == "histogram" and self.noise == "paper":
+            raise ConfigError("dpkps.noise='paper' is the RFF class-mean sketch of App A.2: use sketch='rff'")
         if not self.allow_repeats and self.vocab_size < self.length:
             raise ConfigError(f"dpkps.vocab_size={self.vocab_size} < length={self.length}: sequences of distinct "
                               "terms need at least L terms (or set allow_repeats)")
@@ -153,6 +166,13 @@ class DPKPSParams:
     @property
     def epsilon_total(self) -> float:
         return self.epsilon_vocab + self.epsilon_kde
+
+    @property
+    def sketch_kind(self) -> str:
+        """'histogram' (the discrete-kernel DP-KDE on Ṽ) or 'rff' (the Gaussian DP-KDE with random features)."""
+        if self.sketch != "auto":
+            return self.sketch
+        return "histogram" if self.sequence == "independent" else "rff"
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -185,6 +205,15 @@ def dpkps_plan(params: DPKPSParams) -> list[PlannedRelease]:
         description=f"DP vocabulary (App A.1): first {params.r} terms per document, Laplace histogram, top "
                     f"{params.vocab_size}",
     )]
+    if params.sketch_kind == "histogram":
+        delta = histogram_sensitivity(weighting=params.weighting, max_points=params.max_points,
+                                      neighbouring=params.neighbouring)
+        out.append(PlannedRelease(
+            key="dpkps/histogram", mechanism="laplace", event=kde_event(params.epsilon_kde),
+            epsilon=params.epsilon_kde, noise_scale=_scale(delta, params.epsilon_kde), sensitivity=delta,
+            description=f"per-class DP term histogram over Ṽ (the discrete-kernel DP-KDE), all classes (parallel "
+                        f"composition), weighting={params.weighting}, term_weighting={params.term_weighting}"))
+        return out
     delta = sketch_sensitivity(params.n_features, noise=params.noise, weighting=params.weighting,
                                max_points=params.max_points, neighbouring=params.neighbouring)
     for m, eps in zip(params.blocks, ensemble_epsilons(params.epsilon_kde, len(params.blocks)), strict=True):
@@ -209,9 +238,10 @@ def dpkps_event(params: DPKPSParams) -> Any:
     """The run's event, without data: ``ComposedDpEvent([vocabulary, ComposedDpEvent(sketches)])``."""
     import dp_accounting
 
+    n_sketches = 1 if params.sketch_kind == "histogram" else len(params.blocks)
     return dp_accounting.ComposedDpEvent([
         vocabulary_event(params.r, params.epsilon_vocab, neighbouring=params.neighbouring),
-        kde_ensemble_event(params.epsilon_kde, len(params.blocks)),
+        kde_ensemble_event(params.epsilon_kde, n_sketches),
     ])
 
 
@@ -221,7 +251,7 @@ class KeyphraseSequences:
 
     classes: tuple[str, ...]
     vocabulary: VocabularyRelease
-    sketches: tuple[KDESketch, ...]
+    sketches: tuple[KDESketch | TermHistogram, ...]
     sequences: tuple[tuple[str, ...], ...]  # class-major: all of classes[0], then classes[1], ...
     labels: tuple[str, ...]  # the class of each sequence
     event: Any
@@ -354,6 +384,9 @@ def dpkps_sequences(
     keeper = keeper if keeper is not None else DirectReleases()
     if "idf" in (params.vocab_selection, params.term_weighting):
         public_vocabulary.idf()  # public document frequencies are needed: fail before anything is recorded
+    use_idf = params.term_weighting == "idf" or (
+        params.term_weighting == "auto" and params.weighting == "mean" and public_vocabulary.counts is not None
+        and public_vocabulary.documents is not None)
     plan = dpkps_plan(params)
     rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
     if noise_rng is None:
@@ -378,7 +411,7 @@ def dpkps_sequences(
     dp_vocab = vocab_release.vocabulary(public_vocabulary)
     # 2. embed Ṽ (public)
     emb = _embed_terms(embedder, dp_vocab.terms)
-    term_weights = dp_vocab.idf() if params.term_weighting == "idf" else None  # public
+    term_weights = dp_vocab.idf() if use_idf else None  # public: document frequencies in the public corpus
     # 3. sketches, one per block count; the random features are public and kept with the release (resume)
     blocks = params.blocks
     eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
@@ -389,6 +422,33 @@ def dpkps_sequences(
             private_side["classes"] = _class_ids(private_labels, classes)
             private_side["terms"] = dp_vocab.matcher().find_all(private_texts, max_terms=params.max_terms)
         return private_side["terms"], private_side["classes"]
+
+    if params.sketch_kind == "histogram":
+        planned = plan[1]
+
+        def hist_compute() -> tuple[dict[str, np.ndarray], Any]:
+            doc_terms, doc_classes = private_terms()
+            h, ev = dp_term_histogram(doc_terms, doc_classes, n_classes=len(classes), n_terms=len(dp_vocab),
+                                      epsilon=params.epsilon_kde, rng=noise_rng(planned.key),
+                                      max_terms=params.max_terms, weighting=params.weighting,
+                                      max_points=params.max_points, neighbouring=params.neighbouring,
+                                      term_weights=term_weights)
+            return {"noisy": h.noisy}, ev
+
+        vals = keeper.release(as_release(planned), hist_compute)
+        private_side.clear()
+        noisy = np.asarray(vals["noisy"], dtype=np.float64)
+        if noisy.shape != (len(classes), len(dp_vocab)):
+            raise DataError(f"release {planned.key}: a histogram of shape {noisy.shape}, expected "
+                            f"{(len(classes), len(dp_vocab))} (was the run resumed with other classes?)")
+        hist = TermHistogram(noisy=noisy, epsilon=params.epsilon_kde, scale=planned.noise_scale,
+                             sensitivity=planned.sensitivity, weighting=params.weighting,
+                             neighbouring=params.neighbouring)
+        # 4. sequences (post-processing of the release)
+        ids = sample_histogram_sequences(hist, counts=counts, length=params.length, rng=rng_sample,
+                                         allow_repeats=params.allow_repeats, threshold=params.threshold,
+                                         contrast=params.contrast)
+        return _keyphrase_sequences(classes, vocab_release, (hist,), ids, dp_vocab, params, plan)
 
     sketches: list[KDESketch] = []
     projections: list[BlockProjections] = []
@@ -425,13 +485,20 @@ def dpkps_sequences(
     ids = sample_sequences(sketches, projections, counts=counts, length=params.length, sequence=params.sequence,
                            rng=rng_sample, allow_repeats=params.allow_repeats,
                            threshold=params.threshold, contrast=params.contrast)
+    return _keyphrase_sequences(classes, vocab_release, tuple(sketches), ids, dp_vocab, params, plan)
+
+
+def _keyphrase_sequences(classes: tuple[str, ...], vocab_release: VocabularyRelease,
+                         sketches: tuple[KDESketch | TermHistogram, ...], ids: list[np.ndarray],
+                         dp_vocab: PublicVocabulary, params: DPKPSParams, plan: list[PlannedRelease]
+                         ) -> KeyphraseSequences:
     seqs: list[tuple[str, ...]] = []
     labels: list[str] = []
     for c, arr in zip(classes, ids, strict=True):
         for row in arr:
             seqs.append(tuple(dp_vocab.terms[i] for i in row))
             labels.append(c)
-    return KeyphraseSequences(classes=classes, vocabulary=vocab_release, sketches=tuple(sketches),
+    return KeyphraseSequences(classes=classes, vocabulary=vocab_release, sketches=sketches,
                               sequences=tuple(seqs), labels=tuple(labels), event=dpkps_event(params),
                               releases=tuple(plan))
 
