@@ -107,7 +107,7 @@ class Setup:
         return float(np.mean([(pp[yy == c] == c).mean() for c in self.classes if (yy == c).any()]))
 
 
-def run_setting(s: Setup, setting: dict[str, Any], eps: float, seed: int) -> dict[str, Any]:
+def run_setting(s: Setup, setting: dict[str, Any], eps: float, seed: int, seq_only: bool = False) -> dict[str, Any]:
     import numpy as np
 
     from privtext.data import Corpus
@@ -123,6 +123,9 @@ def run_setting(s: Setup, setting: dict[str, Any], eps: float, seed: int) -> dic
     kp = dpkps_sequences(s.priv_t, s.priv_y, classes=s.classes, public_vocabulary=s.vocab, embedder=s.emb,
                          params=params, n_per_class=s.counts, rng=rng)
     t1 = time.perf_counter()
+    y = list(kp.labels)
+    if seq_only:
+        return {"seq_nb": s.seq_nb(kp.terms, list(kp.sequences), y), "t_seq": round(t1 - t0, 1)}
     gen = s.generator(setting.get("ngram", {}))
     texts = gen.seeded([list(q) for q in kp.sequences], "review", rng=derive(seed, "gen"))
     t2 = time.perf_counter()
@@ -156,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", default='[{"name": "default"}]')
     ap.add_argument("--control", action="store_true", help="also run every setting at ε = 1e-6")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--seq-only", action="store_true", help="only the sequences' naive-Bayes check (no generator)")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "dpkps-signal.json"))
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -169,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     for setting in settings:
         for eps in [setting.get("eps", a.eps)] + ([1e-6] if a.control else []):
             for seed in [int(x) for x in a.seeds.split(",")]:
-                r = {"name": setting["name"], "eps": eps, "seed": seed, **run_setting(s, setting, eps, seed)}
+                r = {"name": setting["name"], "eps": eps, "seed": seed,
+                     **run_setting(s, setting, eps, seed, a.seq_only)}
                 rows.append(r)
                 show = {k: (round(100 * v, 1) if k in METRICS else v) for k, v in r.items()
                         if a.verbose or k not in ("top_terms", "example")}
@@ -184,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     for (name, eps), rs in groups.items():
         cells = []
         for k in METRICS:
-            v = [100 * r[k] for r in rs]
+            v = [100 * r[k] for r in rs if k in r]
+            if not v:
+                cells.append("–")
+                continue
             cells.append(f"{statistics.fmean(v):.1f}" + (f" ± {statistics.stdev(v):.1f}" if len(v) > 1 else ""))
         print(f"| {name} | {eps:g} | {len(rs)} | " + " | ".join(cells) + " |")
     return 0

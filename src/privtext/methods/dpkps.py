@@ -12,9 +12,10 @@ split as
 * ``dpkps.epsilon_vocab`` and ``dpkps.epsilon_kde`` when both are given (their sum with ε_labels must not exceed
   ε), else ε_vocab = ``vocab_share``·(ε − ε_labels) and ε_kde = the rest (default 1/6: the paper's 1 + 5).
 
-The releases — vocabulary (Δ₁ = r, App A.1), the K sketches of ε_kde/K each (Δ₁ = √2·c_w·I, App A.2 / proof of
-Thm A.1; derivations in :mod:`privtext.mechanisms.vocabulary` and :mod:`privtext.mechanisms.kde`) and the
-optional label histogram — are recorded in the ledger (:meth:`privtext.privacy.budget.Budget.pure`: the sum of
+The releases — vocabulary (Δ₁ = r, App A.1), the per-class term histogram (``sketch: histogram``, the default
+for independent sequences: Δ₁ = c_w) or the K RFF sketches of ε_kde/K each (``sketch: rff``: Δ₁ = √2·c_w·I,
+App A.2 / proof of Thm A.1; derivations in :mod:`privtext.mechanisms.vocabulary` and
+:mod:`privtext.mechanisms.kde`) and the optional label histogram — are recorded in the ledger (:meth:`privtext.privacy.budget.Budget.pure`: the sum of
 their ε, exact for pure DP) before each reads private data, computed, checked and kept
 (``private/checkpoints/releases``): a resumed run reloads them and never draws noise again.
 

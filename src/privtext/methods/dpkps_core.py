@@ -8,11 +8,16 @@ Pipeline
 2. **Embed Ṽ** with the run's embedder (public: Ṽ is released). Rows are renormalised to unit length (Thm A.1
    assumes unit-norm blocks).
 3. **Per-class DP-KDE sketches** (§2, App A.2, :mod:`privtext.mechanisms.kde`): a document's keyphrases are the
-   Ṽ terms it contains, in order of first occurrence (first ``max_terms``); one sketch per block count of the
-   sequence mode (independent: 1; iterative: ⌈log₂ L⌉ (log) or L (linear)), each ε_kde/K, every sketch holding
-   all classes (parallel composition over the disjoint classes). The random Fourier features of each sketch
-   are public randomness with bandwidth h·√m.
-4. **Sequences** (post-processing): ``n_per_class`` sequences of L terms per class, independent or iterative.
+   Ṽ terms it contains, in order of first occurrence (first ``max_terms``), its unit of mass spread over them
+   uniformly or ∝ their public idf (``term_weighting``). ``sketch="rff"``: one Gaussian-kernel sketch per block
+   count of the sequence mode (independent: 1; iterative: ⌈log₂ L⌉ (log) or L (linear)), each ε_kde/K, every
+   sketch holding all classes (parallel composition over the disjoint classes); the random Fourier features of
+   each sketch are public randomness with bandwidth h·√m. ``sketch="histogram"`` (``auto`` for independent
+   sequences): one release of the per-class term histogram over Ṽ, the DP-KDE of the discrete kernel
+   (:func:`~privtext.mechanisms.kde.dp_term_histogram`: Δ₁ = 1, noise √2/ε_kde per term where the RFF score's
+   is 2√I/ε_kde; docs/dpkps.md "Class signal" for the measurements).
+4. **Sequences** (post-processing): ``n_per_class`` sequences of L terms per class, independent or iterative;
+   ``contrast`` α multiplies a class's weights by its lift over the all-class estimate to the power α.
 5. **Prompts** (post-processing): ``generator.seeded(sequences, doc_type)`` — one prompt per sequence, naming
    only the document type and the terms (the family's ``seeded`` template), never the class; each text takes
    the class of the sketch its sequence came from.
@@ -24,8 +29,11 @@ values instead of drawing noise again. ``method: dpkps`` is :mod:`privtext.metho
 
 Guarantee: pure (ε_vocab + ε_kde)-DP for add/remove-one-document neighbours (``neighbouring="replace_one"``:
 the same ε for replace-one neighbours, with twice the noise). The event is
-``ComposedDpEvent([LaplaceDpEvent(1/ε_vocab), ComposedDpEvent([LaplaceDpEvent(K/ε_kde)] * K)])``, built without
-data by :func:`dpkps_event`; :func:`dpkps_plan` lists the releases in order.
+``ComposedDpEvent([LaplaceDpEvent(1/ε_vocab), ComposedDpEvent([LaplaceDpEvent(K/ε_kde)] * K)])`` (K = 1 for the
+histogram), built without data by :func:`dpkps_event`; :func:`dpkps_plan` lists the releases in order. The
+options added for class signal change no sensitivity: idf selection and idf weights are per-document maps using
+public document frequencies (a document still counts ≤ r distinct terms; its weights still sum to 1), and
+contrast sampling reads released values only.
 
 What is treated as public: the public vocabulary, the class names (``classes``: the label schema, never derived
 from the private labels), ``n_per_class``, every parameter of :class:`DPKPSParams`, the embedder and generator,
