@@ -98,7 +98,12 @@ class DPKPSParams:
     |Ṽ| = 1000, L = 10). ``bandwidth``, ``n_features`` and ``threshold`` default to what worked on the Yelp
     validation slice with MiniLM (docs/dpkps.md): the paper's h = 1 made the sampled sequences chance-level even
     without noise (the KDE of unit-norm word embeddings is nearly flat at h = 1), and the Laplace noise of a
-    score grows like √I, so few features are better at ε ≤ 15 on corpora of thousands of records."""
+    score grows like √I, so few features are better at ε ≤ 15 on corpora of thousands of records.
+
+    ``sketch``, ``term_weighting`` and ``contrast`` default to what carried class signal on Yelp (N = 2000,
+    ε = 10; docs/dpkps.md "Class signal"): the term histogram (``bandwidth`` and ``n_features`` then unused),
+    idf weights when the public vocabulary has document counts, lift exponent 1. ``sketch="rff",
+    term_weighting="uniform", contrast=0`` is the paper's estimator and distribution."""
 
     epsilon_vocab: float
     epsilon_kde: float
