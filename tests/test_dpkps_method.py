@@ -29,8 +29,24 @@ def _corpora(n: int = 60) -> tuple[Corpus, Corpus]:
     return priv, Corpus(pool.ids, pool.texts, {}, name="pool")
 
 
-def _run(tmp: Path, name: str = "r", *, epsilon: float = 6.0, priv: Corpus | None = None, **dpkps: Any) -> Path:
+def _run(tmp: Path, name: str = "r", *, epsilon: float = 6.0, priv: Corpus | None = None, ngram: bool = False,
+         **dpkps: Any) -> Path:
     p, pub = _corpora()
+    if ngram:  # the offline default generator (tiny_run's scripted one cannot be replaced, only merged into)
+        from privtext.config import config_from_dict
+        from privtext.data import write_corpus
+        from privtext.runner import run_config
+
+        write_corpus(priv or p, tmp / f"{name}.private.csv")
+        write_corpus(pub, tmp / f"{name}.public.csv")
+        return run_config(config_from_dict({
+            "method": "dpkps", "seed": 0, "name": name, "output": str(tmp / name),
+            "data": {"private": str(tmp / f"{name}.private.csv"), "public": str(tmp / f"{name}.public.csv"),
+                     "label_columns": list(p.label_columns), "label_values": SCHEMA},
+            "generator": {"backend": "ngram", "prompt_family": "yelp"},
+            "embedder": {"backend": "hashing", "dim": 64, "cache": False},
+            "privacy": {"epsilon": epsilon}, "dpkps": {**OPTS, **dpkps},
+            "evolution": {"num_samples": 16, "label_distribution": {"kind": "uniform"}}}))
     return tiny_run(tmp / name, private=priv or p, public=pub, method="dpkps", num_samples=16,
                     privacy={"epsilon": epsilon}, data={"label_values": SCHEMA},
                     evolution={"label_distribution": {"kind": "uniform"}}, dpkps={**OPTS, **dpkps})
@@ -178,14 +194,20 @@ def test_keyphrases_file_and_report_section(tmp_path: Path) -> None:
 def test_prompt_audit_catches_private_text_planted_in_a_dpkps_prompt(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The end-of-run audit must be able to fail: a private record copied into one keyphrase sequence (a bug that
-    would leak it into a seeded prompt) is flagged in privacy.json; the clean run passes."""
+    would leak it into a seeded prompt) is flagged in privacy.json; the clean run passes. With the n-gram
+    generator and its retrieval (the offline default), whose index is the public corpus only."""
     import privtext.methods.dpkps as m
 
     priv, _pub = _corpora()
     secret = "zorblax quintessa marmaduke lives at 42 wobblestone lane near the old quarry gate"
     priv = Corpus(priv.ids, (secret, *priv.texts[1:]), priv.labels, name=priv.name)
-    clean = _run(tmp_path, "clean", priv=priv)
+    clean = _run(tmp_path, "clean", priv=priv, ngram=True)
     assert json.loads((clean / "privacy.json").read_text())["prompt_audit"]["passed"] is True
+    # the generator retrieved public texts for the prompts (the default), and none of the secret reached the text
+    prompts = [json.loads(line) for line in (clean / "prompts.jsonl").read_text().splitlines()]
+    assert all("retrieved_public_texts" in p["meta"]["ngram"] for p in prompts)
+    assert any(p["meta"]["ngram"]["retrieved_public_texts"] > 0 for p in prompts)
+    assert "zorblax" not in (clean / "synthetic.jsonl").read_text()
     real = m.dpkps_sequences
 
     def leaky(texts: Any, *a: Any, **k: Any) -> Any:
@@ -198,7 +220,7 @@ def test_prompt_audit_catches_private_text_planted_in_a_dpkps_prompt(tmp_path: P
                                    else seqs)
 
     monkeypatch.setattr(m, "dpkps_sequences", leaky)
-    leak = _run(tmp_path, "leak", priv=priv)
+    leak = _run(tmp_path, "leak", priv=priv, ngram=True)
     st = json.loads((leak / "privacy.json").read_text())
     assert st["prompt_audit"]["passed"] is False
     assert secret in (leak / "prompts.jsonl").read_text()
