@@ -9,7 +9,9 @@ Set-up (the paper's §3 protocol, scaled to this machine):
   n-gram generator are built from them; DP-KPS never reads a public label;
 * target (unlabelled, for CORAL; the paper's D_B): test.csv rows 3000–3499;
 * test: test.csv rows 4000–4999 (rows 3500–3999 were the validation slice used to choose the defaults below:
-  bandwidth 0.3, I = 256 features, |Ṽ| = 400, threshold κ = 2);
+  bandwidth 0.3, I = 256 features, |Ṽ| = 400, threshold κ = 2; the figures in docs/dpkps.md "Measured
+  (benchmarks/dpkps.py)" were taken with the RFF sketch, ``--sketch rff --contrast 0 --term-weighting uniform``
+  and the n-gram generator without retrieval, before the class-signal defaults);
 * ε_total = ε_vocab + ε_kde ∈ {1 + 5, 5 + 5, 5 + 10} (the paper's Table 2 pairs);
 * per class ``--n-per-class`` keyphrase sequences of L terms → one n-gram prompt each → synthetic reviews;
 * classifier: a 3-layer MLP on MiniLM embeddings (privtext.evaluate.coral), λ = 0 (no adaptation) and λ = 1
@@ -80,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bandwidth", type=float, default=0.3)
     ap.add_argument("--threshold", type=float, default=2.0)
     ap.add_argument("--sequence", choices=["independent", "iterative"], default="independent")
+    ap.add_argument("--sketch", choices=["auto", "histogram", "rff"], default="auto",
+                    help="auto: the term histogram for independent sequences (docs/dpkps.md 'Class signal'); rff: "
+                    "the paper's random-feature sketch (the figures measured before the class-signal work)")
+    ap.add_argument("--contrast", type=float, default=1.0, help="lift exponent (0: the paper's distribution)")
+    ap.add_argument("--term-weighting", choices=["auto", "uniform", "idf"], default="auto")
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "dpkps.json")
@@ -138,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         for key, e_voc, e_kde in runs:
             params = DPKPSParams(epsilon_vocab=e_voc, epsilon_kde=e_kde, vocab_size=args.vocab_size,
                                  length=args.length, sequence=args.sequence, n_features=args.n_features,
-                                 bandwidth=args.bandwidth, threshold=args.threshold, max_terms=32)
+                                 bandwidth=args.bandwidth, threshold=args.threshold, max_terms=32,
+                                 sketch=args.sketch, contrast=args.contrast, term_weighting=args.term_weighting)
             t0 = time.perf_counter()
             res = run_dpkps(texts, labels, classes=classes, public_vocabulary=vocab, embedder=emb, generator=gen,
                             params=params, n_per_class=per_class, rng=derive(args.seed, "dpkps", task, key))

@@ -161,7 +161,7 @@ def method_config(method: str, eps: float, control: bool, a: Any) -> tuple[dict[
     if method == "dpkps":
         return ({"epsilon": eps}, {"num_samples": a.calls},
                 {"dpkps": {"vocab_size": 400, "length": 8, "n_features": a.n_features, "bandwidth": 0.3,
-                           "threshold": 2.0}})
+                           "threshold": 2.0, **json.loads(a.dpkps)}})
     if method == "augpe":  # DP-KPS's baseline: DP-vocabulary prompts
         return ({"epsilon": eps, "delta": 1e-4}, pe,
                 {"augpe": {"vocabulary_prompts": True, "vocabulary_size": 400, "vocabulary_terms": 8}})
@@ -187,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", choices=["per_label", "shared"], default="shared",
                     help="Aug-PE/SecPE evolution.initial_pool (shared: every label votes over all candidates)")
     ap.add_argument("--n-features", type=int, default=256, help="DP-KPS random features I (score noise ∝ √I)")
+    ap.add_argument("--dpkps", default="{}", help='JSON overrides of the dpkps: section, e.g. \'{"sketch": "rff", '
+                    '"term_weighting": "uniform", "contrast": 0}\' (the first measurement\'s settings)')
+    ap.add_argument("--ngram", default="{}", help="JSON overrides of the ngram generator's options, e.g. "
+                    "'{\"seeded_retrieval\": 0}'")
     ap.add_argument("--secpe-p", type=float, default=1e-4)
     ap.add_argument("--secpe-r", type=float, default=1e-3)
     ap.add_argument("--secpe-clusters", type=int, default=200)
@@ -238,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                     "seed": seed, "method": method, "output": str(out / f"s{seed}" / f"{method}-{tag}"),
                     "data": {"private": str(out / "private.csv"), "public": str(out / "public.csv"),
                              "label_values": {"label1": classes}},
-                    "generator": {"backend": "ngram", "prompt_family": "yelp"},
+                    "generator": {"backend": "ngram", "prompt_family": "yelp", **json.loads(a.ngram)},
                     "embedder": {"backend": "sentence-transformers", "cache_dir": str(cache)}}
                 if method == "secpe" and not control and eps != eps_list[0]:
                     continue  # SecPE's budget is a secret budget (p, r), not ε: one private run per seed

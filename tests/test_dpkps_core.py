@@ -78,7 +78,12 @@ def test_event_is_the_data_free_factory_and_composes(sequence: str, ensemble: st
     assert kp.labels == ("x",) * 3 + ("y",) * 3
 
 
-def test_releases_are_recorded_before_private_data_is_read() -> None:
+@pytest.mark.parametrize("options", [{}, {"vocab_selection": "idf", "term_weighting": "idf", "contrast": 1.0}])
+def test_releases_are_recorded_before_private_data_is_read(options: dict[str, Any]) -> None:
+    """Also with the idf selection, idf term weights and contrast sampling: they read public document counts
+    and released values only (the private texts and labels are read exactly as often, and never after the
+    last release)."""
+
     class Counted(Sequence[str]):
         def __init__(self, items: list[str]):
             self.items, self.reads = items, 0
@@ -97,9 +102,9 @@ def test_releases_are_recorded_before_private_data_is_read() -> None:
 
     texts = Counted(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"])
     labels = Counted(["x", "y", "x"])
-    vocab = PublicVocabulary(("alpha", "beta", "gamma", "delta"))
+    vocab = PublicVocabulary(("alpha", "beta", "gamma", "delta"), counts=(5, 4, 3, 2), documents=9)
     p = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=4, length=2, sequence="iterative", n_features=8,
-                    max_terms=4)
+                    max_terms=4, **options)
     seen: list[tuple[str, int, int]] = []
 
     class Watching(DirectReleases):
@@ -228,6 +233,16 @@ def test_bad_parameters_name_the_value() -> None:
     small = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=10, length=2, n_features=8)
     kw: dict[str, Any] = dict(public_vocabulary=vocab, embedder=HashingEmbedder(dim=8), params=small,
                               rng=np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="contrast"):
+        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, contrast=-1.0)
+    with pytest.raises(ConfigError, match="term_weighting='idf' needs weighting='mean'"):
+        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, term_weighting="idf", weighting="sum", max_points=3)
+    with pytest.raises(ConfigError, match="vocab_selection"):
+        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_selection="last")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="document counts"):  # a glossary has no frequencies; nothing recorded
+        dpkps_sequences(["w1"], ["x"], classes=["x"], n_per_class=1,
+                        **{**kw, "params": DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=10, length=2,
+                                                       n_features=8, term_weighting="idf")})
     with pytest.raises(DataError, match="'z'"):
         dpkps_sequences(["w1 w2", "w3"], ["x", "z"], classes=["x", "y"], n_per_class=1, **kw)
     with pytest.raises(ConfigError, match="missing"):

@@ -29,8 +29,24 @@ def _corpora(n: int = 60) -> tuple[Corpus, Corpus]:
     return priv, Corpus(pool.ids, pool.texts, {}, name="pool")
 
 
-def _run(tmp: Path, name: str = "r", *, epsilon: float = 6.0, priv: Corpus | None = None, **dpkps: Any) -> Path:
+def _run(tmp: Path, name: str = "r", *, epsilon: float = 6.0, priv: Corpus | None = None, ngram: bool = False,
+         **dpkps: Any) -> Path:
     p, pub = _corpora()
+    if ngram:  # the offline default generator (tiny_run's scripted one cannot be replaced, only merged into)
+        from privtext.config import config_from_dict
+        from privtext.data import write_corpus
+        from privtext.runner import run_config
+
+        write_corpus(priv or p, tmp / f"{name}.private.csv")
+        write_corpus(pub, tmp / f"{name}.public.csv")
+        return run_config(config_from_dict({
+            "method": "dpkps", "seed": 0, "name": name, "output": str(tmp / name),
+            "data": {"private": str(tmp / f"{name}.private.csv"), "public": str(tmp / f"{name}.public.csv"),
+                     "label_columns": list(p.label_columns), "label_values": SCHEMA},
+            "generator": {"backend": "ngram", "prompt_family": "yelp"},
+            "embedder": {"backend": "hashing", "dim": 64, "cache": False},
+            "privacy": {"epsilon": epsilon}, "dpkps": {**OPTS, **dpkps},
+            "evolution": {"num_samples": 16, "label_distribution": {"kind": "uniform"}}}))
     return tiny_run(tmp / name, private=priv or p, public=pub, method="dpkps", num_samples=16,
                     privacy={"epsilon": epsilon}, data={"label_values": SCHEMA},
                     evolution={"label_distribution": {"kind": "uniform"}}, dpkps={**OPTS, **dpkps})
@@ -79,12 +95,15 @@ def test_resume_reloads_the_releases_and_never_redraws(tmp_path: Path) -> None:
     assert (run / "synthetic.jsonl").exists()
 
 
-def test_released_values_carry_the_laplace_noise(tmp_path: Path) -> None:
-    """At ε_vocab = 0.05 (b = r/ε = 200) the released counts of the kept terms are far from the exact ones, and at
-    ε_kde = 0.05 the sketch (exact entries ≤ √2·N) is dominated by noise of scale √2·I/ε. Without the noise in
-    the method's path both checks fail (the released counts would be the exact integers)."""
+@pytest.mark.parametrize("sketch", ["rff", "histogram"])
+def test_released_values_carry_the_laplace_noise(tmp_path: Path, sketch: str) -> None:
+    """At ε_vocab = 0.05 (b = r/ε = 200) the released counts of the kept terms are far from the exact ones; at
+    ε_kde = 0.05 the RFF sketch (exact entries ≤ √2·N) is dominated by noise of scale √2·I/ε, and at ε_kde =
+    0.005 the term histogram (exact entries ≤ N = 60) by noise of scale 1/ε = 200. Without the noise in the
+    method's path these checks fail (the released counts would be the exact values)."""
     priv, pub = _corpora()
-    run = _run(tmp_path, epsilon=0.1, epsilon_vocab=0.05, epsilon_kde=0.05, priv=priv)
+    eps_kde = 0.05 if sketch == "rff" else 0.005
+    run = _run(tmp_path, epsilon=0.05 + eps_kde, epsilon_vocab=0.05, epsilon_kde=eps_kde, priv=priv, sketch=sketch)
     rel = run / "private" / "checkpoints" / "releases"
     with np.load(rel / "dpkps_vocabulary.npz") as z:
         idx, noisy = z["indices"], z["noisy_counts"]
@@ -92,9 +111,16 @@ def test_released_values_carry_the_laplace_noise(tmp_path: Path) -> None:
     exact = term_histogram(vocab.matcher().find_all(priv.texts, max_terms=10), len(vocab), 10)[idx]
     # |noisy − exact| for 20 Laplace(200) draws: the median of |X| is 200·ln 2 ≈ 139; P(mean < 20) < 1e-12
     assert np.mean(np.abs(noisy - exact)) > 20
-    with np.load(rel / "dpkps_kde_m_1.npz") as z:
-        sketch = z["noisy"]
-    assert np.abs(sketch).max() > 10 * np.sqrt(2) * len(priv)  # b = √2·32/0.05 ≈ 905 ≫ √2·60 ≈ 85
+    if sketch == "rff":
+        with np.load(rel / "dpkps_kde_m_1.npz") as z:
+            noisy_sketch = z["noisy"]
+        assert np.abs(noisy_sketch).max() > 10 * np.sqrt(2) * len(priv)  # b = √2·32/0.05 ≈ 905 ≫ √2·60 ≈ 85
+    else:
+        with np.load(rel / "dpkps_histogram.npz") as z:
+            hist = z["noisy"]
+        assert hist.shape == (4, 20)  # the 4 label groups × |Ṽ|
+        # exact entries are in [0, 60]; P(max of 80 |Laplace(200)| < 300) = (1 − e^{−1.5})^80 < 2e-9
+        assert np.abs(hist).max() > 300
 
 
 def test_budget_forms(tmp_path: Path) -> None:
@@ -168,14 +194,20 @@ def test_keyphrases_file_and_report_section(tmp_path: Path) -> None:
 def test_prompt_audit_catches_private_text_planted_in_a_dpkps_prompt(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The end-of-run audit must be able to fail: a private record copied into one keyphrase sequence (a bug that
-    would leak it into a seeded prompt) is flagged in privacy.json; the clean run passes."""
+    would leak it into a seeded prompt) is flagged in privacy.json; the clean run passes. With the n-gram
+    generator and its retrieval (the offline default), whose index is the public corpus only."""
     import privtext.methods.dpkps as m
 
     priv, _pub = _corpora()
     secret = "zorblax quintessa marmaduke lives at 42 wobblestone lane near the old quarry gate"
     priv = Corpus(priv.ids, (secret, *priv.texts[1:]), priv.labels, name=priv.name)
-    clean = _run(tmp_path, "clean", priv=priv)
+    clean = _run(tmp_path, "clean", priv=priv, ngram=True)
     assert json.loads((clean / "privacy.json").read_text())["prompt_audit"]["passed"] is True
+    # the generator retrieved public texts for the prompts (the default), and none of the secret reached the text
+    prompts = [json.loads(line) for line in (clean / "prompts.jsonl").read_text().splitlines()]
+    assert all("retrieved_public_texts" in p["meta"]["ngram"] for p in prompts)
+    assert any(p["meta"]["ngram"]["retrieved_public_texts"] > 0 for p in prompts)
+    assert "zorblax" not in (clean / "synthetic.jsonl").read_text()
     real = m.dpkps_sequences
 
     def leaky(texts: Any, *a: Any, **k: Any) -> Any:
@@ -188,7 +220,7 @@ def test_prompt_audit_catches_private_text_planted_in_a_dpkps_prompt(tmp_path: P
                                    else seqs)
 
     monkeypatch.setattr(m, "dpkps_sequences", leaky)
-    leak = _run(tmp_path, "leak", priv=priv)
+    leak = _run(tmp_path, "leak", priv=priv, ngram=True)
     st = json.loads((leak / "privacy.json").read_text())
     assert st["prompt_audit"]["passed"] is False
     assert secret in (leak / "prompts.jsonl").read_text()

@@ -257,6 +257,71 @@ def test_seeded_uses_no_label_model(corpus: Corpus) -> None:
     assert "label" not in log.memory[0]["meta"]
 
 
+def _filler_topics(rng: np.random.Generator) -> list[str]:
+    """Two topics (alpha*, beta* words) in a sea of shared filler words: a word's n-gram context barely tells
+    the topics apart, so only retrieval can keep the text around a keyphrase on its topic."""
+    fillers = ["the", "and", "was", "very", "we", "it", "so", "then", "with", "a"]
+    texts = []
+    for prefix in ("alpha", "beta"):
+        for _ in range(150):
+            toks = [f"{prefix}{rng.integers(12)}" if rng.random() < 0.3 else str(rng.choice(fillers))
+                    for _ in range(40)]
+            texts.append(" ".join(toks) + ".")
+    return texts
+
+
+def _topic_share(texts: list[str], keyphrase: str) -> float:
+    a = b = 0
+    for t in texts:
+        for w in tokenize(t):
+            if w != keyphrase:
+                a += w.startswith("alpha")
+                b += w.startswith("beta")
+    return a / max(a + b, 1)
+
+
+def test_seeded_retrieval_puts_the_terms_topic_in_the_text(any_seed: int) -> None:
+    """Statistical: with retrieval the words around an alpha keyphrase are alpha words (measured 0.93 against
+    0.54 without, 60 texts); without it the model writes from both topics."""
+    texts = _filler_topics(np.random.default_rng(any_seed))
+    shares = {}
+    for k in (0, 20):
+        g = NgramGenerator(public=texts, options=NgramGenerator.Options(seeded_retrieval=k))
+        out = g.seeded([["alpha3"]] * 60, "text", rng=np.random.default_rng(any_seed + 1))
+        assert all("alpha3" in t for t in out)
+        shares[k] = _topic_share(out, "alpha3")
+    assert shares[0] < 0.7, shares
+    assert shares[20] > 0.8 and shares[20] > shares[0] + 0.2, shares
+
+
+def test_keyphrase_retriever_ranks_by_idf_and_needs_every_word() -> None:
+    texts = ["the pool was warm", "the pool and the sauna", "a warm sauna", "cold soup", "hot soup and bread"]
+    g = NgramGenerator(public=texts, options=NgramGenerator.Options(seeded_retrieval=2))
+    r = g.lm.retriever
+    assert r.n_docs == len(texts)
+    assert r.holding(["Pool"]).tolist() == [0, 1]  # case-insensitive
+    assert r.holding(["warm", "sauna"]).tolist() == [2]  # a phrase: every word
+    assert r.holding(["nothing"]).tolist() == []
+    # "sauna" (df 2) and "warm" (df 2) outweigh "pool" (df 2) + nothing; text 2 holds both sauna and warm
+    assert r.top([["sauna"], ["warm"]], 2) == [2, 0]
+    assert r.top([["soup"], ["bread"]], 5) == [4, 3]  # idf ln(5/1) + ln(5/2) > ln(5/2)
+    assert r.top([["zebra"]], 5) == []
+
+
+def test_seeded_retrieval_reads_only_the_public_training_text(corpus: Corpus) -> None:
+    """A keyphrase found only in private text retrieves nothing (the index is the guarded public corpus), and the
+    prompt log records how many public texts were retrieved."""
+    private = ["my secret zanzibar pool was cold"]
+    log = PromptLog(None)
+    guard = PrivateGuard(private, corpus.texts)
+    g = build_generator({"backend": "ngram"}, GeneratorContext(public=corpus, label_columns=["topic"], prompt_log=log,
+                                                               guard=guard))
+    assert g.lm.retriever.n_docs == len(corpus)
+    out = g.seeded([["zanzibar"], ["pool", "balcony"]], "review", rng=np.random.default_rng(0))
+    assert "zanzibar" in out[0]
+    assert [m["meta"]["ngram"]["retrieved_public_texts"] for m in log.memory] == [0, 20]
+
+
 def _bigrams(text: str) -> set[tuple[str, str]]:
     t = [w.lower() for w in tokenize(text)]
     return set(itertools.pairwise(t))

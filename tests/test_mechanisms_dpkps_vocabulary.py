@@ -96,6 +96,33 @@ def test_selection_without_noise_is_the_exact_top_by_count() -> None:
     assert rel.vocabulary(VOCAB).terms == rel.terms
 
 
+def test_idf_selection_counts_each_documents_rarest_terms(any_seed: int) -> None:
+    """select="idf": a document's r counted terms are its r terms of highest public idf (ties by first
+    occurrence); Δ₁ stays r under add/remove."""
+    counts = tuple(40 - i for i in range(40))  # w0 the most frequent in public, w39 the rarest
+    v = PublicVocabulary(WORDS, counts=counts, documents=50)
+    rel, _ = dp_vocabulary(["w1 w2 w30 w3 w20", "w0 w39"], v, r=2, epsilon=math.inf, size=4,
+                           rng=np.random.default_rng(0), select="idf")
+    assert set(rel.terms) == {"w30", "w20", "w39", "w0"} and rel.noisy_counts.tolist() == [1.0] * 4
+    first, _ = dp_vocabulary(["w1 w2 w30 w3 w20"], v, r=2, epsilon=math.inf, size=2, rng=np.random.default_rng(0))
+    assert set(first.terms) == {"w1", "w2"}  # the paper's first r
+    prio = v.idf()
+    assert np.all(np.diff(prio) > 0) and prio[0] == pytest.approx(math.log(51 / 40))
+    rng = np.random.default_rng(any_seed)
+    for _ in range(50):
+        texts = [_doc(rng) for _ in range(int(rng.integers(0, 12)))]
+        x = _doc(rng)
+
+        def h(ts: list[str]) -> np.ndarray:
+            return term_histogram(v.matcher().find_all(ts), len(v), 3, prio)
+
+        assert np.abs(h([*texts, x]) - h(texts)).sum() == min(3, len(set(v.matcher().find(x))))
+    with pytest.raises(ConfigError, match="document counts"):
+        dp_vocabulary(["w1"], VOCAB, r=2, epsilon=1.0, size=3, rng=rng, select="idf")
+    with pytest.raises(ConfigError, match="select"):
+        dp_vocabulary(["w1"], v, r=2, epsilon=1.0, size=3, rng=rng, select="last")  # type: ignore[arg-type]
+
+
 def test_large_epsilon_recovers_frequent_terms(any_seed: int) -> None:
     rng = np.random.default_rng(any_seed)
     texts = [f"w7 w8 {_doc(rng)}" for _ in range(200)]

@@ -14,17 +14,21 @@ from privtext.mechanisms.kde import (
     BlockProjections,
     RandomFourierFeatures,
     TermScorer,
+    contrast_weights,
     dp_kde_sketch,
     dp_kde_sketch_terms,
+    dp_term_histogram,
     draw_rows,
     ensemble_blocks,
     gaussian_kde,
     gaussian_kernel,
+    histogram_sensitivity,
     kde_ensemble_event,
     kde_event,
     record_windows,
     rff_error_bound,
     rff_kde,
+    sample_histogram_sequences,
     sample_sequences,
     score_noise_std,
     sketch_for_step,
@@ -320,6 +324,150 @@ def test_threshold_removes_the_noise_floor(any_seed: int) -> None:
     assert np.isin(thr[0], [0, 1, 2]).mean() > 0.9
     with pytest.raises(ConfigError, match="threshold"):
         sample_sequences(sk, pr, counts=[1, 1], length=1, sequence="independent", rng=rng, threshold=-1.0)
+
+
+def test_contrast_weights_known_values() -> None:
+    w = np.array([[4.0, 4.0, 0.0, 2.0]])
+    bg = np.array([[8.0, 0.0, 4.0, 4.0]])
+    # p_c = (.4, .4, 0, .2), p_all = (.5, 0, .25, .25), s = 1/4: lift = (.65/.75, .65/.25, .25/.5, .45/.5)
+    assert contrast_weights(w, bg, 1.0) == pytest.approx(np.array([[4 * .65 / .75, 4 * 2.6, 0.0, 2 * 0.9]]))
+    assert contrast_weights(w, bg, 2.0) == pytest.approx(np.array([[4 * (.65 / .75) ** 2, 4 * 2.6**2, 0.0,
+                                                                    2 * 0.81]]))
+    assert contrast_weights(w, bg, 0.0) is w or np.array_equal(contrast_weights(w, bg, 0.0), w)
+    # an all-zero background is uniform (p_all = 1/4): lift = (p_c + s)/(1/2)
+    assert contrast_weights(w, np.zeros((1, 4)), 1.0) == pytest.approx(np.array([[5.2, 5.2, 0.0, 1.8]]))
+
+
+def _generic_and_specific(rng: np.random.Generator, eps: float, term_weights: np.ndarray | None = None):
+    """Orthonormal embeddings of 12 terms. Every document holds the generic terms 0–1; class 0 (200 documents)
+    adds 2–4, class 1 (20 documents) adds 6–8."""
+    emb = np.eye(12)
+    docs = [[0, 1, 2, 3, 4]] * 200 + [[0, 1, 6, 7, 8]] * 20
+    cls = np.array([0] * 200 + [1] * 20)
+    f = RandomFourierFeatures.draw(12, 4096, bandwidth=0.3, rng=rng)
+    p = BlockProjections(emb, f, 1)
+    s, _ = dp_kde_sketch_terms(docs, cls, n_classes=2, projections=p, epsilon=eps, rng=rng, term_weights=term_weights)
+    return [s], [p]
+
+
+def test_contrast_moves_a_small_class_to_its_own_terms(any_seed: int) -> None:
+    """Class 1's own terms hold 3/5 of its mass, the generic ones 2/5 but those are what the big class uses too:
+    with contrast α = 2 the small class draws its own terms far more often (exact: 0.60 → 0.92)."""
+    rng = np.random.default_rng(any_seed)
+    sk, pr = _generic_and_specific(rng, math.inf)
+    plain = sample_sequences(sk, pr, counts=[0, 2000], length=1, sequence="independent", rng=rng, threshold=0.0)
+    con = sample_sequences(sk, pr, counts=[0, 2000], length=1, sequence="independent", rng=rng, threshold=0.0,
+                           contrast=2.0)
+    own_plain, own_con = np.isin(plain[1], [6, 7, 8]).mean(), np.isin(con[1], [6, 7, 8]).mean()
+    assert 0.5 < own_plain < 0.7 and own_con > 0.85, (own_plain, own_con)
+    with pytest.raises(ConfigError, match="contrast"):
+        sample_sequences(sk, pr, counts=[1, 1], length=1, sequence="independent", rng=rng, contrast=-0.5)
+
+
+def test_public_term_weights_shift_mass_and_keep_the_sensitivity(any_seed: int) -> None:
+    """Term weights (public, e.g. idf) move a record's unit of mass to its heavily weighted terms; one record
+    still moves the exact sums by at most √2·I (a convex combination of feature vectors)."""
+    rng = np.random.default_rng(any_seed)
+    tw = np.array([0.1, 0.1] + [1.0] * 10)
+    sk, pr = _generic_and_specific(rng, math.inf, term_weights=tw)
+    est = TermScorer(sk[0], pr[0]).scores(1, np.zeros((1, 0), dtype=np.int64))[0]
+    # class 1: per document 0.1/3.2 on each generic term, 1/3.2 on each own term; 20 documents
+    assert est[6] == pytest.approx(20 / 3.2, abs=0.6) and est[0] == pytest.approx(2 / 3.2, abs=0.6)
+    n_feat = 64
+    f = RandomFourierFeatures.draw(12, n_feat, bandwidth=0.3, rng=rng)
+    p = BlockProjections(np.eye(12), f, 1)
+    tw = rng.uniform(0.01, 5.0, size=12)
+
+    def sums(docs: list[list[int]], cls: list[int]) -> np.ndarray:
+        s, _ = dp_kde_sketch_terms(docs, np.array(cls, dtype=np.int64), n_classes=2, projections=p,
+                                   epsilon=math.inf, rng=rng, term_weights=tw)
+        return s.noisy
+
+    bound = sketch_sensitivity(n_feat)
+    worst = 0.0
+    for _ in range(30):
+        n = int(rng.integers(1, 8))
+        docs = [list(rng.choice(12, size=int(rng.integers(0, 6)), replace=False)) for _ in range(n)]
+        cls = [int(c) for c in rng.integers(0, 2, size=n)]
+        x = list(rng.choice(12, size=int(rng.integers(1, 6)), replace=False))
+        d = np.abs(sums([*docs, x], [*cls, int(rng.integers(0, 2))]) - sums(docs, cls)).sum()
+        assert d <= bound + 1e-9
+        worst = max(worst, d / bound)
+    assert worst > 0.3
+    with pytest.raises(ConfigError, match="weighting='mean'"):
+        dp_kde_sketch_terms([[0]], [0], n_classes=1, projections=p, epsilon=1.0, rng=rng, term_weights=tw,
+                            weighting="sum", max_points=2)
+    with pytest.raises(ConfigError, match="positive"):
+        dp_kde_sketch_terms([[0]], [0], n_classes=1, projections=p, epsilon=1.0, rng=rng, term_weights=-tw)
+
+
+# ------------------------------------------------------------------------------------- the term histogram
+
+
+@pytest.mark.parametrize(("weighting", "max_points", "weights"), [("mean", None, False), ("mean", None, True),
+                                                                  ("sum", 3, False)])
+def test_term_histogram_moves_by_at_most_its_sensitivity(weighting: str, max_points: int | None, weights: bool,
+                                                         any_seed: int) -> None:
+    """ε = ∞: adding/removing one record changes the exact histogram by ≤ c_w in L1 (= c_w when it holds a term
+    and, for "sum", ≥ max_points terms), replacing one by ≤ 2·c_w; with public term weights too."""
+    rng = np.random.default_rng(any_seed)
+    tw = rng.uniform(0.05, 4.0, size=12) if weights else None
+
+    def h(docs: list[list[int]], cls: list[int]) -> np.ndarray:
+        out, _ = dp_term_histogram(docs, np.array(cls, dtype=np.int64), n_classes=3, n_terms=12, epsilon=math.inf,
+                                   rng=rng, weighting=weighting, max_points=max_points,  # type: ignore[arg-type]
+                                   term_weights=tw)
+        return out.noisy
+
+    add = histogram_sensitivity(weighting=weighting, max_points=max_points)  # type: ignore[arg-type]
+    rep = histogram_sensitivity(weighting=weighting, max_points=max_points,  # type: ignore[arg-type]
+                                neighbouring="replace_one")
+    assert rep == 2 * add == 2 * (max_points or 1)
+    for _ in range(40):
+        n = int(rng.integers(1, 8))
+        docs = [list(rng.choice(12, size=int(rng.integers(0, 7)), replace=False)) for _ in range(n)]
+        cls = [int(c) for c in rng.integers(0, 3, size=n)]
+        x = list(rng.choice(12, size=int(rng.integers(1, 7)), replace=False))
+        cx = int(rng.integers(0, 3))
+        d_add = np.abs(h([*docs, x], [*cls, cx]) - h(docs, cls)).sum()
+        assert d_add == pytest.approx(min(len(x), max_points or len(x)) if weighting == "sum" else 1.0)
+        assert d_add <= add + 1e-9
+        assert np.abs(h([x, *docs[1:]], [cx, *cls[1:]]) - h(docs, cls)).sum() <= rep + 1e-9
+
+
+def test_term_histogram_noise_is_laplace_with_the_stated_scale(any_seed: int) -> None:
+    rng = np.random.default_rng(any_seed)
+    hist, ev = dp_term_histogram([[]] * 5, np.zeros(5, dtype=np.int64), n_classes=4, n_terms=500, epsilon=0.5,
+                                 rng=rng)
+    assert ev == kde_event(0.5) and hist.scale == 2.0 and hist.noise_std == pytest.approx(2 * math.sqrt(2))
+    assert stats.kstest(hist.noisy.ravel(), stats.laplace(scale=2.0).cdf).pvalue > 1e-4
+    rep, _ = dp_term_histogram([[0]], [0], n_classes=1, n_terms=3, epsilon=0.5, rng=rng, neighbouring="replace_one")
+    assert rep.scale == 4.0
+
+
+def test_histogram_sequences_follow_the_class_and_contrast_sharpens(any_seed: int) -> None:
+    """Every document holds the generic terms 0–1; class 0 (200 documents) adds 2–4, class 1 (20) adds 6–8. At
+    ε = 5 (noise √2/5 per bin against 4 per own term of class 1) class 1 draws its own terms ≈ 60 % of the time
+    (exact 3·4/(3·4 + 2·4)), with contrast α = 2 ≈ 92 %; at ε = 10⁻⁴ its draws are near uniform."""
+    rng = np.random.default_rng(any_seed)
+    docs = [[0, 1, 2, 3, 4]] * 200 + [[0, 1, 6, 7, 8]] * 20
+    cls = np.array([0] * 200 + [1] * 20)
+    hist, _ = dp_term_histogram(docs, cls, n_classes=2, n_terms=12, epsilon=5.0, rng=rng)
+    plain = sample_histogram_sequences(hist, counts=[100, 2000], length=1, rng=rng, threshold=2.0, contrast=0.0)
+    con = sample_histogram_sequences(hist, counts=[100, 2000], length=1, rng=rng, threshold=2.0, contrast=2.0)
+    assert np.isin(plain[0], [0, 1, 2, 3, 4]).mean() > 0.95
+    assert 0.5 < np.isin(plain[1], [6, 7, 8]).mean() < 0.7 and np.isin(con[1], [6, 7, 8]).mean() > 0.85
+    seqs = sample_histogram_sequences(hist, counts=[50, 50], length=5, rng=rng)
+    assert all(len(set(r)) == 5 for s_ in seqs for r in s_.tolist())  # no repeats by default
+    noisy, _ = dp_term_histogram(docs, cls, n_classes=2, n_terms=12, epsilon=1e-4, rng=rng)
+    far = sample_histogram_sequences(noisy, counts=[0, 3000], length=1, rng=rng)
+    assert np.isin(far[1], [6, 7, 8]).mean() < 0.5
+    with pytest.raises(ConfigError, match="contrast"):
+        sample_histogram_sequences(hist, counts=[1, 1], length=1, rng=rng, contrast=-1.0)
+    with pytest.raises(ConfigError, match="3 sequence counts"):
+        sample_histogram_sequences(hist, counts=[1, 1, 1], length=1, rng=rng)
+    with pytest.raises(DataError, match="term ids"):
+        dp_term_histogram([[12]], [0], n_classes=1, n_terms=12, epsilon=1.0, rng=rng)
 
 
 def test_bad_input_names_the_value() -> None:

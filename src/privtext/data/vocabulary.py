@@ -39,9 +39,12 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _WORD = re.compile(r"\w+(?:'\w+)*", re.UNICODE)
 
@@ -75,6 +78,7 @@ class PublicVocabulary:
     terms: tuple[str, ...]
     source: str = ""
     counts: tuple[int, ...] | None = None
+    documents: int | None = None  # the number of public texts the counts were taken over
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +99,23 @@ class PublicVocabulary:
             if len(counts) != len(terms):
                 raise DataError(f"{len(counts)} counts for {len(terms)} vocabulary terms")
             object.__setattr__(self, "counts", counts)
+        if self.documents is not None:
+            if isinstance(self.documents, bool) or not isinstance(self.documents, int) or self.documents < 1:
+                raise DataError(f"documents must be a positive integer, got {self.documents!r}")
+            if self.counts is not None and max(self.counts) > self.documents:
+                raise DataError(f"a document frequency {max(self.counts)} exceeds the {self.documents} documents")
+
+    def idf(self) -> np.ndarray:
+        """ln((N + 1)/df) per term (> 0), from the public document frequencies ``counts`` over ``documents`` = N
+        texts. Public: computed from the public corpus only. A glossary has no frequencies: ConfigError."""
+        import numpy as np
+
+        if self.counts is None or self.documents is None:
+            raise ConfigError(f"inverse document frequencies need public document counts; the vocabulary from "
+                              f"{self.source or 'an unknown source'} has none (a glossary): use a vocabulary built "
+                              "from the public corpus")
+        df = np.maximum(np.asarray(self.counts, dtype=np.float64), 1.0)
+        return np.log((self.documents + 1.0) / df)
 
     def __len__(self) -> int:
         return len(self.terms)
@@ -123,7 +144,8 @@ class PublicVocabulary:
             if not 0 <= i < len(self):
                 raise DataError(f"vocabulary index {i} out of range for {len(self)} terms")
         counts = None if self.counts is None else tuple(self.counts[i] for i in idx)
-        return PublicVocabulary(tuple(self.terms[i] for i in idx), source=source or self.source, counts=counts)
+        return PublicVocabulary(tuple(self.terms[i] for i in idx), source=source or self.source, counts=counts,
+                                documents=self.documents)
 
     def matcher(self) -> TermMatcher:
         return TermMatcher(self.terms)
@@ -211,7 +233,8 @@ def vocabulary_from_corpus(
         raise DataError(
             f"no term occurs in at least {min_count} of the {n_texts} public texts; lower min_count or add text"
         )
-    return PublicVocabulary(tuple(t for t, _ in keep), source=f"corpus:{n_texts} texts", counts=tuple(c for _, c in keep))
+    return PublicVocabulary(tuple(t for t, _ in keep), source=f"corpus:{n_texts} texts", counts=tuple(c for _, c in keep),
+                            documents=n_texts)
 
 
 class TermMatcher:

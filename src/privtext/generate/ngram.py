@@ -41,7 +41,12 @@ Operations
 * ``variation(paraphrase)`` — the text's content words (outside the most frequent public words) are kept with
   probability ``paraphrase_keep`` as anchors and a new text of about the same length is written around them;
 * ``seeded`` — the keyphrases are placed in order with sampled gaps between them (filled as above), then the
-  text runs on to a sentence end: every keyphrase appears, in order;
+  text runs on to a sentence end: every keyphrase appears, in order. *Retrieval-boosted* (``seeded_retrieval``
+  k > 0, the default): the k public training texts that hold the most (idf-weighted) of the prompt's keyphrases
+  (:class:`KeyphraseRetriever`) give a small Kneser-Ney model that joins the mixture with weight
+  ``retrieval_weight``, so the words around the terms come from texts on the terms' topic instead of from the
+  whole public corpus (an LLM writes around the terms the same way). The query is the prompt's keyphrases and
+  the texts are the generator's own public training corpus: nothing else is read;
 * ``contrastive`` — words that would complete a bigram/trigram found only in the bad examples are rejected with
   probability ``1 - exp(-contrastive_penalty)``, and the length follows a good example's. With
   ``contrastive_boost`` > 0 a small Kneser-Ney model of the good examples shown also joins the mixture with that
@@ -374,6 +379,53 @@ class _Mixture:
         return p
 
 
+class KeyphraseRetriever:
+    """The public training texts that contain a list of keyphrases (case-insensitive word match).
+
+    A text *holds* a phrase when it contains every word of the phrase (an approximation of the phrase match that
+    needs one posting list per word). A text's score is Σ over the phrases it holds of idf(phrase) =
+    ln(N/df(phrase)) (N texts, df = texts holding it): rare phrases count more, as in TF-IDF retrieval. ``top``
+    returns the best ``k`` texts with a positive score, ties broken by index (deterministic; no randomness)."""
+
+    def __init__(self, lm: NgramLM):
+        lower: dict[int, str] = {}
+        for i, t in enumerate(lm.vocab.id2tok):
+            if lm.vocab.is_word_list[i]:
+                lower[i] = t.lower().replace("’", "'")
+        postings: dict[str, list[int]] = {}
+        for d in range(lm.n_docs):
+            for w in {lower[int(t)] for t in lm.doc(d) if int(t) in lower}:
+                postings.setdefault(w, []).append(d)
+        self.postings = {w: np.asarray(v, dtype=np.int64) for w, v in postings.items()}
+        self.n_docs = lm.n_docs
+
+    def holding(self, phrase: Sequence[str]) -> np.ndarray:
+        """Indices of the texts holding every word of ``phrase`` (sorted)."""
+        words = [w.lower().replace("’", "'") for w in phrase if _is_word(w)]
+        if not words:
+            return np.zeros(0, dtype=np.int64)
+        out: np.ndarray | None = None
+        for w in words:
+            p = self.postings.get(w)
+            if p is None:
+                return np.zeros(0, dtype=np.int64)
+            out = p if out is None else np.intersect1d(out, p, assume_unique=True)
+        assert out is not None
+        return out
+
+    def top(self, phrases: Sequence[Sequence[str]], k: int) -> list[int]:
+        score = np.zeros(self.n_docs)
+        for ph in phrases:
+            h = self.holding(ph)
+            if len(h):
+                score[h] += math.log(self.n_docs / len(h))
+        pos = np.flatnonzero(score > 0)
+        if not len(pos):
+            return []
+        order = pos[np.lexsort((pos, -score[pos]))]
+        return [int(i) for i in order[:k]]
+
+
 class NgramLM:
     """A label-conditioned Kneser-Ney language model of public text, with a length model."""
 
@@ -403,6 +455,10 @@ class NgramLM:
         V = len(self.vocab)
         self.scale = backoff_scale
         self.global_model = KNModel(docs, order=order, vocab_size=V, scale=backoff_scale)
+        # the training texts, kept (int32, concatenated) for keyphrase retrieval (`retriever`)
+        self._doc_offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])]).astype(np.int64)
+        self._doc_ids = (np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64)).astype(np.int32)
+        self._retriever: KeyphraseRetriever | None = None
         wc = np.array([int(self.vocab.is_word[d].sum()) for d in docs], dtype=np.int64)
         self.lengths: dict[Any, np.ndarray] = {None: np.maximum(wc, 1)}
         self.label_models: dict[Any, KNModel] = {}
@@ -426,6 +482,31 @@ class NgramLM:
                 self.label_models[key] = KNModel([docs[i] for i in idx], order=lorder, vocab_size=V,
                                                  scale=backoff_scale)
                 self.lengths[key] = self.lengths[None][idx]
+
+    def doc(self, i: int) -> np.ndarray:
+        """The token ids of training text ``i``."""
+        return self._doc_ids[self._doc_offsets[i]:self._doc_offsets[i + 1]].astype(np.int64)
+
+    @property
+    def n_docs(self) -> int:
+        return len(self._doc_offsets) - 1
+
+    @property
+    def retriever(self) -> KeyphraseRetriever:
+        """The keyphrase index over the training texts (built on first use)."""
+        if self._retriever is None:
+            self._retriever = KeyphraseRetriever(self)
+        return self._retriever
+
+    def retrieval_model(self, phrases: Sequence[Sequence[str]], k: int, *, order: int) -> tuple[KNModel | None,
+                                                                                              list[int]]:
+        """A Kneser-Ney model of the ``k`` training texts that best match ``phrases`` (``None`` when no text
+        holds any of them), and their indices."""
+        idx = self.retriever.top(phrases, k)
+        if not idx:
+            return None, []
+        return KNModel([self.doc(i) for i in idx], order=min(order, self.order), vocab_size=len(self.vocab),
+                       scale=self.scale), idx
 
     # ------------------------------------------------------------------------------------------- mixture
     def label_keys(self, label: LabelInfo | None) -> list[Any]:
@@ -633,6 +714,12 @@ class NgramOptions(BackendOptions):
         "docs/wasp.md)")
     contrastive_penalty: float = Field(default=2.0, ge=0, description="log-penalty on bad-only n-grams")
     max_words: int = Field(default=1000, ge=1, description="hard cap on generated words")
+    seeded_retrieval: int = Field(
+        default=20, ge=0, description="seeded (DP-KPS): a Kneser-Ney model of this many public training texts that "
+        "hold the prompt's keyphrases joins the mixture, so the text around the terms is on their topic (0: off)")
+    retrieval_weight: float = Field(default=0.7, ge=0, lt=1, description="mixture weight of the retrieved texts' "
+                                    "model in seeded")
+    retrieval_order: int = Field(default=3, ge=1, le=8, description="order of the retrieved texts' model")
     backoff_scale: float = Field(default=0.5, gt=0, le=1, description="1 samples Kneser-Ney exactly; lower values "
                                  "shrink every back-off weight (more fluent text, closer to the public corpus)")
     train_texts: int | None = Field(default=None, ge=1, description="train on a random subset of this many public "
@@ -797,13 +884,21 @@ class NgramGenerator(BaseGenerator):
     def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator,
                 examples: list[list[str]]) -> list[str]:
         u = _Uniforms(rng)
-        mix = self.lm.mixture(None)  # DP-KPS: no class information
+        base = self.lm.mixture(None)  # DP-KPS: no class information
+        opts = self.options
         out = []
         for kps, ex in zip(keyphrases, examples, strict=True):
             prompt = self.family.seeded_prompt(kps, doc_type, examples=ex)
-            self._log("seeded", prompt.user, dict(prompt.meta))
             phrases = [tokenize(k) for k in kps]
             phrases = [p for p in phrases if p]
+            mix, meta = base, dict(prompt.meta)
+            if opts.seeded_retrieval and opts.retrieval_weight > 0 and phrases:
+                # retrieval-boosted: the public training texts holding the terms (the prompt is the only query)
+                model, idx = self.lm.retrieval_model(phrases, opts.seeded_retrieval, order=opts.retrieval_order)
+                if model is not None:
+                    mix = self.lm.mixture(None, extra=[(model, opts.retrieval_weight)])
+                meta["ngram"] = {"retrieved_public_texts": len(idx)}
+            self._log("seeded", prompt.user, meta)
             # few-shot examples: the n-gram model cannot read them; their mean length is the target length
             target = (max(1, round(float(np.mean([len(tokenize(t)) for t in ex])))) if ex
                       else self.lm.sample_length(None, u))

@@ -372,6 +372,24 @@ def _weights(counts: np.ndarray, weighting: Weighting, max_points: int | None) -
         else np.zeros(0)
 
 
+def _public_term_weighting(w: np.ndarray, ids: np.ndarray, rec: np.ndarray, counts: np.ndarray,
+                           term_weights: np.ndarray, weighting: str, n_terms: int) -> np.ndarray:
+    """Per-window weights ∝ the windows' mean public term weight, summing to 1 per record (docstring of
+    :func:`dp_kde_sketch_terms`)."""
+    if weighting != "mean":
+        raise ConfigError("term_weights need weighting='mean' (a record's weights must sum to 1 for Δ₁ = √2·I)")
+    tw = np.asarray(term_weights, dtype=np.float64)
+    if tw.shape != (n_terms,) or not np.all(np.isfinite(tw)) or np.any(tw <= 0):
+        bad = tw[~(np.isfinite(tw) & (tw > 0))][:3].tolist() if tw.ndim == 1 else tw.shape
+        raise ConfigError(f"term_weights must be {n_terms} finite positive numbers (one per Ṽ term); got shape "
+                          f"{tw.shape}, bad values {bad}")
+    if not len(w):
+        return w
+    raw = tw[ids].mean(axis=1)
+    tot = np.bincount(rec, weights=raw, minlength=len(counts))
+    return raw / tot[rec]
+
+
 def _validate_common(epsilon: float, noise: NoiseMode, weighting: Weighting, max_points: int | None,
                      neighbouring: Neighbouring, rng: Any, n_features: int) -> tuple[float, float]:
     eps = check_epsilon(epsilon, name="epsilon_kde")
@@ -497,13 +515,22 @@ def dp_kde_sketch_terms(
     weighting: Weighting = "mean",
     max_points: int | None = None,
     neighbouring: Neighbouring = "add_remove",
+    term_weights: np.ndarray | None = None,
 ) -> tuple[KDESketch, Any]:
     """The DP-KDE sketch of records given as term-id sequences (ids into the embedded vocabulary Ṽ).
 
     A record's points are the concatenated embeddings of its windows of m = ``projections.blocks`` consecutive
     terms (m = 1: its terms), from its first ``max_terms`` terms. Same release and event as
     :func:`dp_kde_sketch` (the projections are computed from public embeddings without materialising the
-    m·d-dimensional concatenations)."""
+    m·d-dimensional concatenations).
+
+    ``term_weights`` (``weighting="mean"`` only): a *public* positive weight per Ṽ term (e.g. its inverse
+    document frequency in the public corpus). A record's points then get weights ∝ the mean term weight of each
+    window, normalised so that the record's weights sum to 1 (instead of 1/k_j each). Privacy is unchanged:
+    φ_j = Σ_p a_p·z(p) with a_p ≥ 0 and Σ_p a_p = 1 is a convex combination of vectors in [−√2, √2]^I, so
+    |φ_{j,t}| ≤ √2 and Δ₁ = √2·I as before (the weights depend only on public values and the record itself, a
+    per-record map applied before the sum). It moves a record's unit of mass from terms every class uses to the
+    rarer terms that tell the classes apart, so those terms' scores rise against the same noise."""
     features = projections.features
     eps, delta1 = _validate_common(epsilon, noise, weighting, max_points, neighbouring, rng, features.n_features)
     if max_terms is not None:
@@ -516,6 +543,8 @@ def dp_kde_sketch_terms(
         raise DataError(f"term ids must lie in [0, {projections.n_terms})")
     counts = np.bincount(rec, minlength=len(doc_terms))
     w = _weights(counts, weighting, max_points)  # windows are grouped by record, in order
+    if term_weights is not None:
+        w = _public_term_weighting(w, ids, rec, counts, term_weights, weighting, projections.n_terms)
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         keep = np.flatnonzero(w > 0)
@@ -580,8 +609,9 @@ class TermScorer:
             raise ConfigError("projections were built for other features than the sketch's")
         self.sketch, self.proj = sketch, projections
 
-    def scores(self, class_index: int, prefixes: np.ndarray) -> np.ndarray:
-        """(N, |Ṽ|): K̃_c(pad(prefix_n ⊕ v)) for every prefix row (i − 1 term ids) and term v."""
+    def scores(self, class_index: int | None, prefixes: np.ndarray) -> np.ndarray:
+        """(N, |Ṽ|): K̃_c(pad(prefix_n ⊕ v)) for every prefix row (i − 1 term ids) and term v; ``class_index=None``
+        scores the sum of all class rows (the all-class estimate Σ_c K̃_c, scores being linear in the sketch)."""
         prefixes = np.asarray(prefixes, dtype=np.int64)
         if prefixes.ndim != 2:
             raise DataError(f"prefixes must be a 2-d array of term ids, got shape {prefixes.shape}")
@@ -589,7 +619,7 @@ class TermScorer:
         if j >= self.sketch.blocks:
             raise ConfigError(f"a prefix of {j} terms leaves no block for the next term in a {self.sketch.blocks}-"
                               "block sketch")
-        s = self.sketch.noisy[class_index]
+        s = self.sketch.noisy.sum(axis=0) if class_index is None else self.sketch.noisy[class_index]
         uniq, inverse = np.unique(prefixes, axis=0, return_inverse=True)  # rows sharing a prefix: one score row
         c = self.proj.window_projection(uniq) + self.sketch.features.offsets
         cos_p, sin_p = self.proj.trig(j)
@@ -611,6 +641,27 @@ def sampling_weights(scores: np.ndarray, *, floor: float = 0.0) -> np.ndarray:
     uniform). ``floor`` = κ·:func:`score_noise_std` drops terms whose score does not rise κ noise deviations
     above 0 (the noise floor; Aug-PE's threshold H plays the same role for vote histograms)."""
     return np.maximum(np.asarray(scores, dtype=np.float64) - floor, 0.0)
+
+
+def contrast_weights(weights: np.ndarray, background: np.ndarray, contrast: float) -> np.ndarray:
+    """w_c(v)·lift(v)^α with lift = (p_c(v) + s)/(p_all(v) + s): ``weights`` (rows: one class's clipped scores
+    max(K̃_c − κσ, 0)), ``background`` (the same for the all-class scores Σ_c K̃_c), p = each row normalised to
+    sum 1 (a zero row: uniform), s = 1/|Ṽ| (smoothing: a term the background misses is not boosted without
+    bound). α = ``contrast`` ≥ 0; α = 0 returns ``weights``. Terms every class uses (lift ≈ 1 for the class that
+    dominates the corpus, < 1 for the others) lose probability to terms over-represented in the class. Both
+    inputs are released values: post-processing."""
+    w = np.asarray(weights, dtype=np.float64)
+    if contrast == 0:
+        return w
+    b = np.broadcast_to(np.asarray(background, dtype=np.float64), w.shape)
+    n = w.shape[-1]
+
+    def norm(x: np.ndarray) -> np.ndarray:
+        t = x.sum(axis=-1, keepdims=True)
+        return np.where(t > 0, x / np.where(t > 0, t, 1.0), 1.0 / n)
+
+    s = 1.0 / n
+    return w * ((norm(w) + s) / (norm(b) + s)) ** contrast
 
 
 def draw_rows(weights: np.ndarray, rng: np.random.Generator, *, allowed: np.ndarray | None = None) -> np.ndarray:
@@ -643,6 +694,7 @@ def sample_sequences(
     rng: np.random.Generator,
     allow_repeats: bool = False,
     threshold: float = 0.0,
+    contrast: float = 0.0,
 ) -> list[np.ndarray]:
     """Draw ``counts[c]`` term-id sequences of ``length`` per class from the released sketches (post-processing).
 
@@ -650,8 +702,12 @@ def sample_sequences(
     Independent: L draws from one distribution; iterative: step i draws from the scores of prefix ⊕ v under the
     sketch :func:`sketch_for_step` picks. Without repeats a drawn term is excluded from later steps of its row.
     ``threshold`` κ ≥ 0 subtracts κ·:func:`score_noise_std` from every score before clipping at 0 (κ = 0: the
-    paper's distribution, clipped). Returns one (counts[c], length) int64 array per class."""
+    paper's distribution, clipped). ``contrast`` α ≥ 0 multiplies a class's weights by its lift over the
+    all-class estimate to the power α (:func:`contrast_weights`; the all-class threshold is κ·σ·√C, the noise
+    deviation of a sum of C independent rows). Returns one (counts[c], length) int64 array per class."""
     length = _check_pos_int("length", length)
+    if isinstance(contrast, bool) or not isinstance(contrast, (int, float)) or not 0 <= contrast < math.inf:
+        raise ConfigError(f"contrast must be a finite number ≥ 0 (the lift exponent), got {contrast!r}")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold < math.inf:
         raise ConfigError(f"threshold must be a finite number ≥ 0 (in noise standard deviations), got {threshold!r}")
     if len(sketches) != len(projections) or not sketches:
@@ -679,11 +735,13 @@ def sample_sequences(
             n = len(seq)
             if n == 0:
                 continue
+            prefix = np.zeros((1, 0), dtype=np.int64) if sequence == "independent" else seq[:, : i - 1]
+            w = sampling_weights(scorers[k].scores(c, prefix), floor=floors[k])
+            if contrast:
+                bg = sampling_weights(scorers[k].scores(None, prefix), floor=floors[k] * math.sqrt(n_classes))
+                w = contrast_weights(w, bg, contrast)
             if sequence == "independent":
-                w = np.broadcast_to(sampling_weights(scorers[k].scores(c, np.zeros((1, 0), dtype=np.int64)),
-                                                     floor=floors[k]), (n, n_terms))
-            else:
-                w = sampling_weights(scorers[k].scores(c, seq[:, : i - 1]), floor=floors[k])
+                w = np.broadcast_to(w, (n, n_terms))
             allowed = None
             if not allow_repeats and i > 1:
                 allowed = np.ones((n, n_terms), dtype=bool)
@@ -692,10 +750,169 @@ def sample_sequences(
     return out
 
 
+# --------------------------------------------------------------------------------- the discrete-kernel sketch
+
+
+def histogram_sensitivity(*, weighting: Weighting = "mean", max_points: int | None = None,
+                          neighbouring: Neighbouring = "add_remove") -> float:
+    """Δ₁ of the released (C × |Ṽ|) term histogram (:func:`dp_term_histogram`): c_w (add/remove), 2·c_w
+    (replace one), c_w = 1 (``weighting="mean"``) or ``max_points`` (``"sum"``)."""
+    check_neighbouring(neighbouring)
+    if weighting == "mean":
+        c_w = 1
+    elif weighting == "sum":
+        if max_points is None:
+            raise ConfigError("weighting='sum' needs max_points (the per-record cap that bounds the sensitivity)")
+        c_w = _check_pos_int("max_points", max_points)
+    else:
+        raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
+    return float(c_w if neighbouring == "add_remove" else 2 * c_w)
+
+
+@dataclass(frozen=True)
+class TermHistogram:
+    """A released per-class DP term histogram H̃ (C × |Ṽ|): the DP-KDE of the discrete kernel on Ṽ."""
+
+    noisy: np.ndarray  # (C, |Ṽ|) float64, released
+    epsilon: float
+    scale: float  # Laplace scale b
+    sensitivity: float  # Δ₁
+    weighting: str
+    neighbouring: str
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.noisy.shape[0])
+
+    @property
+    def noise_std(self) -> float:
+        """The standard deviation of one bin's noise, √2·b (public)."""
+        return SQRT2 * self.scale
+
+
+def dp_term_histogram(
+    doc_terms: Sequence[Sequence[int]],
+    doc_classes: Sequence[int] | np.ndarray,
+    *,
+    n_classes: int,
+    n_terms: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    max_terms: int | None = None,
+    weighting: Weighting = "mean",
+    max_points: int | None = None,
+    neighbouring: Neighbouring = "add_remove",
+    term_weights: np.ndarray | None = None,
+) -> tuple[TermHistogram, Any]:
+    """The per-class DP term histogram: the DP-KDE of the *discrete* kernel k(u, v) = 1[u = v] on Ṽ.
+
+    Why: DP-KPS's keyphrases are the |Ṽ| terms of the released vocabulary, and at the bandwidths where the
+    Gaussian KDE of unit-norm word embeddings separates the terms at all (h ≈ 0.3: k ≈ e^{−11} between two
+    terms at cosine 0.5) it is already a histogram over Ṽ — computed through I random features whose noise is
+    √(2I) times larger: a score's Laplace noise has deviation 2√I/ε there (:func:`score_noise_std`), √2/ε here.
+    On Yelp (N = 2000, ε = 10, docs/dpkps.md) that is σ ≈ 3.8 against ≈ 0.17, while a minority class's term
+    mass is ≈ 1–3.
+
+    Release. Record j (a private document) with its first ``max_terms`` Ṽ terms T_j gives a_j ∈ ℝ^{|Ṽ|}:
+    ``weighting="mean"`` a_{j,v} = 1/|T_j| on its terms (with public ``term_weights`` w: w_v/Σ_{u∈T_j} w_u),
+    so a_j ≥ 0 and Σ_v a_{j,v} = 1 (0 when T_j is empty); ``"sum"``: 1 on each of its first ``max_points`` terms.
+    H_c = Σ_{j∈c} a_j; H̃_c = H_c + Lap(b)^{|Ṽ|} for every class c, on every bin (the bin set — classes and Ṽ —
+    is public). Add/remove one record changes only its own class's row, by a_j: ‖ΔH‖₁ = Σ_v a_{j,v} ≤ c_w, so
+    Δ₁ = c_w (1 for "mean"); replacing one record moves two rows (or one twice): Δ₁ = 2·c_w. b = Δ₁/ε: pure
+    ε-DP (the Laplace mechanism), event ``LaplaceDpEvent(1/ε)`` as for the RFF sketch; all C rows are one
+    release (parallel composition over the disjoint classes). No class size is used or released."""
+    eps = check_epsilon(epsilon, name="epsilon_kde")
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    n_terms = _check_pos_int("n_terms", n_terms)
+    delta1 = histogram_sensitivity(weighting=weighting, max_points=max_points, neighbouring=neighbouring)
+    if max_terms is not None:
+        max_terms = _check_pos_int("max_terms", max_terms)
+    event = kde_event(eps)
+    cls = _check_classes(doc_classes, len(doc_terms), n_classes)
+    ids, rec = record_windows(doc_terms, 1, max_terms=max_terms)
+    ids = ids[:, 0]
+    if len(ids) and (ids.min() < 0 or ids.max() >= n_terms):
+        raise DataError(f"term ids must lie in [0, {n_terms})")
+    counts = np.bincount(rec, minlength=len(doc_terms))
+    w = _weights(counts, weighting, max_points)
+    if term_weights is not None:
+        w = _public_term_weighting(w, ids[:, None], rec, counts, term_weights, weighting, n_terms)
+    hist = np.zeros((n_classes, n_terms))
+    np.add.at(hist, (cls[rec], ids), w)
+    scale = 0.0 if math.isinf(eps) else delta1 / eps
+    noisy = hist + (rng.laplace(0.0, scale, size=hist.shape) if scale > 0 else 0.0)
+    return TermHistogram(noisy=noisy, epsilon=eps, scale=scale, sensitivity=delta1, weighting=weighting,
+                         neighbouring=neighbouring), event
+
+
+def sample_histogram_sequences(
+    histogram: TermHistogram,
+    *,
+    counts: Sequence[int],
+    length: int,
+    rng: np.random.Generator,
+    allow_repeats: bool = False,
+    threshold: float = 0.0,
+    contrast: float = 0.0,
+) -> list[np.ndarray]:
+    """Independent sequences from a released :class:`TermHistogram` (post-processing): L draws per sequence
+    ∝ max(H̃_c(v) − κ·σ, 0), σ = √2·b the public deviation of a bin's noise, times the lift over the all-class
+    histogram Σ_c H̃_c to the power ``contrast`` (:func:`contrast_weights`; its threshold is κ·σ·√C). Without
+    repeats a drawn term is excluded from the rest of its sequence. One (counts[c], length) array per class."""
+    length = _check_pos_int("length", length)
+    for name, v in (("threshold", threshold), ("contrast", contrast)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise ConfigError(f"{name} must be a finite number ≥ 0, got {v!r}")
+    n_classes, n_terms = histogram.noisy.shape
+    if len(counts) != n_classes:
+        raise ConfigError(f"{len(counts)} sequence counts for {n_classes} classes")
+    if not allow_repeats and n_terms < length:
+        raise ConfigError(f"sequences of {length} distinct terms need at least {length} terms, Ṽ has {n_terms}")
+    floor = threshold * histogram.noise_std
+    w = sampling_weights(histogram.noisy, floor=floor)
+    if contrast:
+        bg = sampling_weights(histogram.noisy.sum(axis=0, keepdims=True), floor=floor * math.sqrt(n_classes))
+        w = contrast_weights(w, bg, contrast)
+    out = [np.zeros((int(n), length), dtype=np.int64) for n in counts]
+    for i in range(length):
+        for c in range(n_classes):
+            seq = out[c]
+            if not len(seq):
+                continue
+            allowed = None
+            if not allow_repeats and i > 0:
+                allowed = np.ones((len(seq), n_terms), dtype=bool)
+                np.put_along_axis(allowed, seq[:, :i], False, axis=1)
+            seq[:, i] = draw_rows(np.broadcast_to(w[c], (len(seq), n_terms)), rng, allowed=allowed)
+    return out
+
+
 __all__ = [
-    "BlockProjections", "KDESketch", "RandomFourierFeatures", "TermScorer", "dp_kde_sketch", "dp_kde_sketch_terms",
-    "draw_rows", "ensemble_blocks", "ensemble_epsilons", "gaussian_kde", "gaussian_kernel", "kde_ensemble_event",
-    "kde_event", "record_windows", "rff_error_bound", "rff_kde", "sample_sequences", "sampling_weights",
+    "BlockProjections",
+    "KDESketch",
+    "RandomFourierFeatures",
+    "TermHistogram",
+    "TermScorer",
+    "contrast_weights",
+    "dp_kde_sketch",
+    "dp_kde_sketch_terms",
+    "dp_term_histogram",
+    "draw_rows",
+    "ensemble_blocks",
+    "ensemble_epsilons",
+    "gaussian_kde",
+    "gaussian_kernel",
+    "histogram_sensitivity",
+    "kde_ensemble_event",
+    "kde_event",
+    "record_windows",
+    "rff_error_bound",
+    "rff_kde",
+    "sample_histogram_sequences",
+    "sample_sequences",
+    "sampling_weights",
     "score_noise_std",
-    "sketch_for_step", "sketch_sensitivity",
+    "sketch_for_step",
+    "sketch_sensitivity",
 ]

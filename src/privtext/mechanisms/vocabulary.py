@@ -104,8 +104,11 @@ class VocabularyRelease:
         return public.subset(self.indices, source=f"dp-vocabulary(ε={self.epsilon:g}, r={self.r}) of {public.source}")
 
 
-def term_histogram(doc_terms: Sequence[Sequence[int]], vocab_size: int, r: int) -> np.ndarray:
-    """Exact h: for each document its first ``r`` distinct term ids count once (ids beyond r are ignored)."""
+def term_histogram(doc_terms: Sequence[Sequence[int]], vocab_size: int, r: int,
+                   priority: np.ndarray | None = None) -> np.ndarray:
+    """Exact h: for each document its first ``r`` distinct term ids count once (ids beyond r are ignored); with
+    ``priority`` (one public number per term) the r distinct terms of highest priority instead, ties by first
+    occurrence."""
     h = np.zeros(int(vocab_size), dtype=np.int64)
     for j, ids in enumerate(doc_terms):
         first: list[int] = []
@@ -117,8 +120,10 @@ def term_histogram(doc_terms: Sequence[Sequence[int]], vocab_size: int, r: int) 
             if t not in seen:
                 seen.add(t)
                 first.append(t)
-                if len(first) == r:
+                if priority is None and len(first) == r:
                     break
+        if priority is not None and len(first) > r:
+            first = sorted(first, key=lambda t, p=priority: -p[t])[:r]  # stable: ties keep first occurrence
         h[first] += 1
     return h
 
@@ -132,8 +137,15 @@ def dp_vocabulary(
     size: int,
     rng: np.random.Generator,
     neighbouring: Neighbouring = "add_remove",
+    select: Literal["first", "idf"] = "first",
 ) -> tuple[VocabularyRelease, Any]:
     """Release the DP vocabulary Ṽ of ``size`` terms (App A.1). Returns ``(release, event)``.
+
+    ``select="first"`` counts each document's first r distinct terms (the paper); ``"idf"`` its r distinct terms
+    of highest public inverse document frequency (:meth:`PublicVocabulary.idf`, ties by first occurrence), so the
+    counts favour the specific terms a document holds over the generic ones every document opens with. Either
+    way a document adds 1 to at most r distinct bins: Δ₁ = r (the choice is a per-document function of public
+    values and the document itself), and the noise, event and ε are the same.
 
     Call it inside :meth:`privtext.privacy.release.ReleaseKeeper.release` (the event is recorded before this
     reads any private text; :func:`vocabulary_event` builds it without data). Noise: Laplace(b) on every one of the |V| bins, b = Δ₁/ε with Δ₁ from :func:`vocabulary_sensitivity`.
@@ -146,10 +158,14 @@ def dp_vocabulary(
         raise ConfigError(f"size={size} exceeds the public vocabulary's {len(vocabulary)} terms")
     if not isinstance(rng, np.random.Generator):
         raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if select not in ("first", "idf"):
+        raise ConfigError(f"select must be 'first' or 'idf', got {select!r}")
+    priority = vocabulary.idf() if select == "idf" else None  # public; raises for a glossary before any read
     event = vocabulary_event(r, eps, neighbouring=neighbouring)
     # ---- private data is read from here on
     matcher = vocabulary.matcher()
-    h = term_histogram(matcher.find_all(texts, max_terms=r), len(vocabulary), r)
+    h = term_histogram(matcher.find_all(texts, max_terms=None if priority is not None else r), len(vocabulary), r,
+                       priority)
     scale = 0.0 if math.isinf(eps) else delta1 / eps
     noisy = h.astype(np.float64) + (rng.laplace(0.0, scale, size=len(h)) if scale > 0 else 0.0)
     del h

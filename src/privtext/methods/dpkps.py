@@ -12,9 +12,10 @@ split as
 * ``dpkps.epsilon_vocab`` and ``dpkps.epsilon_kde`` when both are given (their sum with ε_labels must not exceed
   ε), else ε_vocab = ``vocab_share``·(ε − ε_labels) and ε_kde = the rest (default 1/6: the paper's 1 + 5).
 
-The releases — vocabulary (Δ₁ = r, App A.1), the K sketches of ε_kde/K each (Δ₁ = √2·c_w·I, App A.2 / proof of
-Thm A.1; derivations in :mod:`privtext.mechanisms.vocabulary` and :mod:`privtext.mechanisms.kde`) and the
-optional label histogram — are recorded in the ledger (:meth:`privtext.privacy.budget.Budget.pure`: the sum of
+The releases — vocabulary (Δ₁ = r, App A.1), the per-class term histogram (``sketch: histogram``, the default
+for independent sequences: Δ₁ = c_w) or the K RFF sketches of ε_kde/K each (``sketch: rff``: Δ₁ = √2·c_w·I,
+App A.2 / proof of Thm A.1; derivations in :mod:`privtext.mechanisms.vocabulary` and
+:mod:`privtext.mechanisms.kde`) and the optional label histogram — are recorded in the ledger (:meth:`privtext.privacy.budget.Budget.pure`: the sum of
 their ε, exact for pure DP) before each reads private data, computed, checked and kept
 (``private/checkpoints/releases``): a resumed run reloads them and never draws noise again.
 
@@ -68,6 +69,18 @@ class DPKPSOptions(BackendOptions):
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
     allow_repeats: bool = False
     threshold: float = Field(default=2.0, ge=0)
+    sketch: Literal["auto", "histogram", "rff"] = Field(
+        default="auto", description="the density release: histogram (the discrete-kernel DP-KDE on the DP "
+        "vocabulary; noise √2/ε per term) or rff (the paper's Gaussian DP-KDE with random Fourier features; noise "
+        "2√I/ε per score); auto: histogram for independent sequences, rff for iterative ones (docs/dpkps.md)")
+    term_weighting: Literal["auto", "uniform", "idf"] = Field(
+        default="auto", description="how a document's unit of sketch mass is spread over its terms: uniform, or "
+        "∝ the terms' public idf (auto: idf when the public vocabulary has document counts)")
+    contrast: float = Field(default=1.0, ge=0, description="sampling: class weights × (lift over the all-class "
+                            "estimate)^contrast; 0 is the paper's distribution")
+    vocab_selection: Literal["first", "idf"] = Field(
+        default="first", description="which r terms of a document the DP vocabulary counts: its first r (the "
+        "paper) or its r of highest public idf")
     glossary: str | None = Field(default=None, description="public vocabulary file (one term a line); default: "
                                  "words and phrases of the public corpus")
     vocabulary_min_count: int = Field(default=3, ge=1)
@@ -120,7 +133,9 @@ class DPKPS(MethodRun):
             sequence=options.sequence, ensemble=options.ensemble, n_features=options.n_features,
             bandwidth=options.bandwidth, max_terms=options.max_terms, noise=options.noise,
             weighting=options.weighting, max_points=options.max_points, neighbouring=options.neighbouring,
-            allow_repeats=options.allow_repeats, threshold=options.threshold)
+            allow_repeats=options.allow_repeats, threshold=options.threshold, sketch=options.sketch,
+            term_weighting=options.term_weighting, contrast=options.contrast,
+            vocab_selection=options.vocab_selection)
 
     def make_ledger(self) -> Any:
         from ..privacy import Budget, Ledger
@@ -278,6 +293,9 @@ class DPKPS(MethodRun):
                                                  else "the label values of the public corpus") + ")",
             "the embedder, the generator and its public training text, and the random Fourier features",
         ]
+        if "idf" in (p.term_weighting, p.vocab_selection) or (p.term_weighting == "auto"
+                                                              and not self.options.glossary):
+            public.append("the public corpus's document frequencies of the vocabulary terms (idf weights)")
         if ld.kind != "dp" and self.config.data.label_columns:
             public.append(f"the samples per class ({ld.kind} label distribution)")
         if self.options.few_shot:
@@ -290,7 +308,9 @@ class DPKPS(MethodRun):
             "parameters": {"epsilon_vocab": eps["vocab"], "epsilon_kde": eps["kde"], "r": p.r,
                            "vocab_size": p.vocab_size, "length": p.length, "sequence": p.sequence,
                            "n_features": p.n_features, "bandwidth": p.bandwidth, "threshold": p.threshold,
-                           "noise": p.noise, "weighting": p.weighting,
+                           "noise": p.noise, "weighting": p.weighting, "sketch": p.sketch_kind,
+                           "term_weighting": p.term_weighting, "contrast": p.contrast,
+                           "vocab_selection": p.vocab_selection,
                            **({"epsilon_labels": eps["labels"]} if eps["labels"] else {})},
             "assumed_public": [], "treated_as_public": public, "coverage": coverage,
         }

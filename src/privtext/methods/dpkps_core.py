@@ -8,11 +8,16 @@ Pipeline
 2. **Embed Ṽ** with the run's embedder (public: Ṽ is released). Rows are renormalised to unit length (Thm A.1
    assumes unit-norm blocks).
 3. **Per-class DP-KDE sketches** (§2, App A.2, :mod:`privtext.mechanisms.kde`): a document's keyphrases are the
-   Ṽ terms it contains, in order of first occurrence (first ``max_terms``); one sketch per block count of the
-   sequence mode (independent: 1; iterative: ⌈log₂ L⌉ (log) or L (linear)), each ε_kde/K, every sketch holding
-   all classes (parallel composition over the disjoint classes). The random Fourier features of each sketch
-   are public randomness with bandwidth h·√m.
-4. **Sequences** (post-processing): ``n_per_class`` sequences of L terms per class, independent or iterative.
+   Ṽ terms it contains, in order of first occurrence (first ``max_terms``), its unit of mass spread over them
+   uniformly or ∝ their public idf (``term_weighting``). ``sketch="rff"``: one Gaussian-kernel sketch per block
+   count of the sequence mode (independent: 1; iterative: ⌈log₂ L⌉ (log) or L (linear)), each ε_kde/K, every
+   sketch holding all classes (parallel composition over the disjoint classes); the random Fourier features of
+   each sketch are public randomness with bandwidth h·√m. ``sketch="histogram"`` (``auto`` for independent
+   sequences): one release of the per-class term histogram over Ṽ, the DP-KDE of the discrete kernel
+   (:func:`~privtext.mechanisms.kde.dp_term_histogram`: Δ₁ = 1, noise √2/ε_kde per term where the RFF score's
+   is 2√I/ε_kde; docs/dpkps.md "Class signal" for the measurements).
+4. **Sequences** (post-processing): ``n_per_class`` sequences of L terms per class, independent or iterative;
+   ``contrast`` α multiplies a class's weights by its lift over the all-class estimate to the power α.
 5. **Prompts** (post-processing): ``generator.seeded(sequences, doc_type)`` — one prompt per sequence, naming
    only the document type and the terms (the family's ``seeded`` template), never the class; each text takes
    the class of the sketch its sequence came from.
@@ -24,8 +29,11 @@ values instead of drawing noise again. ``method: dpkps`` is :mod:`privtext.metho
 
 Guarantee: pure (ε_vocab + ε_kde)-DP for add/remove-one-document neighbours (``neighbouring="replace_one"``:
 the same ε for replace-one neighbours, with twice the noise). The event is
-``ComposedDpEvent([LaplaceDpEvent(1/ε_vocab), ComposedDpEvent([LaplaceDpEvent(K/ε_kde)] * K)])``, built without
-data by :func:`dpkps_event`; :func:`dpkps_plan` lists the releases in order.
+``ComposedDpEvent([LaplaceDpEvent(1/ε_vocab), ComposedDpEvent([LaplaceDpEvent(K/ε_kde)] * K)])`` (K = 1 for the
+histogram), built without data by :func:`dpkps_event`; :func:`dpkps_plan` lists the releases in order. The
+options added for class signal change no sensitivity: idf selection and idf weights are per-document maps using
+public document frequencies (a document still counts ≤ r distinct terms; its weights still sum to 1), and
+contrast sampling reads released values only.
 
 What is treated as public: the public vocabulary, the class names (``classes``: the label schema, never derived
 from the private labels), ``n_per_class``, every parameter of :class:`DPKPSParams`, the embedder and generator,
@@ -37,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -50,12 +58,16 @@ from ..mechanisms.kde import (
     NoiseMode,
     RandomFourierFeatures,
     SequenceMode,
+    TermHistogram,
     Weighting,
     dp_kde_sketch_terms,
+    dp_term_histogram,
     ensemble_blocks,
     ensemble_epsilons,
+    histogram_sensitivity,
     kde_ensemble_event,
     kde_event,
+    sample_histogram_sequences,
     sample_sequences,
     sketch_sensitivity,
 )
@@ -86,7 +98,12 @@ class DPKPSParams:
     |Ṽ| = 1000, L = 10). ``bandwidth``, ``n_features`` and ``threshold`` default to what worked on the Yelp
     validation slice with MiniLM (docs/dpkps.md): the paper's h = 1 made the sampled sequences chance-level even
     without noise (the KDE of unit-norm word embeddings is nearly flat at h = 1), and the Laplace noise of a
-    score grows like √I, so few features are better at ε ≤ 15 on corpora of thousands of records."""
+    score grows like √I, so few features are better at ε ≤ 15 on corpora of thousands of records.
+
+    ``sketch``, ``term_weighting`` and ``contrast`` default to what carried class signal on Yelp (N = 2000,
+    ε = 10; docs/dpkps.md "Class signal"): the term histogram (``bandwidth`` and ``n_features`` then unused),
+    idf weights when the public vocabulary has document counts, lift exponent 1. ``sketch="rff",
+    term_weighting="uniform", contrast=0`` is the paper's estimator and distribution."""
 
     epsilon_vocab: float
     epsilon_kde: float
@@ -104,6 +121,11 @@ class DPKPSParams:
     neighbouring: Neighbouring = "add_remove"
     allow_repeats: bool = False  # may a term appear twice in one sequence
     threshold: float = 2.0  # κ: scores below κ noise standard deviations get no probability (0: the paper)
+    vocab_selection: Literal["first", "idf"] = "first"  # a document's r counted terms (App A.1: the first r)
+    # a document's unit of sketch mass over its terms; auto: idf when the public vocabulary has document counts
+    term_weighting: Literal["auto", "uniform", "idf"] = "auto"
+    contrast: float = 1.0  # α: class weights × lift over the all-class estimate^α (0: the paper's distribution)
+    sketch: Literal["auto", "histogram", "rff"] = "auto"  # auto: histogram for independent sequences, else rff
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon_vocab, name="epsilon_vocab")
@@ -121,6 +143,22 @@ class DPKPSParams:
         t = self.threshold
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
             raise ConfigError(f"dpkps.threshold must be a finite number ≥ 0, got {t!r}")
+        c = self.contrast
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < math.inf:
+            raise ConfigError(f"dpkps.contrast must be a finite number ≥ 0, got {c!r}")
+        if self.vocab_selection not in ("first", "idf"):
+            raise ConfigError(f"dpkps.vocab_selection must be 'first' or 'idf', got {self.vocab_selection!r}")
+        if self.term_weighting not in ("auto", "uniform", "idf"):
+            raise ConfigError(f"dpkps.term_weighting must be 'auto', 'uniform' or 'idf', got {self.term_weighting!r}")
+        if self.term_weighting == "idf" and self.weighting != "mean":
+            raise ConfigError("dpkps.term_weighting='idf' needs weighting='mean' (a record's weights sum to 1)")
+        if self.sketch not in ("auto", "histogram", "rff"):
+            raise ConfigError(f"dpkps.sketch must be 'auto', 'histogram' or 'rff', got {self.sketch!r}")
+        if self.sketch == "histogram" and self.sequence != "independent":
+            raise ConfigError("dpkps.sketch='histogram' draws independent terms; iterative sequences need "
+                              "sketch='rff' (the KDE of m-term windows)")
+        if self.sketch_kind == "histogram" and self.noise == "paper":
+            raise ConfigError("dpkps.noise='paper' is the RFF class-mean sketch of App A.2: use sketch='rff'")
         if not self.allow_repeats and self.vocab_size < self.length:
             raise ConfigError(f"dpkps.vocab_size={self.vocab_size} < length={self.length}: sequences of distinct "
                               "terms need at least L terms (or set allow_repeats)")
@@ -141,6 +179,13 @@ class DPKPSParams:
     @property
     def epsilon_total(self) -> float:
         return self.epsilon_vocab + self.epsilon_kde
+
+    @property
+    def sketch_kind(self) -> str:
+        """'histogram' (the discrete-kernel DP-KDE on Ṽ) or 'rff' (the Gaussian DP-KDE with random features)."""
+        if self.sketch != "auto":
+            return self.sketch
+        return "histogram" if self.sequence == "independent" else "rff"
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -173,6 +218,15 @@ def dpkps_plan(params: DPKPSParams) -> list[PlannedRelease]:
         description=f"DP vocabulary (App A.1): first {params.r} terms per document, Laplace histogram, top "
                     f"{params.vocab_size}",
     )]
+    if params.sketch_kind == "histogram":
+        delta = histogram_sensitivity(weighting=params.weighting, max_points=params.max_points,
+                                      neighbouring=params.neighbouring)
+        out.append(PlannedRelease(
+            key="dpkps/histogram", mechanism="laplace", event=kde_event(params.epsilon_kde),
+            epsilon=params.epsilon_kde, noise_scale=_scale(delta, params.epsilon_kde), sensitivity=delta,
+            description=f"per-class DP term histogram over Ṽ (the discrete-kernel DP-KDE), all classes (parallel "
+                        f"composition), weighting={params.weighting}, term_weighting={params.term_weighting}"))
+        return out
     delta = sketch_sensitivity(params.n_features, noise=params.noise, weighting=params.weighting,
                                max_points=params.max_points, neighbouring=params.neighbouring)
     for m, eps in zip(params.blocks, ensemble_epsilons(params.epsilon_kde, len(params.blocks)), strict=True):
@@ -197,9 +251,10 @@ def dpkps_event(params: DPKPSParams) -> Any:
     """The run's event, without data: ``ComposedDpEvent([vocabulary, ComposedDpEvent(sketches)])``."""
     import dp_accounting
 
+    n_sketches = 1 if params.sketch_kind == "histogram" else len(params.blocks)
     return dp_accounting.ComposedDpEvent([
         vocabulary_event(params.r, params.epsilon_vocab, neighbouring=params.neighbouring),
-        kde_ensemble_event(params.epsilon_kde, len(params.blocks)),
+        kde_ensemble_event(params.epsilon_kde, n_sketches),
     ])
 
 
@@ -209,7 +264,7 @@ class KeyphraseSequences:
 
     classes: tuple[str, ...]
     vocabulary: VocabularyRelease
-    sketches: tuple[KDESketch, ...]
+    sketches: tuple[KDESketch | TermHistogram, ...]
     sequences: tuple[tuple[str, ...], ...]  # class-major: all of classes[0], then classes[1], ...
     labels: tuple[str, ...]  # the class of each sequence
     event: Any
@@ -340,6 +395,11 @@ def dpkps_sequences(
         raise ConfigError(f"dpkps.vocab_size={params.vocab_size} exceeds the public vocabulary's "
                           f"{len(public_vocabulary)} terms")
     keeper = keeper if keeper is not None else DirectReleases()
+    if "idf" in (params.vocab_selection, params.term_weighting):
+        public_vocabulary.idf()  # public document frequencies are needed: fail before anything is recorded
+    use_idf = params.term_weighting == "idf" or (
+        params.term_weighting == "auto" and params.weighting == "mean" and public_vocabulary.counts is not None
+        and public_vocabulary.documents is not None)
     plan = dpkps_plan(params)
     rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
     if noise_rng is None:
@@ -350,7 +410,8 @@ def dpkps_sequences(
     # 1. DP vocabulary
     def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
         rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=params.epsilon_vocab,
-                                size=params.vocab_size, rng=noise_rng(plan[0].key), neighbouring=params.neighbouring)
+                                size=params.vocab_size, rng=noise_rng(plan[0].key), neighbouring=params.neighbouring,
+                                select=params.vocab_selection)
         return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
 
     vals = keeper.release(as_release(plan[0]), vocab_compute)
@@ -363,6 +424,7 @@ def dpkps_sequences(
     dp_vocab = vocab_release.vocabulary(public_vocabulary)
     # 2. embed Ṽ (public)
     emb = _embed_terms(embedder, dp_vocab.terms)
+    term_weights = dp_vocab.idf() if use_idf else None  # public: document frequencies in the public corpus
     # 3. sketches, one per block count; the random features are public and kept with the release (resume)
     blocks = params.blocks
     eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
@@ -373,6 +435,33 @@ def dpkps_sequences(
             private_side["classes"] = _class_ids(private_labels, classes)
             private_side["terms"] = dp_vocab.matcher().find_all(private_texts, max_terms=params.max_terms)
         return private_side["terms"], private_side["classes"]
+
+    if params.sketch_kind == "histogram":
+        planned = plan[1]
+
+        def hist_compute() -> tuple[dict[str, np.ndarray], Any]:
+            doc_terms, doc_classes = private_terms()
+            h, ev = dp_term_histogram(doc_terms, doc_classes, n_classes=len(classes), n_terms=len(dp_vocab),
+                                      epsilon=params.epsilon_kde, rng=noise_rng(planned.key),
+                                      max_terms=params.max_terms, weighting=params.weighting,
+                                      max_points=params.max_points, neighbouring=params.neighbouring,
+                                      term_weights=term_weights)
+            return {"noisy": h.noisy}, ev
+
+        vals = keeper.release(as_release(planned), hist_compute)
+        private_side.clear()
+        noisy = np.asarray(vals["noisy"], dtype=np.float64)
+        if noisy.shape != (len(classes), len(dp_vocab)):
+            raise DataError(f"release {planned.key}: a histogram of shape {noisy.shape}, expected "
+                            f"{(len(classes), len(dp_vocab))} (was the run resumed with other classes?)")
+        hist = TermHistogram(noisy=noisy, epsilon=params.epsilon_kde, scale=planned.noise_scale,
+                             sensitivity=planned.sensitivity, weighting=params.weighting,
+                             neighbouring=params.neighbouring)
+        # 4. sequences (post-processing of the release)
+        ids = sample_histogram_sequences(hist, counts=counts, length=params.length, rng=rng_sample,
+                                         allow_repeats=params.allow_repeats, threshold=params.threshold,
+                                         contrast=params.contrast)
+        return _keyphrase_sequences(classes, vocab_release, (hist,), ids, dp_vocab, params, plan)
 
     sketches: list[KDESketch] = []
     projections: list[BlockProjections] = []
@@ -388,7 +477,8 @@ def dpkps_sequences(
             sk, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=len(classes), projections=proj,
                                          epsilon=eps, rng=noise_rng(key), max_terms=params.max_terms,
                                          noise=params.noise, weighting=params.weighting,
-                                         max_points=params.max_points, neighbouring=params.neighbouring)
+                                         max_points=params.max_points, neighbouring=params.neighbouring,
+                                         term_weights=term_weights)
             return {"noisy": sk.noisy, "weights": proj.features.weights, "offsets": proj.features.offsets}, ev
 
         vals = keeper.release(as_release(planned), kde_compute)
@@ -407,14 +497,21 @@ def dpkps_sequences(
     # 4. sequences (post-processing of the releases)
     ids = sample_sequences(sketches, projections, counts=counts, length=params.length, sequence=params.sequence,
                            rng=rng_sample, allow_repeats=params.allow_repeats,
-                           threshold=params.threshold)
+                           threshold=params.threshold, contrast=params.contrast)
+    return _keyphrase_sequences(classes, vocab_release, tuple(sketches), ids, dp_vocab, params, plan)
+
+
+def _keyphrase_sequences(classes: tuple[str, ...], vocab_release: VocabularyRelease,
+                         sketches: tuple[KDESketch | TermHistogram, ...], ids: list[np.ndarray],
+                         dp_vocab: PublicVocabulary, params: DPKPSParams, plan: list[PlannedRelease]
+                         ) -> KeyphraseSequences:
     seqs: list[tuple[str, ...]] = []
     labels: list[str] = []
     for c, arr in zip(classes, ids, strict=True):
         for row in arr:
             seqs.append(tuple(dp_vocab.terms[i] for i in row))
             labels.append(c)
-    return KeyphraseSequences(classes=classes, vocabulary=vocab_release, sketches=tuple(sketches),
+    return KeyphraseSequences(classes=classes, vocabulary=vocab_release, sketches=sketches,
                               sequences=tuple(seqs), labels=tuple(labels), event=dpkps_event(params),
                               releases=tuple(plan))
 
