@@ -142,7 +142,10 @@ def test_laplace_releases_pass_and_halved_noise_is_caught() -> None:
     from privtext.audit import audit_dp_vocabulary, audit_laplace_label_histogram
 
     rng = np.random.default_rng(12)
-    for audit in (lambda **k: audit_dp_vocabulary(1.0, r=2, **k), lambda **k: audit_laplace_label_histogram(1.0, **k)):
+    from privtext.audit import audit_dp_term_histogram
+
+    for audit in (lambda **k: audit_dp_vocabulary(1.0, r=2, **k), lambda **k: audit_laplace_label_histogram(1.0, **k),
+                  lambda **k: audit_dp_term_histogram(1.0, **k)):
         ok = audit(trials=5000, rng=rng, alpha=ALPHA)
         assert ok.passed and ok.quantity == "epsilon", ok.line()
         assert ok.details["epsilon_point"] == pytest.approx(1.0, abs=0.3)  # the attack is tight at ε
@@ -171,4 +174,5 @@ def test_audit_of_wasp_and_dpkps_runs(tmp_path) -> None:
                   dpkps={"vocab_size": 20, "length": 4, "n_features": 32, "vocabulary_min_count": 3})
     res = audit_run(dp, trials=1500, rng=np.random.default_rng(2), alpha=ALPHA)
     kinds = sorted(r.mechanism.split(" ")[0] for r in res)
-    assert kinds == ["dp_vocabulary", "laplace_label_histogram"] and all(r.passed for r in res), res
+    assert kinds == ["dp_term_histogram", "dp_vocabulary", "laplace_label_histogram"] and all(
+        r.passed for r in res), res

@@ -297,6 +297,26 @@ def audit_dp_vocabulary(epsilon: float, *, r: int = 2, trials: int = 5000, rng: 
                                  mechanism=f"dp_vocabulary (ε={epsilon:.4g}, r={r})")
 
 
+def audit_dp_term_histogram(epsilon: float, *, trials: int = 5000, rng: np.random.Generator,
+                            alpha: float = 0.05, actual_noise_scale: float = 1.0) -> AuditResult:
+    """DP-KPS's per-class DP term histogram (``privtext.mechanisms.kde.dp_term_histogram``, weighting "mean",
+    Δ₁ = 1): a canary document of class 0 holding one term puts its whole unit of mass on one bin, the worst
+    case of the sensitivity bound; claim ε."""
+    from ..mechanisms.kde import dp_term_histogram
+
+    docs = [[0], [0, 1], [1, 2], [2], [0, 2]]
+    classes = [0, 0, 1, 1, 0]
+
+    def run_once(with_canary: bool, g: np.random.Generator) -> np.ndarray:
+        d, c = ([*docs, [0]], [*classes, 0]) if with_canary else (docs, classes)
+        rel, _ = dp_term_histogram(d, c, n_classes=2, n_terms=3, epsilon=epsilon / actual_noise_scale, rng=g)
+        return np.asarray(rel.noisy, dtype=np.float64)[0, :1]
+
+    base = np.array([1.0 + 0.5 + 0.5])  # class 0's exact mass on term 0 without the canary
+    return audit_laplace_release(run_once, base=base, claim_epsilon=epsilon, trials=trials, rng=rng, alpha=alpha,
+                                 mechanism=f"dp_term_histogram (ε={epsilon:.4g})")
+
+
 def audit_laplace_label_histogram(epsilon: float, *, trials: int = 5000, rng: np.random.Generator,
                                   alpha: float = 0.05, actual_noise_scale: float = 1.0) -> AuditResult:
     """The pure-DP label histogram (``privtext.mechanisms.labels.laplace_label_histogram``, Δ₁ = 1): one canary
@@ -412,6 +432,7 @@ def _with_rho(noise: Any, rho: float) -> Any:
 
 __all__ = [
     "AuditResult",
+    "audit_dp_term_histogram",
     "audit_dp_vocabulary",
     "audit_gaussian_release",
     "audit_label_histogram",
@@ -467,6 +488,9 @@ def audit_run(run_dir: Any, *, trials: int = 2000, secret_trials: int = 20000, a
             out.append(audit_dp_vocabulary(1.0 / float(r.event.noise_multiplier),
                                            r=max(1, min(round(r.sensitivity), 4)), trials=max(trials, 5000),
                                            rng=rng, alpha=alpha))
+        elif mech == "laplace" and r.key == "dpkps/histogram" and r.event.noise_multiplier > 0:
+            out.append(audit_dp_term_histogram(1.0 / float(r.event.noise_multiplier), trials=max(trials, 5000),
+                                               rng=rng, alpha=alpha))
         elif mech == "laplace_label_histogram" and r.event.noise_multiplier > 0:
             out.append(audit_laplace_label_histogram(1.0 / float(r.event.noise_multiplier),
                                                      trials=max(trials, 5000), rng=rng, alpha=alpha))
