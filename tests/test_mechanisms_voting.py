@@ -218,3 +218,14 @@ def test_centering_keeps_one_vote_per_record_and_breaks_hubs(any_seed: int) -> N
     assert centred[0] < plain[0] / 4
     rel, _ = dp_vote_histogram(priv, cand, noise_multiplier=0.0, rng=rng, center=cand.mean(0))
     assert np.array_equal(rel.noisy, centred.astype(float))
+
+
+def test_fast_bf16_is_read_from_the_cpu_flags() -> None:
+    """AMX-BF16 or AVX-512-BF16 (a bf16 GEMM at twice fp32 or better) picks bf16 for ``precision='auto'``; a
+    CPU with neither stays fp32; a flag must match whole (``avx512_bf16x`` is not ``avx512_bf16``)."""
+    from privtext.mechanisms.nn import cpu_has_fast_bf16
+
+    assert cpu_has_fast_bf16("flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")
+    assert cpu_has_fast_bf16("flags\t\t: fpu avx2 amx_bf16 amx_tile\n")
+    assert not cpu_has_fast_bf16("flags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    assert not cpu_has_fast_bf16("flags\t\t: fpu avx512_bf16x\n")
