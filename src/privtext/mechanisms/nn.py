@@ -599,14 +599,15 @@ def gemm_nearest(
 
 def ann_nearest(
     queries: np.ndarray, base: np.ndarray, metric: Metric, kind: str, *, nlist: int | None = None,
-    nprobe: int = 16, m: int = 32, ef: int = 256, rerank: int = 8, niter: int = 10, seed: int = 0,
+    nprobe: int | None = None, m: int = 32, ef: int = 256, rerank: int = 8, niter: int = 10, seed: int = 0,
 ) -> np.ndarray:
     """Approximate nearest base row per query with faiss: ``ivf`` (IVF-Flat), ``ivf-sq8`` (8-bit scalar
     quantiser), ``ivf-pq`` (product quantiser, d/8 sub-quantisers) — the quantised ones re-rank their ``rerank``
     best codes by exact distance (``IndexRefineFlat``) — or ``hnsw`` (HNSW-Flat, ``m`` links, efSearch ``ef``).
 
-    ``nlist`` defaults to √N_base (IVF trains ``niter`` k-means iterations on the base: the build is part of the
-    cost at voting scale, where the index is rebuilt every iteration). Each query still gets exactly one result —
+    ``nprobe`` defaults to 16 (2 for ``ivf-gemm``, :func:`ivf_sizes`). ``nlist`` defaults to √N_base (IVF
+    trains ``niter`` k-means iterations on the base: the build is part of the cost at voting scale, where the
+    index is rebuilt every iteration). Each query still gets exactly one result —
     one vote per private record whatever the recall; queries whose probes are all empty fall back to exact search.
     """
     import faiss
@@ -616,6 +617,8 @@ def ann_nearest(
         raise ConfigError(f"unknown approximate search {kind!r}; valid: {', '.join(ANN_KINDS)}")
     if kind == "ivf-gemm":
         return _ivf_gemm(q, b, metric, nlist=nlist, nprobe=nprobe, niter=niter, seed=seed)
+    ivf_sizes(len(b), nlist, nprobe)  # typed errors for a bad nlist/nprobe, whichever kind
+    nprobe = nprobe or 16
     d = b.shape[1]
     mt = faiss.METRIC_INNER_PRODUCT if metric == "cosine" else faiss.METRIC_L2
     if kind == "hnsw":
@@ -682,56 +685,105 @@ def kmeans_gemm(x: np.ndarray, k: int, *, niter: int = 10, seed: int = 0, spheri
     return c
 
 
-def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None, nprobe: int, niter: int,
-              seed: int) -> np.ndarray:
+def _top_lists(cs: np.ndarray, p: int) -> np.ndarray:
+    """The ``p`` largest columns of every row of ``cs`` (modified), by ``p`` argmax passes — an argmax over a row
+    of a few hundred fp32 scores is one vectorised pass, measured 50× faster than ``np.argpartition`` here."""
+    out = np.empty((len(cs), p), dtype=np.int64)
+    ar = np.arange(len(cs))
+    for j in range(p):
+        out[:, j] = cs.argmax(1)
+        if j + 1 < p:
+            cs[ar, out[:, j]] = -np.inf
+    return out
+
+
+def ivf_sizes(n_base: int, nlist: int | None, nprobe: int | None) -> tuple[int, int]:
+    """(nlist, nprobe) for :func:`_ivf_gemm`, checked: ``nlist`` defaults to 2√N_base and is capped so every list
+    can hold ≈ 39 base rows (faiss's rule); ``nprobe`` (default 2) is capped at nlist."""
+    if nlist is not None and nlist < 1:
+        raise ConfigError(f"nlist must be ≥ 1, got {nlist}")
+    if nprobe is not None and nprobe < 1:
+        raise ConfigError(f"nprobe must be ≥ 1, got {nprobe}")
+    nl = nlist or max(1, round(2 * np.sqrt(n_base)))
+    nl = max(1, min(nl, n_base // 39))
+    return nl, max(1, min(nprobe or 2, nl))
+
+
+def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None, nprobe: int | None, niter: int,
+              seed: int, block: int = 1 << 16) -> np.ndarray:
     """IVF searched by matrix products: k-means lists over the base (:func:`kmeans_gemm`, ``niter`` iterations);
-    each query probes its ``nprobe`` nearest centroids; then, per list, ONE fp32 GEMM of the queries probing it
-    against its members and a row argmax (exact within the probed lists, like IVF-Flat, but at sgemm speed
-    instead of per-query scans). Ties: lowest index. Defaults (``nlist`` = 2√N_base, ``nprobe`` 4 from
-    :func:`nearest`): 9.9× faiss exact at 99.9 % vote agreement at 100k × 30k × 384 (benchmarks/voting.py
-    --pareto; nprobe 2: 10.6× at 98.8 %)."""
-    nl = nlist or max(1, round(2 * np.sqrt(len(b))))
-    nl = max(1, min(nl, len(b) // 39))
-    ba, _ = _augment_base(b, metric)
-    qa = _augment_rows(q, metric)
+    each query probes its ``nprobe`` nearest centroids (l2, k-means' own geometry); then, per list, ONE fp32 GEMM
+    of the queries probing it against its members and a row argmax — exact within the probed lists, like
+    IVF-Flat, but at GEMM speed instead of per-query scans. Ties: lowest index.
+
+    Queries go in blocks of ``block`` rows (memory O(block · (d + nlist))): one coarse GEMM against the
+    centroids, the probes by :func:`_top_lists`, the block's (query, list) pairs grouped by list with one sort,
+    each list's product on its members (stored transposed and contiguous, once), and every pair's best written
+    to its slot of a (block, nprobe) table, reduced at the end — no per-list scatter-merge. Lists are shared
+    between two threads with one BLAS thread each (the per-list products are small: threaded small sgemms wait
+    for each other on a contended machine; numpy releases the GIL in the gather and the product).
+
+    Defaults (:func:`ivf_sizes`: nlist = 2√N_base, nprobe 2): benchmarks/voting.py --pareto and
+    benchmarks/scale.py print the time-agreement curve."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    nl, npr = ivf_sizes(len(b), nlist, nprobe)
     if nl <= 1:
         return gemm_nearest(q, b, metric, engine="numpy")
+    ba, _ = _augment_base(b, metric)
     cen = kmeans_gemm(b, nl, niter=niter, seed=seed, spherical=metric == "cosine")
     owner = _assign(b, cen)  # each base row's list
     used = np.unique(owner)  # lists with members (a centre may own no base row): only these are probed
     cen = cen[used]
     owner = np.searchsorted(used, owner)
     nl = len(used)
-    npr = max(1, min(nprobe, nl))
-    probes = np.empty((len(q), npr), dtype=np.int64)
-    cn = (cen * cen).sum(1)
-    for s in range(0, len(q), 65536):  # nearest centroids by l2 (k-means' own geometry)
-        dd = cn[None, :] - 2 * (q[s:s + 65536] @ cen.T)
-        probes[s:s + 65536] = np.argpartition(dd, npr - 1, axis=1)[:, :npr] if npr < nl else np.arange(nl)
-    best_s = np.full(len(q), -np.inf, dtype=np.float32)
-    best_i = np.full(len(q), np.iinfo(np.int64).max, dtype=np.int64)
-    flat_q = np.repeat(np.arange(len(q)), npr)
-    flat_l = probes.ravel()
-    order = np.argsort(flat_l, kind="stable")
-    bounds = np.searchsorted(flat_l[order], np.arange(nl + 1))
-    members = np.argsort(owner, kind="stable")
+    npr = min(npr, nl)
+    members = np.argsort(owner, kind="stable")  # ascending within a list: a row's first maximum is the lowest index
     mb = np.searchsorted(owner[members], np.arange(nl + 1))
-    from threadpoolctl import threadpool_limits
+    lists_T = [np.ascontiguousarray(ba[members[mb[li]:mb[li + 1]]].T) for li in range(nl)]
+    cT = np.ascontiguousarray(cen.T)
+    chalf = 0.5 * np.einsum("ij,ij->i", cen, cen)
+    out = np.empty(len(q), dtype=np.int64)
+    d = q.shape[1]
+    qa = np.ones((min(block, len(q)), ba.shape[1]), dtype=np.float32)  # l2: the last column stays 1
+    # lists split between two workers by alternating size order, so both get about the same work
+    by_size = np.argsort(-(mb[1:] - mb[:-1]), kind="stable")
+    halves = [by_size[0::2], by_size[1::2]]
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2) as pool:
+        for s in range(0, len(q), block):
+            e = min(len(q), s + block)
+            n = e - s
+            qa[:n, :d] = q[s:e]
+            cs = q[s:e] @ cT
+            cs -= chalf
+            probes = _top_lists(cs, npr)
+            flat_l = probes.ravel()
+            order = np.argsort(flat_l, kind="stable")
+            bounds = np.searchsorted(flat_l[order], np.arange(nl + 1))
+            qrow = order // npr
+            pair_s = np.empty(n * npr, dtype=np.float32)
+            pair_i = np.empty(n * npr, dtype=np.int64)
 
-    # the per-list products are small: one BLAS thread each (measured 44× faster than a threaded small sgemm
-    # on a contended 2-core machine, where the BLAS threads wait for each other)
-    with threadpool_limits(1, user_api="blas"):
-        for li in range(nl):
-            qi = flat_q[order[bounds[li]:bounds[li + 1]]]
-            bi = members[mb[li]:mb[li + 1]]
-            if len(qi) == 0 or len(bi) == 0:
-                continue
-            sc = qa[qi] @ ba[bi].T
-            j = sc.argmax(1)
-            sv, si = sc[np.arange(len(qi)), j], bi[j]  # members ascending: the first maximum is the lowest index
-            better = (sv > best_s[qi]) | ((sv == best_s[qi]) & (si < best_i[qi]))
-            best_s[qi[better]], best_i[qi[better]] = sv[better], si[better]
-    return best_i
+            def run(lists: np.ndarray, qa=qa, order=order, bounds=bounds, qrow=qrow, pair_s=pair_s,
+                    pair_i=pair_i) -> None:
+                for li in lists:
+                    lo, hi = bounds[li], bounds[li + 1]
+                    if lo == hi:
+                        continue
+                    sc = qa[qrow[lo:hi]] @ lists_T[li]
+                    j = sc.argmax(1)
+                    slots = order[lo:hi]
+                    pair_s[slots] = sc[np.arange(hi - lo), j]
+                    pair_i[slots] = members[mb[li] + j]
+
+            for f in [pool.submit(run, h) for h in halves]:
+                f.result()
+            ps, pi = pair_s.reshape(n, npr), pair_i.reshape(n, npr)
+            top = ps.max(1, keepdims=True)
+            out[s:e] = np.where(ps == top, pi, np.iinfo(np.int64).max).min(1)
+    return out
 
 
 def resolve_backend(backend: Backend, n_queries: int = 0, n_base: int = 0, *, device: Device = "auto") -> str:
@@ -784,8 +836,7 @@ def nearest(
         return gemm_nearest(q, b, metric, engine=kind, device=device if kind == "torch" else "cpu",  # type: ignore[arg-type]
                             precision=precision, chunk_size=chunk_size)
     if kind in APPROX:
-        npr = nprobe or (4 if kind == "ivf-gemm" else 16)
-        return ann_nearest(q, b, metric, kind, nlist=nlist, nprobe=npr, m=hnsw_m, ef=ef_search, seed=seed)
+        return ann_nearest(q, b, metric, kind, nlist=nlist, nprobe=nprobe, m=hnsw_m, ef=ef_search, seed=seed)
     ti, td = _faiss_flat(q, b, metric, min(_REFINE_K, len(b)))
     return _refine(q, b, ti, td, metric)
 
