@@ -754,7 +754,7 @@ def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None
     # lists split between two workers by alternating size order, so both get about the same work
     by_size = np.argsort(-(mb[1:] - mb[:-1]), kind="stable")
     halves = [by_size[0::2], by_size[1::2]]
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(2) as pool:
         for s in range(0, len(q), block):
             e = min(len(q), s + block)
             n = e - s
@@ -781,8 +781,9 @@ def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None
                     pair_s[slots] = sc[np.arange(hi - lo), j]
                     pair_i[slots] = members[mb[li] + j]
 
-            for f in [pool.submit(run, h) for h in halves]:
-                f.result()
+            with threadpool_limits(1, user_api="blas"):  # the coarse product above keeps every BLAS thread
+                for f in [pool.submit(run, h) for h in halves]:
+                    f.result()
             ps, pi = pair_s.reshape(n, npr), pair_i.reshape(n, npr)
             top = ps.max(1, keepdims=True)
             out[s:e] = np.where(ps == top, pi, np.iinfo(np.int64).max).min(1)
