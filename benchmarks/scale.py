@@ -14,7 +14,7 @@ goal for exact voting: ≤ 1.2), and the same against the bf16 peak.
 
 * ``faiss``, ``numpy``, ``torch``: exact votes (``torch``: the auto precision — bf16 with fp32/float64
   re-decision on AMX/AVX-512-BF16 CPUs); identical votes are checked against the first exact method.
-* ``ivf-gemm``: approximate with the library defaults (nlist √N_syn, nprobe 3); ``ivf-gemm:NLIST:NPROBE`` for
+* ``ivf-gemm``: approximate with the library defaults (nlist √N_syn, nprobe 2); ``ivf-gemm:NLIST:NPROBE`` for
   other points of the curve. Agreement: with the exact votes of this run when there are some, else with an
   exact search of ``--sample`` private rows.
 * ``secpe`` / ``secpe-exact``: SecPE's representative voting (mechanisms/clustering.py) — public k-means into
