@@ -251,3 +251,42 @@ def test_shared_sample_accounted_as_two_releases_is_caught_and_fixed() -> None:
             indep.sigma, "shared").values()
         if indep.sigma < shared.sigma * 0.99:
             assert not secret_check([se.event] * T, p, r)[0]
+
+
+def test_one_search_for_both_samples_in_chunks_equals_separate_exact_searches(any_seed: int) -> None:
+    """The private records are searched once for the union of the counts' and the centres' samples, chunk by
+    chunk: each release must equal its own exact search over its own sample (σ = 0, ρ = ½, independent)."""
+    from privtext.mechanisms import clustering as C
+
+    rng, _, priv, _, gpriv, cl = _setup(any_seed)
+    keep_a, keep_b = rng.random(len(priv)) < 0.5, rng.random(len(priv)) < 0.5
+    owner, sums = C._assign(priv, gpriv, cl, keep_a | keep_b, keep_b, 1.0, "l2", chunk=7)
+    ref_owner = np.full(len(priv), -1)
+    for g in (0, 1):
+        ki, qi = np.nonzero(cl.group == g)[0], np.nonzero(gpriv == g)[0]
+        ref_owner[qi] = ki[brute_force_nn(priv[qi], cl.centres[ki])]
+    both = keep_a | keep_b
+    assert np.array_equal(owner[both], ref_owner[both]) and (owner[~both] == -1).all()
+    ref_sums = np.zeros_like(sums)
+    np.add.at(ref_sums, ref_owner[keep_b], priv[keep_b].astype(np.float64))
+    np.testing.assert_allclose(sums, ref_sums, atol=1e-5)
+    assert np.array_equal(C._counts(owner, keep_a, len(cl)), np.bincount(ref_owner[keep_a], minlength=len(cl)))
+
+
+def test_approximate_assignment_keeps_one_cluster_per_record_and_mostly_agrees() -> None:
+    """ivf-gemm assignment (allowed: the sensitivity needs one cluster per record, not the nearest): σ = 0 and
+    ρ = 1 put every record in exactly one cluster of its own group, and most in the exact one."""
+    rng = np.random.default_rng(4)
+    pub = _unit(rng.normal(size=(8000, 16)))
+    priv = _unit(rng.normal(size=(3000, 16)))
+    gpub, gpriv = np.zeros(8000, dtype=np.int64), np.zeros(3000, dtype=np.int64)
+    cl = public_kmeans(pub, gpub, 1, 200, seed=0, sample_per_centre=20, assign_backend="ivf-gemm")
+    assert cl.sizes.sum() == 8000
+    exact, _ = secret_clustering(priv, gpriv, cl, rho=np.ones(3000), sigma=0.0, rng=rng)
+    approx, _ = secret_clustering(priv, gpriv, cl, rho=np.ones(3000), sigma=0.0, rng=rng, backend="ivf-gemm",
+                                  nprobe=2)
+    assert (approx.counts - cl.sizes).sum() == 3000 == (exact.counts - cl.sizes).sum()
+    moved = np.abs((approx.counts - cl.sizes) - (exact.counts - cl.sizes)).sum() / 2  # records in another cluster
+    assert 0 < moved <= 0.1 * 3000
+    with pytest.raises(ConfigError, match="sample_per_centre must be ≥ 1, got 0"):
+        public_kmeans(pub, gpub, 1, 10, seed=0, sample_per_centre=0)

@@ -218,3 +218,33 @@ def test_centering_keeps_one_vote_per_record_and_breaks_hubs(any_seed: int) -> N
     assert centred[0] < plain[0] / 4
     rel, _ = dp_vote_histogram(priv, cand, noise_multiplier=0.0, rng=rng, center=cand.mean(0))
     assert np.array_equal(rel.noisy, centred.astype(float))
+
+
+def test_fast_bf16_is_read_from_the_cpu_flags() -> None:
+    """AMX-BF16 or AVX-512-BF16 (a bf16 GEMM at twice fp32 or better) picks bf16 for ``precision='auto'``; a
+    CPU with neither stays fp32; a flag must match whole (``avx512_bf16x`` is not ``avx512_bf16``)."""
+    from privtext.mechanisms.nn import cpu_has_fast_bf16
+
+    assert cpu_has_fast_bf16("flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")
+    assert cpu_has_fast_bf16("flags\t\t: fpu avx2 amx_bf16 amx_tile\n")
+    assert not cpu_has_fast_bf16("flags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    assert not cpu_has_fast_bf16("flags\t\t: fpu avx512_bf16x\n")
+
+
+@pytest.mark.parametrize(("nlist", "nprobe", "bad"), [(0, 2, "nlist must be ≥ 1, got 0"), (10, 0, "nprobe must be ≥ 1, got 0"),
+                                                      (-3, None, "nlist must be ≥ 1, got -3")])
+@pytest.mark.parametrize("kind", ["ivf-gemm", "ivf"])
+def test_bad_ivf_sizes_are_typed_errors_naming_the_value(kind: str, nlist: int, nprobe: int | None, bad: str) -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ConfigError, match=bad):
+        ann_nearest(rng.normal(size=(20, 8)), rng.normal(size=(400, 8)), "l2", kind, nlist=nlist, nprobe=nprobe)
+
+
+def test_ivf_gemm_query_blocks_do_not_change_votes() -> None:
+    """The search runs query block by query block (memory O(block)): any block size gives the same votes."""
+    from privtext.mechanisms.nn import _ivf_gemm
+
+    rng = np.random.default_rng(2)
+    q, b = _prep(_clustered(rng, 2500), "l2", "q"), _prep(_clustered(rng, 3000), "l2", "b")
+    one = _ivf_gemm(q, b, "l2", nlist=30, nprobe=2, niter=5, seed=0, block=1 << 16)
+    assert np.array_equal(one, _ivf_gemm(q, b, "l2", nlist=30, nprobe=2, niter=5, seed=0, block=333))

@@ -64,7 +64,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
 from .labels import allocate
-from .nn import Metric, nearest
+from .nn import Backend, Metric, nearest
 
 
 @dataclass(frozen=True)
@@ -136,12 +136,21 @@ def public_kmeans(
     iters: int = 25,
     backend: str = "faiss",
     metric: Metric = "l2",
+    sample_per_centre: int | None = None,
+    assign_backend: Backend = "auto",
 ) -> PublicClusters:
     """K public centres split over label groups in proportion to their public counts (≥ 1 per non-empty group).
 
     Centres are the means of their assigned (clipped) public points after the final assignment, so e_k and n_k
     are exactly the statistics Eq 7 needs; empty clusters are dropped.
+
+    Speed (public data, no privacy constraint): ``sample_per_centre`` fits the k-means on a seeded sample of at
+    most that many points per centre (None: every point); ``assign_backend`` is the final assignment's search
+    (:func:`~privtext.mechanisms.nn.nearest`; an approximate one such as ``ivf-gemm`` changes which public
+    points a centre averages, never the validity of Eq 7: e_k and n_k are computed from the assignment made).
     """
+    if sample_per_centre is not None and sample_per_centre < 1:
+        raise ConfigError(f"sample_per_centre must be ≥ 1, got {sample_per_centre}")
     pg = np.asarray(public_groups, dtype=np.int64)
     if len(pg) != len(public_emb):
         raise ConfigError(f"{len(pg)} public group ids for {len(public_emb)} public embeddings")
@@ -158,8 +167,12 @@ def public_kmeans(
     centres, sizes, groups = [], [], []
     for g in np.nonzero(nonempty)[0]:
         xi = x[pg == g]
-        c = _kmeans(xi, int(ks[g]), seed=seed + int(g), iters=iters, backend=backend)
-        assign = nearest(xi, c, metric=metric)
+        fit = xi
+        if sample_per_centre is not None and len(xi) > sample_per_centre * int(ks[g]):
+            pick = np.random.default_rng(seed + int(g)).choice(len(xi), sample_per_centre * int(ks[g]), replace=False)
+            fit = xi[np.sort(pick)]
+        c = _kmeans(fit, int(ks[g]), seed=seed + int(g), iters=iters, backend=backend)
+        assign = nearest(xi, c, metric=metric, backend=assign_backend)
         for j in range(len(c)):
             members = xi[assign == j]
             if len(members) == 0:
@@ -231,8 +244,16 @@ def secret_clustering(
     radius: float = 1.0,
     metric: Metric = "l2",
     sample: str = "independent",
+    backend: Backend = "auto",
+    nprobe: int | None = None,
 ) -> tuple[ClusterRelease, Any]:
     """One release of Eq 7 (both ñ_k and ẽ_k). Returns ``(release, clustering_event(σ, sample))``.
+
+    Each kept record's centre is searched once, for the union of both samples (a record's centre depends on the
+    record alone, so both releases see the same assignment as two searches would). ``backend``/``nprobe``: the
+    search (:func:`~privtext.mechanisms.nn.nearest`; default exact). An approximate one (``ivf-gemm``) still
+    puts each record in exactly one cluster, which is all the sensitivity analysis assumes (module docstring):
+    privacy is unchanged, utility changes with the agreement (benchmarks/scale.py measures it).
 
     ``rng`` must be the release's privacy generator (:func:`privtext.rng.noise_rng`): it draws the Bernoulli(ρ)
     sample(s) as well as the noise, and the mixture analysis needs the sample to be as secret as the noise.
@@ -253,8 +274,10 @@ def secret_clustering(
     keep_counts = rng.random(len(rho)) < rho
     keep_centres = keep_counts if sample == "shared" else rng.random(len(rho)) < rho
     n = clusters.sizes.astype(np.float64)
-    sums, m = _assign(private_emb, pg, clusters, keep_centres, radius, metric)
-    m_counts = m if sample == "shared" else _assign(private_emb, pg, clusters, keep_counts, radius, metric)[1]
+    owner, sums = _assign(private_emb, pg, clusters, keep_counts | keep_centres, keep_centres, radius, metric,
+                          backend, nprobe)
+    m = _counts(owner, keep_centres, K)
+    m_counts = m if sample == "shared" else _counts(owner, keep_counts, K)
     centres = (clusters.centres.astype(np.float64) * n[:, None] + sums) / (n + m)[:, None]
     counts = n + m_counts
     if sigma > 0:
@@ -264,25 +287,37 @@ def secret_clustering(
                           noise_std_counts=float(sigma), noise_std_centres=(2 * radius / n) * float(sigma)), event
 
 
-def _assign(private_emb: np.ndarray, pg: np.ndarray, clusters: PublicClusters, keep: np.ndarray, radius: float,
-            metric: Metric) -> tuple[np.ndarray, np.ndarray]:
-    """(Σ of the kept clipped private rows per cluster, how many were assigned per cluster)."""
+def _assign(private_emb: np.ndarray, pg: np.ndarray, clusters: PublicClusters, search: np.ndarray,
+            add: np.ndarray, radius: float, metric: Metric, backend: Backend = "auto", nprobe: int | None = None,
+            chunk: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
+    """(each record's cluster — −1 when not in ``search`` or its label group has no centre —, Σ of the clipped
+    rows of the ``add`` records per cluster, float64). ``search`` ⊇ ``add``. Rows go ``chunk`` at a time, so
+    the clipped copy is O(chunk), not a second copy of the private set."""
     K, d = clusters.centres.shape
+    owner = np.full(len(private_emb), -1, dtype=np.int64)
     sums = np.zeros((K, d), dtype=np.float64)
-    m = np.zeros(K, dtype=np.int64)
-    if not keep.any():
-        return sums, m
-    ehat = clip_rows(private_emb[keep], radius)
-    kg = pg[keep]
-    for g in np.unique(clusters.group):
-        ci = np.nonzero(clusters.group == g)[0]
-        qi = np.nonzero(kg == g)[0]
-        if len(qi) == 0:
-            continue
-        nn = ci[nearest(ehat[qi], clusters.centres[ci], metric=metric)]
-        sums += _sum_by_cluster(ehat[qi], nn, K)
-        m += np.bincount(nn, minlength=K)
-    return sums, m
+    groups = np.unique(clusters.group)
+    kept = np.nonzero(search)[0]
+    kw = {"nprobe": nprobe} if nprobe is not None else {}
+    for s in range(0, len(kept), chunk):
+        rows = kept[s:s + chunk]
+        ehat = clip_rows(private_emb[rows], radius)
+        rg = pg[rows]
+        for g in groups:
+            ci = np.nonzero(clusters.group == g)[0]
+            sel = np.nonzero(rg == g)[0]
+            if len(sel):
+                owner[rows[sel]] = ci[nearest(ehat[sel], clusters.centres[ci], metric=metric, backend=backend, **kw)]
+        own = owner[rows]
+        put = add[rows] & (own >= 0)
+        if put.any():
+            sums += _sum_by_cluster(ehat[put], own[put], K)
+    return owner, sums
+
+
+def _counts(owner: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:
+    """How many ``keep`` records each cluster got."""
+    return np.bincount(owner[keep & (owner >= 0)], minlength=k).astype(np.int64)
 
 
 def centre_votes(

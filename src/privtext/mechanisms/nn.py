@@ -10,7 +10,7 @@ Exact backends agree with a float64 brute-force reference on every query, ties i
 product — fp32, or bf16/fp16 with fp32 accumulation — take each row's maximum, and re-decide every row whose
 winner is not proven by a rigorous rounding-error bound: its contenders are rescored in fp32 and, if still too
 close, in float64. ``torch`` runs on ``device`` (``auto``: CUDA when available); ``precision='auto'`` is fp16 on
-CUDA, bf16 on CPUs with AMX-BF16 (measured 2.3× faiss exact, benchmarks/voting.py) and fp32 elsewhere.
+CUDA, bf16 on CPUs with AMX-BF16 or AVX-512-BF16 (:func:`cpu_has_fast_bf16`) and fp32 elsewhere.
 ``faiss`` is faiss's flat index plus the same float64 refinement.
 
 Approximate backends (``ivf``, ``hnsw``) trade recall for speed; they still produce exactly one vote per private
@@ -217,13 +217,18 @@ def _torch_device(device: Device) -> str:
     return device
 
 
-def cpu_has_fast_bf16() -> bool:
-    """AMX-BF16 (Sapphire Rapids and later): a bf16 GEMM runs at several times the fp32 one."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return "amx_bf16" in f.read()
-    except OSError:  # pragma: no cover - not Linux
-        return False
+def cpu_has_fast_bf16(cpuinfo: str | None = None) -> bool:
+    """A bf16 GEMM beats the fp32 one: AMX-BF16 (Intel Sapphire Rapids and later: several times) or AVX-512-BF16
+    (AMD Zen 4 and later, Intel Cooper Lake: twice — measured 180 against 89 GFLOP/s for one voting block on a
+    2-core EPYC, benchmarks/scale.py). ``cpuinfo``: the text of /proc/cpuinfo (read when None)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:  # pragma: no cover - not Linux
+            return False
+    flags = set(cpuinfo.split())
+    return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
 def resolve_precision(precision: Precision, device: str) -> str:
@@ -411,6 +416,73 @@ def _decide_pairs32(q32, ba32, r, c, tol32, q: np.ndarray, b: np.ndarray, metric
     return win
 
 
+def _gemm_bf16_cpu(q: np.ndarray, b: np.ndarray, ba: np.ndarray, metric: Metric, rows_per: int, dim: int,
+                   nbmax: float, col_err: float) -> np.ndarray:
+    """:func:`gemm_nearest` in bf16 on CPU (oneDNN: AMX or AVX-512-BF16), contenders by :func:`_contenders_int16`.
+
+    Built for throughput: the augmented fp32 query block, its bf16 copy and the block of bf16 scores live in
+    buffers allocated once (a fresh 33 MB score block per GEMM costs page faults comparable to the selection);
+    per-row norms and tolerances are numpy on the block; only the GEMM and the bf16 casts are torch. The next
+    block's GEMM runs in a second thread while this block's contenders are selected and decided (torch and numpy
+    release the GIL), so the selection hides behind the GEMM on a machine with a core to spare."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    nq, nb = len(q), len(ba)
+    rows_per = min(rows_per, nq)
+    u = _U_LOW["bf16"]
+    with torch.no_grad():
+        blow = torch.from_numpy(ba).to(torch.bfloat16)
+        bTlow = blow.T.contiguous()  # (D, N): the layout oneDNN's bf16 kernels run fastest on
+        blf = blow.float().numpy()
+        nbl = float(np.sqrt(np.einsum("ij,ij->i", blf.astype(np.float64), blf.astype(np.float64)).max()))
+        dif = ba.astype(np.float64) - blf  # exact differences
+        eb = float(np.sqrt(np.einsum("ij,ij->i", dif, dif).max()))
+        del blow, blf, dif
+    out = np.empty(nq, dtype=np.int64)
+    n_buf = 2
+    qbuf = [np.ones((rows_per, dim), dtype=np.float32) for _ in range(n_buf)]  # l2: the last column stays 1
+    sbuf = [torch.empty((rows_per, nb), dtype=torch.bfloat16) for _ in range(n_buf)]
+    d = q.shape[1]
+
+    def prepare_and_multiply(s: int, k: int):  # type: ignore[no-untyped-def]
+        e = min(nq, s + rows_per)
+        qa = qbuf[k][: e - s]
+        qa[:, :d] = q[s:e]
+        with torch.no_grad():
+            qlow = torch.from_numpy(qa).to(torch.bfloat16)
+            sc = sbuf[k][: e - s]
+            torch.mm(qlow, bTlow, out=sc)
+        qlf = qlow.float().numpy()
+        nql = np.sqrt(np.einsum("ij,ij->i", qlf, qlf)) * np.float32(_NORM_UP)
+        dq = qa - qlf
+        eq = np.sqrt(np.einsum("ij,ij->i", dq, dq)) * np.float32(_NORM_UP)
+        return s, e, qa, sc, _tol_low(nql, eq, dim, nbl, eb, "bf16", col_err)
+
+    def decide(s: int, e: int, qa: np.ndarray, sc, tl: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+        t32 = _tol32(_row_norms(qa), dim, nbmax, col_err)
+
+        def tol_fn(m, tl=torch.from_numpy(tl)):  # type: ignore[no-untyped-def]
+            return tl + 2.02 * u * (m.abs() + tl)  # + output rounding of the winner's and a rival's score
+
+        r, c, fn = _contenders_int16(sc, tol_fn)
+        res = _decide_pairs32_np(qa, ba, r, c, t32, q[s:e], b, metric, e - s)
+        if len(fn):  # no positive maximum to anchor the window: these rows in fp32
+            res[fn] = _decide_dense(qa[fn] @ ba.T, t32[fn], q[s:e][fn], b, metric)
+        out[s:e] = res
+
+    starts = list(range(0, nq, rows_per))
+    with ThreadPoolExecutor(1) as pool:
+        nxt = pool.submit(prepare_and_multiply, starts[0], 0)
+        for i in range(len(starts)):
+            cur = nxt.result()
+            if i + 1 < len(starts):
+                nxt = pool.submit(prepare_and_multiply, starts[i + 1], (i + 1) % n_buf)
+            decide(*cur)
+    return out
+
+
 def gemm_nearest(
     q: np.ndarray,
     b: np.ndarray,
@@ -474,6 +546,8 @@ def gemm_nearest(
             qa = _augment_rows(q[s:e], metric)
             out[s:e] = _decide_dense(qa @ btT, _tol32(_row_norms(qa), dim, nbmax, col_err), q[s:e], b, metric)
         return out
+    if select == "int16":
+        return _gemm_bf16_cpu(q, b, ba, metric, rows_per, dim, nbmax, col_err)
     tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[prec]
     cuda_flags = None
     if dev == "cuda":  # fp32 accumulation everywhere: the error bounds assume it
@@ -508,15 +582,6 @@ def gemm_nearest(
                 def tol_fn(m, tl=tl):  # type: ignore[no-untyped-def]
                     return tl + 2.02 * u * (m.abs() + tl)  # + output rounding of the winner's and a rival's score
 
-                if select == "int16":  # CPU, numpy from here on
-                    r, c, fn = _contenders_int16(sc, tol_fn)
-                    del sc
-                    qa, t32n = q32.numpy(), t32.numpy()
-                    res = _decide_pairs32_np(qa, ba, r, c, t32n, q[s:e], b, metric, e - s)
-                    if len(fn):  # no positive maximum to anchor the window: these rows in fp32
-                        res[fn] = _decide_dense(qa[fn] @ ba.T, t32n[fn], q[s:e][fn], b, metric)
-                    out[s:e] = res
-                    continue
                 r, c, full = (_contenders_window(sc, tol_fn) if select == "window"
                               else _contenders_topk(sc, tol_fn, top_k))
                 del sc
@@ -534,14 +599,15 @@ def gemm_nearest(
 
 def ann_nearest(
     queries: np.ndarray, base: np.ndarray, metric: Metric, kind: str, *, nlist: int | None = None,
-    nprobe: int = 16, m: int = 32, ef: int = 256, rerank: int = 8, niter: int = 10, seed: int = 0,
+    nprobe: int | None = None, m: int = 32, ef: int = 256, rerank: int = 8, niter: int = 10, seed: int = 0,
 ) -> np.ndarray:
     """Approximate nearest base row per query with faiss: ``ivf`` (IVF-Flat), ``ivf-sq8`` (8-bit scalar
     quantiser), ``ivf-pq`` (product quantiser, d/8 sub-quantisers) — the quantised ones re-rank their ``rerank``
     best codes by exact distance (``IndexRefineFlat``) — or ``hnsw`` (HNSW-Flat, ``m`` links, efSearch ``ef``).
 
-    ``nlist`` defaults to √N_base (IVF trains ``niter`` k-means iterations on the base: the build is part of the
-    cost at voting scale, where the index is rebuilt every iteration). Each query still gets exactly one result —
+    ``nprobe`` defaults to 16 (2 for ``ivf-gemm``, :func:`ivf_sizes`). ``nlist`` defaults to √N_base (IVF
+    trains ``niter`` k-means iterations on the base: the build is part of the cost at voting scale, where the
+    index is rebuilt every iteration). Each query still gets exactly one result —
     one vote per private record whatever the recall; queries whose probes are all empty fall back to exact search.
     """
     import faiss
@@ -551,6 +617,8 @@ def ann_nearest(
         raise ConfigError(f"unknown approximate search {kind!r}; valid: {', '.join(ANN_KINDS)}")
     if kind == "ivf-gemm":
         return _ivf_gemm(q, b, metric, nlist=nlist, nprobe=nprobe, niter=niter, seed=seed)
+    ivf_sizes(len(b), nlist, nprobe)  # typed errors for a bad nlist/nprobe, whichever kind
+    nprobe = nprobe or 16
     d = b.shape[1]
     mt = faiss.METRIC_INNER_PRODUCT if metric == "cosine" else faiss.METRIC_L2
     if kind == "hnsw":
@@ -617,60 +685,126 @@ def kmeans_gemm(x: np.ndarray, k: int, *, niter: int = 10, seed: int = 0, spheri
     return c
 
 
-def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None, nprobe: int, niter: int,
-              seed: int) -> np.ndarray:
+def _top_lists(cs: np.ndarray, p: int) -> np.ndarray:
+    """The ``p`` largest columns of every row of ``cs`` (modified), by ``p`` argmax passes — an argmax over a row
+    of a few hundred fp32 scores is one vectorised pass, measured 50× faster than ``np.argpartition`` here."""
+    out = np.empty((len(cs), p), dtype=np.int64)
+    ar = np.arange(len(cs))
+    for j in range(p):
+        out[:, j] = cs.argmax(1)
+        if j + 1 < p:
+            cs[ar, out[:, j]] = -np.inf
+    return out
+
+
+def ivf_sizes(n_base: int, nlist: int | None, nprobe: int | None) -> tuple[int, int]:
+    """(nlist, nprobe) for :func:`_ivf_gemm`, checked: ``nlist`` defaults to √N_base and is capped so every list
+    can hold ≈ 39 base rows (faiss's rule); ``nprobe`` (default 2) is capped at nlist. Why: the cost per query
+    is nlist centroid scores + nprobe·N_base/nlist member scores, and the build's k-means grows with nlist; at
+    400k × 35k × 384 (benchmarks/voting.py data) √N lists cost 82 % of the CPU time of 2√N at equal or better
+    agreement, and with the k-means on 256 points per list, nprobe 2 agreed 99.67 % at 300k × 35k (nprobe 1:
+    97.1 %, nprobe 3: 99.97 %)."""
+    if nlist is not None and nlist < 1:
+        raise ConfigError(f"nlist must be ≥ 1, got {nlist}")
+    if nprobe is not None and nprobe < 1:
+        raise ConfigError(f"nprobe must be ≥ 1, got {nprobe}")
+    nl = nlist or max(1, round(np.sqrt(n_base)))
+    nl = max(1, min(nl, n_base // 39))
+    return nl, max(1, min(nprobe or 2, nl))
+
+
+def _ivf_gemm(q: np.ndarray, b: np.ndarray, metric: Metric, *, nlist: int | None, nprobe: int | None, niter: int,
+              seed: int, block: int = 1 << 16) -> np.ndarray:
     """IVF searched by matrix products: k-means lists over the base (:func:`kmeans_gemm`, ``niter`` iterations);
-    each query probes its ``nprobe`` nearest centroids; then, per list, ONE fp32 GEMM of the queries probing it
-    against its members and a row argmax (exact within the probed lists, like IVF-Flat, but at sgemm speed
-    instead of per-query scans). Ties: lowest index. Defaults (``nlist`` = 2√N_base, ``nprobe`` 4 from
-    :func:`nearest`): 9.9× faiss exact at 99.9 % vote agreement at 100k × 30k × 384 (benchmarks/voting.py
-    --pareto; nprobe 2: 10.6× at 98.8 %)."""
-    nl = nlist or max(1, round(2 * np.sqrt(len(b))))
-    nl = max(1, min(nl, len(b) // 39))
-    ba, _ = _augment_base(b, metric)
-    qa = _augment_rows(q, metric)
+    each query probes its ``nprobe`` nearest centroids (l2, k-means' own geometry); then, per list, ONE fp32 GEMM
+    of the queries probing it against its members and a row argmax — exact within the probed lists, like
+    IVF-Flat, but at GEMM speed instead of per-query scans. Ties: lowest index.
+
+    Queries go in blocks of ``block`` rows (memory O(block · (d + nlist))): one coarse GEMM against the
+    centroids (bf16 where :func:`cpu_has_fast_bf16`: it only picks the probes), the probes by :func:`_top_lists`, the block's (query, list) pairs grouped by list with one sort,
+    each list's product on its members (stored transposed and contiguous, once), and every pair's best written
+    to its slot of a (block, nprobe) table, reduced at the end — no per-list scatter-merge. Lists are shared
+    between two threads with one BLAS thread each (the per-list products are small: threaded small sgemms wait
+    for each other on a contended machine; numpy releases the GIL in the gather and the product).
+
+    Defaults (:func:`ivf_sizes`: nlist = √N_base, nprobe 2): benchmarks/voting.py --pareto and
+    benchmarks/scale.py print the time-agreement curve."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    nl, npr = ivf_sizes(len(b), nlist, nprobe)
     if nl <= 1:
         return gemm_nearest(q, b, metric, engine="numpy")
-    cen = kmeans_gemm(b, nl, niter=niter, seed=seed, spherical=metric == "cosine")
+    ba, _ = _augment_base(b, metric)
+    # k-means on up to 256 points per list (faiss's default), not 64: at 300k × 35k nprobe 2 agreed 99.67 %
+    # instead of 98.63 % for 0.4 s more build — fewer probes for the same agreement pay for it many times over
+    cen = kmeans_gemm(b, nl, niter=niter, seed=seed, spherical=metric == "cosine", max_points_per_centre=256)
     owner = _assign(b, cen)  # each base row's list
     used = np.unique(owner)  # lists with members (a centre may own no base row): only these are probed
     cen = cen[used]
     owner = np.searchsorted(used, owner)
     nl = len(used)
-    npr = max(1, min(nprobe, nl))
-    probes = np.empty((len(q), npr), dtype=np.int64)
-    cn = (cen * cen).sum(1)
-    for s in range(0, len(q), 65536):  # nearest centroids by l2 (k-means' own geometry)
-        dd = cn[None, :] - 2 * (q[s:s + 65536] @ cen.T)
-        probes[s:s + 65536] = np.argpartition(dd, npr - 1, axis=1)[:, :npr] if npr < nl else np.arange(nl)
-    best_s = np.full(len(q), -np.inf, dtype=np.float32)
-    best_i = np.full(len(q), np.iinfo(np.int64).max, dtype=np.int64)
-    flat_q = np.repeat(np.arange(len(q)), npr)
-    flat_l = probes.ravel()
-    order = np.argsort(flat_l, kind="stable")
-    bounds = np.searchsorted(flat_l[order], np.arange(nl + 1))
-    members = np.argsort(owner, kind="stable")
+    npr = min(npr, nl)
+    members = np.argsort(owner, kind="stable")  # ascending within a list: a row's first maximum is the lowest index
     mb = np.searchsorted(owner[members], np.arange(nl + 1))
-    from threadpoolctl import threadpool_limits
+    lists_T = [np.ascontiguousarray(ba[members[mb[li]:mb[li + 1]]].T) for li in range(nl)]
+    cT = np.ascontiguousarray(cen.T)
+    chalf = 0.5 * np.einsum("ij,ij->i", cen, cen)
+    coarse_bf16 = cpu_has_fast_bf16()  # 10-18 % less CPU time at 300k × 35k, agreement 99.71 % against 99.73 %
+    if coarse_bf16:
+        import torch
 
-    # the per-list products are small: one BLAS thread each (measured 44× faster than a threaded small sgemm
-    # on a contended 2-core machine, where the BLAS threads wait for each other)
-    with threadpool_limits(1, user_api="blas"):
-        for li in range(nl):
-            qi = flat_q[order[bounds[li]:bounds[li + 1]]]
-            bi = members[mb[li]:mb[li + 1]]
-            if len(qi) == 0 or len(bi) == 0:
-                continue
-            sc = qa[qi] @ ba[bi].T
-            j = sc.argmax(1)
-            sv, si = sc[np.arange(len(qi)), j], bi[j]  # members ascending: the first maximum is the lowest index
-            better = (sv > best_s[qi]) | ((sv == best_s[qi]) & (si < best_i[qi]))
-            best_s[qi[better]], best_i[qi[better]] = sv[better], si[better]
-    return best_i
+        caug = np.concatenate([cT, -chalf[None, :].astype(np.float32)], axis=0) if metric == "l2" else cT
+        cT_low = torch.from_numpy(np.ascontiguousarray(caug)).to(torch.bfloat16)
+    out = np.empty(len(q), dtype=np.int64)
+    d = q.shape[1]
+    qa = np.ones((min(block, len(q)), ba.shape[1]), dtype=np.float32)  # l2: the last column stays 1
+    # lists split between two workers by alternating size order, so both get about the same work
+    by_size = np.argsort(-(mb[1:] - mb[:-1]), kind="stable")
+    halves = [by_size[0::2], by_size[1::2]]
+    with ThreadPoolExecutor(2) as pool:
+        for s in range(0, len(q), block):
+            e = min(len(q), s + block)
+            n = e - s
+            qa[:n, :d] = q[s:e]
+            if coarse_bf16:  # probes only: bf16 rounding moves a probe at most between near-equal centroids
+                with torch.no_grad():
+                    cs = (torch.from_numpy(qa[:n]).to(torch.bfloat16) @ cT_low).float().numpy()
+            else:
+                cs = q[s:e] @ cT
+                cs -= chalf
+            probes = _top_lists(cs, npr)
+            flat_l = probes.ravel()
+            order = np.argsort(flat_l, kind="stable")
+            bounds = np.searchsorted(flat_l[order], np.arange(nl + 1))
+            qrow = order // npr
+            pair_s = np.empty(n * npr, dtype=np.float32)
+            pair_i = np.empty(n * npr, dtype=np.int64)
+
+            def run(lists: np.ndarray, qa=qa, order=order, bounds=bounds, qrow=qrow, pair_s=pair_s,
+                    pair_i=pair_i) -> None:
+                for li in lists:
+                    lo, hi = bounds[li], bounds[li + 1]
+                    if lo == hi:
+                        continue
+                    sc = qa[qrow[lo:hi]] @ lists_T[li]
+                    j = sc.argmax(1)
+                    slots = order[lo:hi]
+                    pair_s[slots] = sc[np.arange(hi - lo), j]
+                    pair_i[slots] = members[mb[li] + j]
+
+            with threadpool_limits(1, user_api="blas"):  # the coarse product above keeps every BLAS thread
+                for f in [pool.submit(run, h) for h in halves]:
+                    f.result()
+            ps, pi = pair_s.reshape(n, npr), pair_i.reshape(n, npr)
+            top = ps.max(1, keepdims=True)
+            out[s:e] = np.where(ps == top, pi, np.iinfo(np.int64).max).min(1)
+    return out
 
 
 def resolve_backend(backend: Backend, n_queries: int = 0, n_base: int = 0, *, device: Device = "auto") -> str:
-    """``auto``: torch (CUDA, or a CPU with AMX-BF16, where a bf16 GEMM beats an fp32 one several times over),
+    """``auto``: torch (CUDA, or a CPU with AMX-BF16 or AVX-512-BF16, where a bf16 GEMM beats an fp32 one),
     else the numpy fp32 GEMM — measured as fast as faiss exact on an idle CPU and degrading more gracefully under
     contention (faiss's OpenMP threads spin)."""
     if backend not in ("auto", *EXACT, *APPROX):
@@ -719,8 +853,7 @@ def nearest(
         return gemm_nearest(q, b, metric, engine=kind, device=device if kind == "torch" else "cpu",  # type: ignore[arg-type]
                             precision=precision, chunk_size=chunk_size)
     if kind in APPROX:
-        npr = nprobe or (4 if kind == "ivf-gemm" else 16)
-        return ann_nearest(q, b, metric, kind, nlist=nlist, nprobe=npr, m=hnsw_m, ef=ef_search, seed=seed)
+        return ann_nearest(q, b, metric, kind, nlist=nlist, nprobe=nprobe, m=hnsw_m, ef=ef_search, seed=seed)
     ti, td = _faiss_flat(q, b, metric, min(_REFINE_K, len(b)))
     return _refine(q, b, ti, td, metric)
 
