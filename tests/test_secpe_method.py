@@ -121,6 +121,22 @@ def test_clusters_released_once(demo_data: dict, secpe_run: Path) -> None:
     assert _assumed(priv, "noise_std") < _assumed(again, "noise_std")
 
 
+def test_approximate_assignment_and_sampled_kmeans_keep_the_events(demo_data: dict, secpe_run: Path) -> None:
+    """secpe.assign_backend (which centre a private record joins) and kmeans_sample_per_centre (public data) change
+    no sensitivity: the ledger's releases and events equal the default run's."""
+    run = run_config(config_from_dict(_cfg(demo_data, "approx", secpe={
+        "assign_backend": "ivf-gemm", "assign_nprobe": 1, "kmeans_sample_per_centre": 8})))
+    got = [(r["key"], r["event"], r["noise_std"]) for r in read_jsonl(run / "private" / "ledger.jsonl")]
+    ref = [(r["key"], r["event"], r["noise_std"]) for r in read_jsonl(secpe_run / "private" / "ledger.jsonl")]
+    assert got == ref and len(got) == 3
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["secpe"]["assign_backend"] == "ivf-gemm" and cfg["secpe"]["kmeans_sample_per_centre"] == 8
+    from privtext.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="assign_backend"):
+        run_config(config_from_dict(_cfg(demo_data, "bad", secpe={"assign_backend": "annoy"})))
+
+
 def test_crash_between_record_and_save_resumes_cleanly(demo_data: dict) -> None:
     tmp = demo_data["tmp"]
     raw = _cfg(demo_data, "crash")

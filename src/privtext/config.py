@@ -213,10 +213,10 @@ class VotingConfig(Section):
         default="auto", description="torch backend: where the matrix products run (auto: CUDA when available)")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         default="auto", description="torch backend: GEMM precision; votes stay exact (near-ties re-decided in "
-        "fp32/float64); auto: fp16 on CUDA, bf16 on CPUs with AMX, else fp32")
+        "fp32/float64); auto: fp16 on CUDA, bf16 on CPUs with AMX or AVX-512-BF16, else fp32")
     chunk_size: int | None = Field(default=None, gt=0, description="private rows per block (default: from a "
                                    "64 MB block on CPU, 512 MB on CUDA)")
-    nprobe: int | None = Field(default=None, gt=0, description="lists probed (default: ivf 16, ivf-gemm 4)")
+    nprobe: int | None = Field(default=None, gt=0, description="lists probed (default: ivf 16, ivf-gemm 2)")
     nlist: int | None = Field(default=None, gt=0)
     hnsw_m: int = Field(default=32, gt=1)
     ef_search: int = Field(default=256, gt=0)

@@ -71,6 +71,14 @@ class SecPEOptions(BackendOptions):
     blowup: Literal["exact", "paper"] = "exact"
     kmeans: Literal["faiss", "sklearn"] = "faiss"
     kmeans_iters: int = Field(default=25, gt=0)
+    kmeans_sample_per_centre: int | None = Field(
+        default=None, gt=0, description="fit the public k-means on a uniform sample of this many points per centre "
+        "(public data: any rule is private-free); None: every public point")
+    assign_backend: Literal["auto", "faiss", "numpy", "torch", "ivf", "ivf-gemm", "hnsw"] = Field(
+        default="auto", description="how private records find their nearest centre in the clustering release: "
+        "exact (auto) or approximate (ivf-gemm, ivf, hnsw); any rule puts each record in one cluster, so the "
+        "sensitivity and the event are unchanged; approximate changes which cluster a few records join")
+    assign_nprobe: int | None = Field(default=None, gt=0, description="lists probed by an approximate assignment")
 
 
 class ClusterScorer:
@@ -125,7 +133,8 @@ class ClusterScorer:
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             out, event = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
                                            sigma=self.sigma, rng=self.noise_rng(key),
-                                           radius=self.cfg.clip_radius, metric=self.metric, sample=self.cfg.sample)
+                                           radius=self.cfg.clip_radius, metric=self.metric, sample=self.cfg.sample,
+                                           backend=self.cfg.assign_backend, nprobe=self.cfg.assign_nprobe)
             self.diagnostic("sampled_secret_holders", key, out.sampled)
             return {"centres": out.centres, "counts": out.counts}, event
 
@@ -345,7 +354,8 @@ class SecPE(MethodRun):
         with self.metrics.stage("public_kmeans"):
             clusters = public_kmeans(public_emb, public_groups, 1 if unlabelled else len(space), k,
                                      seed=0 if self.seed is None else int(self.seed), radius=cfg.clip_radius,
-                                     iters=cfg.kmeans_iters, backend=cfg.kmeans, metric=self.config.voting.metric)
+                                     iters=cfg.kmeans_iters, backend=cfg.kmeans, metric=self.config.voting.metric,
+                                     sample_per_centre=cfg.kmeans_sample_per_centre)
             if unlabelled:
                 clusters = replicate_clusters(clusters, len(space))
         direct_emb = direct_groups = None
