@@ -502,6 +502,26 @@ def record_windows(doc_terms: Sequence[Sequence[int]], blocks: int, *, max_terms
     return np.concatenate(rows), np.concatenate(recs)
 
 
+def _record_weights(doc_terms: Sequence[Sequence[int]], doc_classes: Sequence[int] | np.ndarray, *,
+                    n_classes: int, blocks: int, n_terms: int, max_terms: int | None, weighting: Weighting,
+                    max_points: int | None, term_weights: np.ndarray | None,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(record classes, window term ids (W × blocks), each window's record, each window's weight): the points of
+    every record and the weights whose per-record sum the sensitivities bound (1 for ``"mean"``, with or without
+    public ``term_weights``; ≤ ``max_points`` for ``"sum"``)."""
+    if max_terms is not None:
+        max_terms = _check_pos_int("max_terms", max_terms)
+    cls = _check_classes(doc_classes, len(doc_terms), n_classes)
+    ids, rec = record_windows(doc_terms, blocks, max_terms=max_terms)
+    if len(ids) and (ids.min() < 0 or ids.max() >= n_terms):
+        raise DataError(f"term ids must lie in [0, {n_terms})")
+    counts = np.bincount(rec, minlength=len(doc_terms))
+    w = _weights(counts, weighting, max_points)  # windows are grouped by record, in order
+    if term_weights is not None:
+        w = _public_term_weighting(w, ids, rec, counts, term_weights, weighting, n_terms)
+    return cls, ids, rec, w
+
+
 def dp_kde_sketch_terms(
     doc_terms: Sequence[Sequence[int]],
     doc_classes: Sequence[int] | np.ndarray,
@@ -533,18 +553,11 @@ def dp_kde_sketch_terms(
     rarer terms that tell the classes apart, so those terms' scores rise against the same noise."""
     features = projections.features
     eps, delta1 = _validate_common(epsilon, noise, weighting, max_points, neighbouring, rng, features.n_features)
-    if max_terms is not None:
-        max_terms = _check_pos_int("max_terms", max_terms)
     event = kde_event(eps)
-    cls = _check_classes(doc_classes, len(doc_terms), n_classes)
     m = projections.blocks
-    ids, rec = record_windows(doc_terms, m, max_terms=max_terms)
-    if len(ids) and (ids.min() < 0 or ids.max() >= projections.n_terms):
-        raise DataError(f"term ids must lie in [0, {projections.n_terms})")
-    counts = np.bincount(rec, minlength=len(doc_terms))
-    w = _weights(counts, weighting, max_points)  # windows are grouped by record, in order
-    if term_weights is not None:
-        w = _public_term_weighting(w, ids, rec, counts, term_weights, weighting, projections.n_terms)
+    cls, ids, rec, w = _record_weights(doc_terms, doc_classes, n_classes=n_classes, blocks=m,
+                                       n_terms=projections.n_terms, max_terms=max_terms, weighting=weighting,
+                                       max_points=max_points, term_weights=term_weights)
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         keep = np.flatnonzero(w > 0)
@@ -826,20 +839,12 @@ def dp_term_histogram(
         raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     n_terms = _check_pos_int("n_terms", n_terms)
     delta1 = histogram_sensitivity(weighting=weighting, max_points=max_points, neighbouring=neighbouring)
-    if max_terms is not None:
-        max_terms = _check_pos_int("max_terms", max_terms)
     event = kde_event(eps)
-    cls = _check_classes(doc_classes, len(doc_terms), n_classes)
-    ids, rec = record_windows(doc_terms, 1, max_terms=max_terms)
-    ids = ids[:, 0]
-    if len(ids) and (ids.min() < 0 or ids.max() >= n_terms):
-        raise DataError(f"term ids must lie in [0, {n_terms})")
-    counts = np.bincount(rec, minlength=len(doc_terms))
-    w = _weights(counts, weighting, max_points)
-    if term_weights is not None:
-        w = _public_term_weighting(w, ids[:, None], rec, counts, term_weights, weighting, n_terms)
+    cls, ids, rec, w = _record_weights(doc_terms, doc_classes, n_classes=n_classes, blocks=1, n_terms=n_terms,
+                                       max_terms=max_terms, weighting=weighting, max_points=max_points,
+                                       term_weights=term_weights)
     hist = np.zeros((n_classes, n_terms))
-    np.add.at(hist, (cls[rec], ids), w)
+    np.add.at(hist, (cls[rec], ids[:, 0]), w)
     scale = 0.0 if math.isinf(eps) else delta1 / eps
     noisy = hist + (rng.laplace(0.0, scale, size=hist.shape) if scale > 0 else 0.0)
     return TermHistogram(noisy=noisy, epsilon=eps, scale=scale, sensitivity=delta1, weighting=weighting,
