@@ -93,7 +93,7 @@ Speed: scoring every term of Ṽ for N prefixes uses cos(a + p) = cos a·cos p �
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -718,11 +718,7 @@ def sample_sequences(
     paper's distribution, clipped). ``contrast`` α ≥ 0 multiplies a class's weights by its lift over the
     all-class estimate to the power α (:func:`contrast_weights`; the all-class threshold is κ·σ·√C, the noise
     deviation of a sum of C independent rows). Returns one (counts[c], length) int64 array per class."""
-    length = _check_pos_int("length", length)
-    if isinstance(contrast, bool) or not isinstance(contrast, (int, float)) or not 0 <= contrast < math.inf:
-        raise ConfigError(f"contrast must be a finite number ≥ 0 (the lift exponent), got {contrast!r}")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold < math.inf:
-        raise ConfigError(f"threshold must be a finite number ≥ 0 (in noise standard deviations), got {threshold!r}")
+    length = _check_sampling(length, threshold, contrast)
     if len(sketches) != len(projections) or not sketches:
         raise ConfigError(f"{len(sketches)} sketches for {len(projections)} projection sets")
     n_classes = sketches[0].n_classes
@@ -749,18 +745,42 @@ def sample_sequences(
             if n == 0:
                 continue
             prefix = np.zeros((1, 0), dtype=np.int64) if sequence == "independent" else seq[:, : i - 1]
-            w = sampling_weights(scorers[k].scores(c, prefix), floor=floors[k])
-            if contrast:
-                bg = sampling_weights(scorers[k].scores(None, prefix), floor=floors[k] * math.sqrt(n_classes))
-                w = contrast_weights(w, bg, contrast)
-            if sequence == "independent":
-                w = np.broadcast_to(w, (n, n_terms))
-            allowed = None
-            if not allow_repeats and i > 1:
-                allowed = np.ones((n, n_terms), dtype=bool)
-                np.put_along_axis(allowed, seq[:, : i - 1], False, axis=1)
-            seq[:, i - 1] = draw_rows(w, rng, allowed=allowed)
+            scorer = scorers[k]
+            w = _class_weights(scorer.scores(c, prefix), lambda s=scorer, p=prefix: s.scores(None, p),
+                               floor=floors[k], n_classes=n_classes, contrast=contrast)
+            _draw_step(seq, i - 1, np.broadcast_to(w, (n, n_terms)), rng, allow_repeats=allow_repeats)
     return out
+
+
+def _check_sampling(length: Any, threshold: Any, contrast: Any) -> int:
+    """The sampling options of both samplers, checked: L ≥ 1, κ ≥ 0 and α ≥ 0 finite."""
+    for name, v, what in (("threshold", threshold, "in noise standard deviations"),
+                          ("contrast", contrast, "the lift exponent")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise ConfigError(f"{name} must be a finite number ≥ 0 ({what}), got {v!r}")
+    return _check_pos_int("length", length)
+
+
+def _class_weights(class_scores: np.ndarray, all_scores: Callable[[], np.ndarray], *, floor: float,
+                   n_classes: int, contrast: float) -> np.ndarray:
+    """A class's sampling weights max(score − κσ, 0), times its lift over the all-class estimate to the power α
+    (:func:`contrast_weights`; the all-class threshold κ·σ·√C is the noise deviation of a sum of C independent
+    rows). ``all_scores`` is only called when α > 0."""
+    w = sampling_weights(class_scores, floor=floor)
+    if not contrast:
+        return w
+    return contrast_weights(w, sampling_weights(all_scores(), floor=floor * math.sqrt(n_classes)), contrast)
+
+
+def _draw_step(seq: np.ndarray, i: int, weights: np.ndarray, rng: np.random.Generator, *,
+               allow_repeats: bool) -> None:
+    """Column i of ``seq``: one draw per row ∝ ``weights`` (rows × |Ṽ|), without repeats excluding the row's
+    earlier terms."""
+    allowed = None
+    if not allow_repeats and i > 0:
+        allowed = np.ones(weights.shape, dtype=bool)
+        np.put_along_axis(allowed, seq[:, :i], False, axis=1)
+    seq[:, i] = draw_rows(weights, rng, allowed=allowed)
 
 
 # --------------------------------------------------------------------------------- the discrete-kernel sketch
@@ -865,31 +885,20 @@ def sample_histogram_sequences(
     ∝ max(H̃_c(v) − κ·σ, 0), σ = √2·b the public deviation of a bin's noise, times the lift over the all-class
     histogram Σ_c H̃_c to the power ``contrast`` (:func:`contrast_weights`; its threshold is κ·σ·√C). Without
     repeats a drawn term is excluded from the rest of its sequence. One (counts[c], length) array per class."""
-    length = _check_pos_int("length", length)
-    for name, v in (("threshold", threshold), ("contrast", contrast)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-            raise ConfigError(f"{name} must be a finite number ≥ 0, got {v!r}")
+    length = _check_sampling(length, threshold, contrast)
     n_classes, n_terms = histogram.noisy.shape
     if len(counts) != n_classes:
         raise ConfigError(f"{len(counts)} sequence counts for {n_classes} classes")
     if not allow_repeats and n_terms < length:
         raise ConfigError(f"sequences of {length} distinct terms need at least {length} terms, Ṽ has {n_terms}")
-    floor = threshold * histogram.noise_std
-    w = sampling_weights(histogram.noisy, floor=floor)
-    if contrast:
-        bg = sampling_weights(histogram.noisy.sum(axis=0, keepdims=True), floor=floor * math.sqrt(n_classes))
-        w = contrast_weights(w, bg, contrast)
+    w = _class_weights(histogram.noisy, lambda: histogram.noisy.sum(axis=0, keepdims=True),
+                       floor=threshold * histogram.noise_std, n_classes=n_classes, contrast=contrast)
     out = [np.zeros((int(n), length), dtype=np.int64) for n in counts]
     for i in range(length):
         for c in range(n_classes):
             seq = out[c]
-            if not len(seq):
-                continue
-            allowed = None
-            if not allow_repeats and i > 0:
-                allowed = np.ones((len(seq), n_terms), dtype=bool)
-                np.put_along_axis(allowed, seq[:, :i], False, axis=1)
-            seq[:, i] = draw_rows(np.broadcast_to(w[c], (len(seq), n_terms)), rng, allowed=allowed)
+            if len(seq):
+                _draw_step(seq, i, np.broadcast_to(w[c], (len(seq), n_terms)), rng, allow_repeats=allow_repeats)
     return out
 
 
