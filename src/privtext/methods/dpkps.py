@@ -293,8 +293,7 @@ class DPKPS(MethodRun):
                                                  else "the label values of the public corpus") + ")",
             "the embedder, the generator and its public training text, and the random Fourier features",
         ]
-        if "idf" in (p.term_weighting, p.vocab_selection) or (p.term_weighting == "auto"
-                                                              and not self.options.glossary):
+        if p.vocab_selection == "idf" or p.idf_term_weights(has_document_counts=not self.options.glossary):
             public.append("the public corpus's document frequencies of the vocabulary terms (idf weights)")
         if ld.kind != "dp" and self.config.data.label_columns:
             public.append(f"the samples per class ({ld.kind} label distribution)")

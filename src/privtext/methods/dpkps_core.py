@@ -180,6 +180,12 @@ class DPKPSParams:
     def epsilon_total(self) -> float:
         return self.epsilon_vocab + self.epsilon_kde
 
+    def idf_term_weights(self, has_document_counts: bool) -> bool:
+        """Whether the sketch's term weights are the public idf: ``term_weighting="idf"``, or ``"auto"`` when the
+        public vocabulary has document counts and ``weighting="mean"``."""
+        return self.term_weighting == "idf" or (
+            self.term_weighting == "auto" and self.weighting == "mean" and has_document_counts)
+
     @property
     def sketch_kind(self) -> str:
         """'histogram' (the discrete-kernel DP-KDE on Ṽ) or 'rff' (the Gaussian DP-KDE with random features)."""
@@ -397,9 +403,8 @@ def dpkps_sequences(
     keeper = keeper if keeper is not None else DirectReleases()
     if "idf" in (params.vocab_selection, params.term_weighting):
         public_vocabulary.idf()  # public document frequencies are needed: fail before anything is recorded
-    use_idf = params.term_weighting == "idf" or (
-        params.term_weighting == "auto" and params.weighting == "mean" and public_vocabulary.counts is not None
-        and public_vocabulary.documents is not None)
+    has_counts = public_vocabulary.counts is not None and public_vocabulary.documents is not None
+    use_idf = params.idf_term_weights(has_counts)
     plan = dpkps_plan(params)
     rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
     if noise_rng is None:
