@@ -41,6 +41,7 @@ from ..backends.ray_cluster import cluster_cpus, connect, ray_data_module
 from ..config import EmbedderConfig, section_config
 from ..errors import BackendError, ConfigError, DataError, PrivtextError
 from .base import Embedder, check_texts
+from .stream import embed_by_length
 
 PURPOSE = "distributed embedding (cluster.embed: true)"
 
@@ -74,17 +75,6 @@ def _worker_embedder(cfg_json: str) -> Embedder:
         return emb
 
 
-def _embed_sorted(emb: Embedder, texts: list[str]) -> np.ndarray:
-    """Embed ``texts`` shortest first (little padding per batch) and return the vectors in input order."""
-    order = np.argsort(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")
-    vecs = np.asarray(emb.embed([texts[i] for i in order]), dtype=np.float32)
-    if vecs.shape != (len(texts), emb.dim):
-        raise BackendError(f"{emb.name}: returned shape {vecs.shape} for {len(texts)} texts (dim {emb.dim})")
-    out = np.empty_like(vecs)
-    out[order] = vecs
-    return out
-
-
 def _describe(cfg_json: str) -> tuple[str, int]:
     emb = _worker_embedder(cfg_json)
     return emb.name, int(emb.dim)
@@ -93,7 +83,7 @@ def _describe(cfg_json: str) -> tuple[str, int]:
 def _embed_batch(batch: dict[str, np.ndarray], cfg_json: str) -> dict[str, np.ndarray]:
     """``map_batches`` UDF: {row, text} -> {row, vec}."""
     texts = [str(t) for t in batch["text"]]
-    vecs = _embed_sorted(_worker_embedder(cfg_json), texts)
+    vecs = embed_by_length(_worker_embedder(cfg_json), texts)
     return {"row": np.asarray(batch["row"], dtype=np.int64), "vec": vecs}
 
 
@@ -114,7 +104,7 @@ def _embed_row_groups(batch: dict[str, np.ndarray], cfg_json: str, column: str, 
             if bad is not None:
                 raise DataError(f"{path}: column {column!r} holds a non-string value {texts[bad]!r} "
                                 f"(row {row + bad} of the input)")
-            out = {"row": np.arange(row, row + len(texts), dtype=np.int64), "vec": _embed_sorted(emb, texts)}
+            out = {"row": np.arange(row, row + len(texts), dtype=np.int64), "vec": embed_by_length(emb, texts)}
             if id_column is not None:
                 out["id"] = np.asarray([str(v) for v in rb.column(id_column).to_pylist()], dtype=object)
             row += len(texts)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, DataError
+from ..errors import BackendError, ConfigError, DataError
 from .base import Embedder, check_texts
 
 
@@ -33,11 +33,20 @@ def embed_stream(embedder: Embedder, texts: Iterable[str], *, chunk_size: int = 
         if not sort_by_length:
             yield embedder.embed(chunk)
             continue
-        order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
-        vecs = embedder.embed([chunk[i] for i in order])
-        out = np.empty_like(vecs)
-        out[np.asarray(order)] = vecs
-        yield out
+        yield embed_by_length(embedder, chunk)
+
+
+def embed_by_length(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Embed ``texts`` shortest first (little padding per batch) and return the (n, dim) float32 vectors in input
+    order."""
+    order = np.argsort(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")
+    vecs = np.asarray(embedder.embed([texts[i] for i in order]), dtype=np.float32)
+    if vecs.shape != (len(texts), embedder.dim):
+        raise BackendError(f"{embedder.name}: returned shape {vecs.shape} for {len(texts)} texts "
+                           f"(dim {embedder.dim})")
+    out = np.empty_like(vecs)
+    out[order] = vecs
+    return out
 
 
 def iter_parquet_texts(path: str | Path, column: str = "text", *, batch_rows: int = 8192) -> Iterator[str]:
