@@ -30,17 +30,31 @@ def _read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def class_centroids(emb: Any, priv_texts: list[str], priv_y: list[str], classes: list[str]) -> tuple[Any, Any]:
+    """(the private mean, the unit private class centroids after centring on it): centring removes the shared
+    review direction, which dominates the raw centroids."""
+    import numpy as np
+
+    xp = emb.embed(priv_texts)
+    mu = xp.mean(0)
+    cent = np.stack([xp[[i for i, v in enumerate(priv_y) if v == c]].mean(0) for c in classes]) - mu
+    return mu, cent / np.linalg.norm(cent, axis=1, keepdims=True)
+
+
+def nearest_class(emb: Any, centroids: tuple[Any, Any], texts: list[str], classes: list[str]) -> Any:
+    """Each text's nearest private class centroid (cosine after centring, :func:`class_centroids`)."""
+    import numpy as np
+
+    mu, cent = centroids
+    return np.asarray(classes)[np.argmax((emb.embed(texts) - mu) @ cent.T, axis=1)]
+
+
 def centroid_check(emb: Any, priv_texts: list[str], priv_y: list[str], texts: list[str], y: list[str],
                    classes: list[str]) -> dict[str, Any]:
     """Share of ``texts`` whose nearest private class centroid (cosine, MiniLM) is their own class."""
     import numpy as np
 
-    xp = emb.embed(priv_texts)
-    cent = np.stack([xp[[i for i, v in enumerate(priv_y) if v == c]].mean(0) for c in classes])
-    cent = cent - xp.mean(0)  # centre: the shared review direction dominates otherwise
-    cent /= np.linalg.norm(cent, axis=1, keepdims=True)
-    x = emb.embed(texts) - xp.mean(0)
-    near = np.asarray(classes)[np.argmax(x @ cent.T, axis=1)]
+    near = nearest_class(emb, class_centroids(emb, priv_texts, priv_y, classes), texts, classes)
     yy = np.asarray(y)
     per = {c: float((near[yy == c] == c).mean()) if (yy == c).any() else float("nan") for c in classes}
     base = {c: float((near == c).mean()) for c in classes}

@@ -22,7 +22,6 @@ overrides}, "eps": ε (optional)}; ``--control`` adds each setting at ε = 10⁻
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -37,9 +36,8 @@ DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "dat
 METRICS = ("seq_nb", "seq_centroid", "centroid", "logreg_bal", "wlogreg_bal", "wlogreg_acc", "logreg_acc")
 
 
-def _read(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dpkps_diagnose import _read, class_centroids, nearest_class  # noqa: E402
 
 
 class Setup:
@@ -63,11 +61,7 @@ class Setup:
         self.counts = {c: int(n) for c, n in zip(self.classes, counts, strict=True)}
         self.vocab = vocabulary_from_corpus(self.public, min_count=3, max_terms=5000)
         self.emb = resolve_embedder(None, cache_dir=ROOT / "artifacts" / "embed-cache")
-        xp = self.emb.embed(self.priv_t)
-        self.mu = xp.mean(0)
-        cent = np.stack([xp[[i for i, v in enumerate(self.priv_y) if v == c]].mean(0) for c in self.classes])
-        cent = cent - self.mu
-        self.cent = cent / np.linalg.norm(cent, axis=1, keepdims=True)
+        self.centroids = class_centroids(self.emb, self.priv_t, self.priv_y, self.classes)
         self._gens: dict[str, Any] = {}
 
     def generator(self, opts: dict[str, Any]) -> Any:
@@ -83,8 +77,7 @@ class Setup:
     def centroid(self, texts: list[str], y: list[str]) -> float:
         import numpy as np
 
-        x = self.emb.embed(texts) - self.mu
-        near = np.asarray(self.classes)[np.argmax(x @ self.cent.T, axis=1)]
+        near = nearest_class(self.emb, self.centroids, texts, self.classes)
         yy = np.asarray(y)
         return float(np.mean([(near[yy == c] == c).mean() for c in self.classes if (yy == c).any()]))
 
