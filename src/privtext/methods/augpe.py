@@ -385,9 +385,8 @@ class AugPE(HoldsParties, MethodRun):
                            **({"label_noise_multiplier": self.label_sigma} if self.label_sigma else {})},
             "assumed_public": assumed, "treated_as_public": public, "coverage": coverage,
         }
-        if getattr(self.options, "parties", None) is not None:
-            parts = self.parties_statement(parts, votes=getattr(self.options, "feedback", "votes") == "votes")
-        return parts
+        # no-op without parties; WASP's FuseGen baseline (feedback none) reads no votes, so states no bound
+        return self.parties_statement(parts, votes=getattr(self.options, "feedback", "votes") == "votes")
 
     def group_sensitivity(self, inputs: Inputs) -> tuple[float, str]:
         mode = self.options.sensitivity
