@@ -18,13 +18,14 @@ goal for exact voting: ≤ 1.2), and the same against the bf16 peak.
   other points of the curve. Agreement: with the exact votes of this run when there are some, else with an
   exact search of ``--sample`` private rows.
 * ``secpe`` / ``secpe-exact``: SecPE's representative voting (mechanisms/clustering.py) — public k-means into
-  K = 1000 centres on a public set of 10 % of the private size, ONE secret clustering release (ρ = ½, two
-  independent Bernoulli samples; each kept private record assigned to a centre once), then each noisy centre
-  votes for its nearest candidate. ``secpe-exact``: the library defaults (k-means on every public point, 25
-  iterations; exact assignments). ``secpe``: k-means on 32 points per centre, 10 iterations, assignments by
-  ivf-gemm (nprobe 8 of its 25 lists) — its agreement column is the share of a ``--sample`` of private records assigned to
-  their exact nearest centre. The k-means runs once per run (public data); the clustering and the centre votes
-  run once per iteration: both are printed.
+  K = 1000 centres on a public set of 10 % of the private size; every private record assigned to its centre once
+  per run (``assign_records``: the centres are public and fixed for the run, so a record's cluster is too); then,
+  per iteration, ONE secret clustering release (ρ = ½, two independent Bernoulli samples, the sums of the kept
+  records by cluster, noise) and each noisy centre votes for its nearest candidate. ``secpe-exact``: the library
+  defaults (k-means on every public point, 25 iterations; exact assignment). ``secpe``: k-means on 32 points per
+  centre, 10 iterations, assignment by ivf-gemm (nprobe 8 of its 25 lists) — its agreement column is the share
+  of a ``--sample`` of private records assigned to their exact nearest centre. Printed: the once-per-run steps
+  (k-means, assignment) and the per-iteration ones (median of 3 iterations).
 
 Peak memory: ru_maxrss of the subprocess minus its RSS after the data exist — the GEMM backends hold one block of
 chunk × N_syn scores (64 MB), not N_priv × N_syn (printed for comparison). CPU s: user + system time of the
@@ -92,7 +93,12 @@ def child(method: str, n_priv: int, n_cand: int, d: int, out_path: str, n_sample
         votes = ann_nearest(q, b, "l2", "ivf-gemm", nlist=nl, nprobe=npr)
         extra = {"nlist": nl, "nprobe": npr}
     elif method in ("secpe", "secpe-exact"):
-        from privtext.mechanisms.clustering import centre_votes, public_kmeans, secret_clustering
+        from privtext.mechanisms.clustering import (
+            assign_records,
+            centre_votes,
+            public_kmeans,
+            secret_clustering,
+        )
 
         fast = method == "secpe"
         k = 1000
@@ -101,24 +107,29 @@ def child(method: str, n_priv: int, n_cand: int, d: int, out_path: str, n_sample
         kw = {"sample_per_centre": 32, "iters": 10, "assign_backend": "ivf-gemm"} if fast else {}
         clusters = public_kmeans(pub, np.zeros(len(pub), dtype=np.int64), 1, k, seed=0, **kw)  # type: ignore[arg-type]
         t_km = time.perf_counter() - t0
+        groups = np.zeros(n_priv, dtype=np.int64)
         t1 = time.perf_counter()
-        rel, _ = secret_clustering(q, np.zeros(n_priv, dtype=np.int64), clusters, rho=np.full(n_priv, 0.5),
-                                   sigma=1.0, rng=np.random.default_rng(0),
-                                   backend="ivf-gemm" if fast else "auto", nprobe=8 if fast else None)
-        t_cl = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        hist = centre_votes(rel.centres.astype(np.float32), rel.counts, clusters.group, b,
-                            np.zeros(n_cand, dtype=np.int64))
-        t_votes = time.perf_counter() - t2
+        asg = assign_records(q, groups, clusters, backend="ivf-gemm" if fast else "auto", nprobe=8 if fast else None)
+        t_asg = time.perf_counter() - t1
+        t_cl, t_votes = [], []
+        for it in range(3):  # three iterations' clustering releases and centre votes, each timed
+            t2 = time.perf_counter()
+            rel, _ = secret_clustering(q, groups, clusters, rho=np.full(n_priv, 0.5), sigma=1.0,
+                                       rng=np.random.default_rng(it), assignment=asg)
+            t3 = time.perf_counter()
+            hist = centre_votes(rel.centres.astype(np.float32), rel.counts, clusters.group, b,
+                                np.zeros(n_cand, dtype=np.int64))
+            t_cl.append(t3 - t2)
+            t_votes.append(time.perf_counter() - t3)
         votes = np.full(n_priv, -1)
-        searched = n_priv * 0.75  # the union of two independent ρ = ½ samples
-        flops = 2 * d * (searched * len(clusters) + len(clusters) * n_cand)
+        flops = 2 * d * (n_priv * len(clusters) + 3 * len(clusters) * n_cand)
         agree = 1.0
         if fast:  # share of sampled private records put in their exact nearest centre
             exact = nearest(q[sample], clusters.centres, backend="auto")
-            agree = float((nearest(q[sample], clusters.centres, backend="ivf-gemm", nprobe=8) == exact).mean())
-        extra = {"kmeans_s": t_km, "cluster_s": t_cl, "votes_s": t_votes, "centres": len(clusters),
-                 "hist_sum": float(hist.sum()), "assign_agree": agree}
+            agree = float((asg.owner[sample] == exact).mean())
+        extra = {"kmeans_s": t_km, "assign_s": t_asg, "cluster_s": float(np.median(t_cl)),
+                 "votes_s": float(np.median(t_votes)), "centres": len(clusters), "hist_sum": float(hist.sum()),
+                 "assign_agree": agree}
     else:
         raise SystemExit(f"unknown method {method}")
     dt, dc = time.perf_counter() - t0, _cpu() - c0
@@ -187,9 +198,10 @@ def main() -> None:
         ratio = f"{t_faiss / res['seconds']:7.2f}×" if t_faiss else f"{'':8}"
         print(f"{m:15} {res['seconds']:8.2f} {res['cpu_s']:7.1f} {res['gflops']:8.1f} {ratio} "
               f"{agree} {res['extra_rss_mb']:8.0f}  {_load()}" + (
-                  f"\n{'':17}k-means (once per run) {res['kmeans_s']:.1f} s; per iteration: clustering "
-                  f"{res['cluster_s']:.1f} s + centre votes {res['votes_s']:.1f} s = "
-                  f"{res['cluster_s'] + res['votes_s']:.1f} s ({res['centres']} centres)"
+                  f"\n{'':17}once per run: k-means {res['kmeans_s']:.1f} s, private records to centres "
+                  f"{res['assign_s']:.1f} s; per iteration (median of 3): clustering release "
+                  f"{res['cluster_s']:.2f} s + centre votes {res['votes_s']:.2f} s = "
+                  f"{res['cluster_s'] + res['votes_s']:.2f} s ({res['centres']} centres)"
                   if m.startswith("secpe") else ""), flush=True)
     pk2 = peaks(a.candidates, a.dim)
     print(f"measured peak (after): sgemm fp32 {pk2['sgemm_fp32']:.1f} GFLOP/s, torch bf16 {pk2['torch_bf16']:.1f} "

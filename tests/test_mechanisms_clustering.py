@@ -259,18 +259,53 @@ def test_one_search_for_both_samples_in_chunks_equals_separate_exact_searches(an
     from privtext.mechanisms import clustering as C
 
     rng, _, priv, _, gpriv, cl = _setup(any_seed)
+    priv = priv * rng.uniform(0.5, 1.5, size=(len(priv), 1)).astype(np.float32)  # some rows get clipped
     keep_a, keep_b = rng.random(len(priv)) < 0.5, rng.random(len(priv)) < 0.5
-    owner, sums = C._assign(priv, gpriv, cl, keep_a | keep_b, keep_b, 1.0, "l2", chunk=7)
+    asg = C.assign_records(priv, gpriv, cl, search=keep_a | keep_b, chunk=7)
+    owner = asg.owner
+    sums = C._cluster_sums(priv, owner, asg.scale, keep_b, len(cl), chunk=5)
+    ehat = clip_rows(priv, 1.0)
     ref_owner = np.full(len(priv), -1)
     for g in (0, 1):
         ki, qi = np.nonzero(cl.group == g)[0], np.nonzero(gpriv == g)[0]
-        ref_owner[qi] = ki[brute_force_nn(priv[qi], cl.centres[ki])]
+        ref_owner[qi] = ki[brute_force_nn(ehat[qi], cl.centres[ki])]
     both = keep_a | keep_b
     assert np.array_equal(owner[both], ref_owner[both]) and (owner[~both] == -1).all()
     ref_sums = np.zeros_like(sums)
-    np.add.at(ref_sums, ref_owner[keep_b], priv[keep_b].astype(np.float64))
+    np.add.at(ref_sums, ref_owner[keep_b], ehat[keep_b].astype(np.float64))
     np.testing.assert_allclose(sums, ref_sums, atol=1e-5)
     assert np.array_equal(C._counts(owner, keep_a, len(cl)), np.bincount(ref_owner[keep_a], minlength=len(cl)))
+
+
+def test_a_run_assignment_reused_gives_the_same_releases_as_fresh_searches(any_seed: int) -> None:
+    """SecPE searches the private set once per run (assign_records) and reuses it for every clustering: the
+    released values must equal, byte for byte, those of a search per release with the same privacy generator —
+    for both sample modes, over several releases, with records that can never be sampled (ρ = 0) left out."""
+    from privtext.mechanisms.clustering import assign_records
+
+    _, _, priv, _, gpriv, cl = _setup(any_seed)
+    rho = np.random.default_rng(any_seed + 1).uniform(0.0, 0.8, len(priv))
+    rho[::7] = 0.0
+    asg = assign_records(priv, gpriv, cl, search=rho > 0, chunk=11)
+    assert (asg.owner[rho == 0] == -1).all() and (asg.owner[rho > 0] >= 0).all()
+    for sample in ("independent", "shared"):
+        for t in range(3):
+            fresh, _ = secret_clustering(priv, gpriv, cl, rho=rho, sigma=0.7, rng=np.random.default_rng(t),
+                                         sample=sample)
+            reused, _ = secret_clustering(priv, gpriv, cl, rho=rho, sigma=0.7, rng=np.random.default_rng(t),
+                                          sample=sample, assignment=asg)
+            assert np.array_equal(fresh.centres, reused.centres) and np.array_equal(fresh.counts, reused.counts)
+            assert fresh.sampled == reused.sampled
+    # an assignment that cannot serve this release is refused, naming what is wrong
+    with pytest.raises(ConfigError, match=r"lacks \d+ records that can be sampled"):
+        secret_clustering(priv, gpriv, cl, rho=np.full(len(priv), 0.5), sigma=0.7,
+                          rng=np.random.default_rng(0), assignment=asg)
+    with pytest.raises(ConfigError, match="clipped at radius 1.0, not 2.0"):
+        secret_clustering(priv, gpriv, cl, rho=rho, sigma=0.7, rng=np.random.default_rng(0), radius=2.0,
+                          assignment=asg)
+    with pytest.raises(ConfigError, match=f"a record assignment of {len(priv)} records for {len(priv) - 1}"):
+        secret_clustering(priv[:-1], gpriv[:-1], cl, rho=rho[:-1], sigma=0.7, rng=np.random.default_rng(0),
+                          assignment=asg)
 
 
 def test_approximate_assignment_keeps_one_cluster_per_record_and_mostly_agrees() -> None:

@@ -121,6 +121,41 @@ def test_clusters_released_once(demo_data: dict, secpe_run: Path) -> None:
     assert _assumed(priv, "noise_std") < _assumed(again, "noise_std")
 
 
+def test_a_run_searches_the_private_set_once_for_all_its_clusterings(demo_data: dict,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The public clusters are fixed for a run, so each private record's cluster is too: three re-clusterings
+    search once, and the run (seeded noise, for the comparison) releases and writes exactly what a run that
+    searches the private set at every release does."""
+    import privtext.mechanisms.clustering as C
+    import privtext.methods.secpe as S
+
+    calls: list[int] = []
+    real = S.assign_records
+
+    def counting(*a: object, **kw: object):  # type: ignore[no-untyped-def]
+        out = real(*a, **kw)  # type: ignore[arg-type]
+        calls.append(int(out.searched.sum()))
+        return out
+
+    seeded = {"secret": {"p": 1e-3, "r": 2e-2}, "reproducible_noise": True}
+    monkeypatch.setattr(S, "assign_records", counting)
+    monkeypatch.setattr(C, "assign_records", counting)
+    once = run_config(config_from_dict(_cfg(demo_data, "search-once", privacy=seeded)))
+    assert len(calls) == 1 and calls[0] > 0
+    monkeypatch.setattr(S.ClusterScorer, "assignment", lambda self: None)  # a search per release
+    each = run_config(config_from_dict(_cfg(demo_data, "search-each", privacy=seeded)))
+    assert len(calls) == 4  # 3 more: secret_clustering searched at each release
+    assert [r["key"] for r in read_jsonl(once / "private" / "ledger.jsonl")] == [
+        f"clusters/iter_{t:03d}" for t in range(3)]
+    saved = sorted(p.relative_to(once) for p in (once / "private").rglob("releases/*.npz"))
+    assert len(saved) == 3
+    for rel in saved:
+        with np.load(once / rel) as a, np.load(each / rel) as b:
+            assert sorted(a.files) == sorted(b.files) == ["centres", "counts"]
+            assert all(np.array_equal(a[k], b[k]) for k in a.files), rel
+    assert (once / "synthetic.jsonl").read_bytes() == (each / "synthetic.jsonl").read_bytes()
+
+
 def test_approximate_assignment_and_sampled_kmeans_keep_the_events(demo_data: dict, secpe_run: Path) -> None:
     """secpe.assign_backend (which centre a private record joins) and kmeans_sample_per_centre (public data) change
     no sensitivity: the ledger's releases and events equal the default run's."""

@@ -96,15 +96,6 @@ def clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
     return x if (scale == 1.0).all() else x * scale.astype(np.float32)[:, None]
 
 
-def _sum_by_cluster(x: np.ndarray, assign: np.ndarray, k: int) -> np.ndarray:
-    """Σ of the rows of x per cluster (a sparse one-hot product, not np.add.at), returned as float64."""
-    import scipy.sparse as sp
-
-    onehot = sp.csr_matrix((np.ones(len(assign), dtype=x.dtype), (assign, np.arange(len(assign)))),
-                           shape=(k, len(assign)))
-    return np.asarray(onehot @ x, dtype=np.float64)
-
-
 def _kmeans(x: np.ndarray, k: int, *, seed: int, iters: int, backend: str) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float32)
     if k >= len(x):
@@ -233,6 +224,69 @@ def clustering_secret_events(noise: Any, sigma: float, sample: str = "independen
     return noise.secret_events(sigma, per_release=plan.per_release)
 
 
+@dataclass(frozen=True)
+class RecordAssignment:
+    """Each private record's public cluster and clip factor, for every record ``searched``.
+
+    A record's cluster is its nearest public centre of its own label group (−1 where its group has none, or where
+    it was not searched), computed from the record and the public centres alone; ``scale`` is its clip factor
+    min(1, R/‖e_i‖). Both are fixed for a run (the public clusters are), so a run searches once
+    (:func:`assign_records`) and every clustering release reuses the result: each release then costs two
+    Bernoulli draws, two bincounts and one sparse sum instead of a search of the private set. The values the
+    release computes are the same as with a fresh search (tests/test_mechanisms_clustering.py checks them byte
+    for byte); the assignment itself is private and never released."""
+
+    owner: np.ndarray  # int64 (N,)
+    scale: np.ndarray  # float32 (N,) min(1, R/‖e_i‖)
+    searched: np.ndarray  # bool (N,)
+    radius: float
+
+
+def assign_records(
+    private_emb: np.ndarray,
+    private_groups: np.ndarray,
+    clusters: PublicClusters,
+    *,
+    radius: float = 1.0,
+    metric: Metric = "l2",
+    backend: Backend = "auto",
+    nprobe: int | None = None,
+    search: np.ndarray | None = None,
+    chunk: int = 1 << 18,
+) -> RecordAssignment:
+    """The nearest public centre of each clipped private record in ``search`` (default: every record), ``chunk``
+    rows at a time (the clipped copy is O(chunk), never a second copy of the private set).
+
+    ``backend``/``nprobe``: the search (:func:`~privtext.mechanisms.nn.nearest`; default exact). An approximate
+    one (``ivf-gemm``) still puts each record in exactly one cluster, which is all the sensitivity analysis
+    assumes (module docstring): privacy is unchanged, utility changes with the agreement (benchmarks/scale.py)."""
+    if radius <= 0:
+        raise ConfigError(f"clip radius must be > 0, got {radius}")
+    pg = np.asarray(private_groups, dtype=np.int64)
+    if len(pg) != len(private_emb):
+        raise ConfigError(f"{len(pg)} private group ids for {len(private_emb)} private embeddings")
+    n = len(private_emb)
+    search = np.ones(n, dtype=bool) if search is None else np.asarray(search, dtype=bool)
+    owner = np.full(n, -1, dtype=np.int64)
+    scale = np.ones(n, dtype=np.float32)
+    groups = np.unique(clusters.group)
+    kept = np.nonzero(search)[0]
+    kw = {"nprobe": nprobe} if nprobe is not None else {}
+    for s in range(0, len(kept), chunk):
+        rows = kept[s:s + chunk]
+        x = np.asarray(private_emb[rows], dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))
+        scale[rows] = np.minimum(1.0, radius / np.maximum(norms, 1e-12)).astype(np.float32)
+        ehat = clip_rows(x, radius)
+        rg = pg[rows]
+        for g in groups:
+            ci = np.nonzero(clusters.group == g)[0]
+            sel = np.nonzero(rg == g)[0]
+            if len(sel):
+                owner[rows[sel]] = ci[nearest(ehat[sel], clusters.centres[ci], metric=metric, backend=backend, **kw)]
+    return RecordAssignment(owner=owner, scale=scale, searched=search.copy(), radius=float(radius))
+
+
 def secret_clustering(
     private_emb: np.ndarray,
     private_groups: np.ndarray,
@@ -246,14 +300,14 @@ def secret_clustering(
     sample: str = "independent",
     backend: Backend = "auto",
     nprobe: int | None = None,
+    assignment: RecordAssignment | None = None,
 ) -> tuple[ClusterRelease, Any]:
     """One release of Eq 7 (both ñ_k and ẽ_k). Returns ``(release, clustering_event(σ, sample))``.
 
-    Each kept record's centre is searched once, for the union of both samples (a record's centre depends on the
-    record alone, so both releases see the same assignment as two searches would). ``backend``/``nprobe``: the
-    search (:func:`~privtext.mechanisms.nn.nearest`; default exact). An approximate one (``ivf-gemm``) still
-    puts each record in exactly one cluster, which is all the sensitivity analysis assumes (module docstring):
-    privacy is unchanged, utility changes with the agreement (benchmarks/scale.py measures it).
+    ``assignment``: the run's :func:`assign_records` (it must cover every record that can be sampled, ρ_i > 0,
+    with this ``radius``); without it, the records kept by either sample are searched here, once for the union
+    of both samples (a record's centre depends on the record alone, so both releases see the same assignment as
+    two searches would), with ``backend``/``nprobe``.
 
     ``rng`` must be the release's privacy generator (:func:`privtext.rng.noise_rng`): it draws the Bernoulli(ρ)
     sample(s) as well as the noise, and the mixture analysis needs the sample to be as secret as the noise.
@@ -268,14 +322,25 @@ def secret_clustering(
         raise ConfigError(f"σ must be a finite number ≥ 0, got {sigma}")
     if radius <= 0:
         raise ConfigError(f"clip radius must be > 0, got {radius}")
+    if assignment is not None:
+        if len(assignment.owner) != len(private_emb):
+            raise ConfigError(f"a record assignment of {len(assignment.owner)} records for {len(private_emb)} "
+                              "private records")
+        if assignment.radius != radius:
+            raise ConfigError(f"a record assignment clipped at radius {assignment.radius}, not {radius}")
+        if not assignment.searched[rho > 0].all():
+            raise ConfigError(f"the record assignment lacks {int((~assignment.searched[rho > 0]).sum())} records "
+                              "that can be sampled (ρ > 0)")
     event = clustering_event(sigma, sample)
     K, d = clusters.centres.shape
-    pg = np.asarray(private_groups, dtype=np.int64)
     keep_counts = rng.random(len(rho)) < rho
     keep_centres = keep_counts if sample == "shared" else rng.random(len(rho)) < rho
     n = clusters.sizes.astype(np.float64)
-    owner, sums = _assign(private_emb, pg, clusters, keep_counts | keep_centres, keep_centres, radius, metric,
-                          backend, nprobe)
+    if assignment is None:
+        assignment = assign_records(private_emb, private_groups, clusters, radius=radius, metric=metric,
+                                    backend=backend, nprobe=nprobe, search=keep_counts | keep_centres)
+    owner = assignment.owner
+    sums = _cluster_sums(private_emb, owner, assignment.scale, keep_centres, K)
     m = _counts(owner, keep_centres, K)
     m_counts = m if sample == "shared" else _counts(owner, keep_counts, K)
     centres = (clusters.centres.astype(np.float64) * n[:, None] + sums) / (n + m)[:, None]
@@ -287,32 +352,20 @@ def secret_clustering(
                           noise_std_counts=float(sigma), noise_std_centres=(2 * radius / n) * float(sigma)), event
 
 
-def _assign(private_emb: np.ndarray, pg: np.ndarray, clusters: PublicClusters, search: np.ndarray,
-            add: np.ndarray, radius: float, metric: Metric, backend: Backend = "auto", nprobe: int | None = None,
-            chunk: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
-    """(each record's cluster — −1 when not in ``search`` or its label group has no centre —, Σ of the clipped
-    rows of the ``add`` records per cluster, float64). ``search`` ⊇ ``add``. Rows go ``chunk`` at a time, so
-    the clipped copy is O(chunk), not a second copy of the private set."""
-    K, d = clusters.centres.shape
-    owner = np.full(len(private_emb), -1, dtype=np.int64)
-    sums = np.zeros((K, d), dtype=np.float64)
-    groups = np.unique(clusters.group)
-    kept = np.nonzero(search)[0]
-    kw = {"nprobe": nprobe} if nprobe is not None else {}
-    for s in range(0, len(kept), chunk):
-        rows = kept[s:s + chunk]
-        ehat = clip_rows(private_emb[rows], radius)
-        rg = pg[rows]
-        for g in groups:
-            ci = np.nonzero(clusters.group == g)[0]
-            sel = np.nonzero(rg == g)[0]
-            if len(sel):
-                owner[rows[sel]] = ci[nearest(ehat[sel], clusters.centres[ci], metric=metric, backend=backend, **kw)]
-        own = owner[rows]
-        put = add[rows] & (own >= 0)
-        if put.any():
-            sums += _sum_by_cluster(ehat[put], own[put], K)
-    return owner, sums
+def _cluster_sums(x: np.ndarray, owner: np.ndarray, scale: np.ndarray, add: np.ndarray, k: int,
+                  chunk: int = 1 << 18) -> np.ndarray:
+    """Σ_{i ∈ add, owner_i = k} scale_i·x_i per cluster (the clipped rows ê_i), float64: a sparse (K × N) product
+    with x, ``chunk`` records at a time (float32 within a chunk, float64 across), reading the rows in place
+    instead of copying the kept ones."""
+    import scipy.sparse as sp
+
+    rows = np.nonzero(add & (owner >= 0))[0]
+    sums = np.zeros((k, x.shape[1]), dtype=np.float64)
+    for s in range(0, len(rows), chunk):
+        r = rows[s:s + chunk]
+        onehot = sp.csr_matrix((scale[r], (owner[r], r)), shape=(k, len(x)))
+        sums += np.asarray(onehot @ x, dtype=np.float64)
+    return sums
 
 
 def _counts(owner: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:

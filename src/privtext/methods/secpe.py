@@ -34,6 +34,8 @@ from ..engine.loop import Scorer, ScoreResult
 from ..errors import ConfigError, DataError
 from ..mechanisms.clustering import (
     PublicClusters,
+    RecordAssignment,
+    assign_records,
     centre_votes,
     clustering_event,
     clustering_plan,
@@ -111,6 +113,7 @@ class ClusterScorer:
         self.keeper = keeper
         self.noise_rng = noise_rng
         self.diagnostic = diagnostic or (lambda name, key, value: None)
+        self._assignment: RecordAssignment | None = None
 
     def _release(self, t_rel: int) -> Release:
         """Counts and centres of one clustering: ONE release carrying every event it spends (see
@@ -126,6 +129,17 @@ class ClusterScorer:
             meta={"clusters": K, "clip_radius": self.cfg.clip_radius, "sample": sample},
         )
 
+    def assignment(self) -> RecordAssignment:
+        """Every record that can be sampled (ρ > 0) in its public cluster, searched at the first release that
+        computes and reused by every later one (the public clusters are fixed for the run, so a record's cluster
+        is too; a resumed run whose releases are all kept never searches)."""
+        if self._assignment is None:
+            self._assignment = assign_records(self.private_emb, self.private_groups, self.clusters,
+                                              radius=self.cfg.clip_radius, metric=self.metric,
+                                              backend=self.cfg.assign_backend, nprobe=self.cfg.assign_nprobe,
+                                              search=self.rho > 0)
+        return self._assignment
+
     def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
         release = self._release(iteration if self.cfg.recluster_each_iteration else 0)
         key = release.key
@@ -134,7 +148,7 @@ class ClusterScorer:
             out, event = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
                                            sigma=self.sigma, rng=self.noise_rng(key),
                                            radius=self.cfg.clip_radius, metric=self.metric, sample=self.cfg.sample,
-                                           backend=self.cfg.assign_backend, nprobe=self.cfg.assign_nprobe)
+                                           assignment=self.assignment())
             self.diagnostic("sampled_secret_holders", key, out.sampled)
             return {"centres": out.centres, "counts": out.counts}, event
 
