@@ -300,7 +300,7 @@ def test_a_run_assignment_reused_gives_the_same_releases_as_fresh_searches(any_s
     with pytest.raises(ConfigError, match=r"lacks \d+ records that can be sampled"):
         secret_clustering(priv, gpriv, cl, rho=np.full(len(priv), 0.5), sigma=0.7,
                           rng=np.random.default_rng(0), assignment=asg)
-    with pytest.raises(ConfigError, match="clipped at radius 1.0, not 2.0"):
+    with pytest.raises(ConfigError, match=r"clipped at radius 1\.0, not 2\.0"):
         secret_clustering(priv, gpriv, cl, rho=rho, sigma=0.7, rng=np.random.default_rng(0), radius=2.0,
                           assignment=asg)
     with pytest.raises(ConfigError, match=f"a record assignment of {len(priv)} records for {len(priv) - 1}"):
