@@ -116,3 +116,21 @@ def test_minilm_is_the_offline_default(minilm: Embedder) -> None:
     x = minilm.embed(TEXTS[:3])
     assert x[0] @ x[1] > 0.7 > x[0] @ x[2]
     assert build_embedder({"torch_threads": 1}).name == minilm.name
+
+
+def test_the_default_batch_depends_on_the_device_and_never_changes_the_vectors() -> None:
+    """batch_size unset: 16 on the CPU, 256 on a GPU (benchmarks/embed_batch.py); set: kept. The batch changes only
+    padding, which the mask and mean pooling ignore, so a text's vector is the same (to float rounding) in a batch
+    of 1, 3 or 16 texts of other lengths."""
+    pytest.importorskip("sentence_transformers")
+    from privtext.embed.st import SentenceTransformerEmbedder, STOptions, default_batch_size
+
+    assert default_batch_size("cpu") == 16 and default_batch_size("cuda") == default_batch_size("cuda:1") == 256
+    assert STOptions().batch_size is None and STOptions(batch_size=5).batch_size == 5
+    e = SentenceTransformerEmbedder(device="cpu", torch_threads=1)
+    assert e.batch_size == 16 and SentenceTransformerEmbedder(device="cpu", batch_size=3).batch_size == 3
+    texts = [t * k for k in (1, 7, 30) for t in TEXTS if t]
+    whole = e.embed(texts)
+    for bs in (1, 3):
+        e.batch_size = bs
+        np.testing.assert_allclose(e.embed(texts), whole, atol=2e-6)
