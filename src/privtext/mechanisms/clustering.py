@@ -276,8 +276,9 @@ def assign_records(
         rows = kept[s:s + chunk]
         x = np.asarray(private_emb[rows], dtype=np.float32)
         norms = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))
-        scale[rows] = np.minimum(1.0, radius / np.maximum(norms, 1e-12)).astype(np.float32)
-        ehat = clip_rows(x, radius)
+        sc = np.minimum(1.0, radius / np.maximum(norms, 1e-12)).astype(np.float32)
+        scale[rows] = sc
+        ehat = x if (sc == 1.0).all() else x * sc[:, None]  # clip_rows, from the norms already taken
         rg = pg[rows]
         for g in groups:
             ci = np.nonzero(clusters.group == g)[0]
