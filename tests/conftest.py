@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PRIVTEXT_QUIET", "1")
+# the user's private embedding cache (privtext.embed.private) and ONNX exports: a folder of this session, never ~/.cache
+os.environ.setdefault("PRIVTEXT_CACHE_HOME", tempfile.mkdtemp(prefix="privtext-test-cache-"))
+
+
+def cpu_has_bf16() -> bool:
+    """AVX512_BF16 or AMX on this CPU (privtext.backends.hardware): what OpenVINO's and oneDNN's bf16 need."""
+    from privtext.backends.hardware import has_fast_bf16
+
+    return has_fast_bf16()
+
+
+def require_bf16() -> None:
+    """Skip the calling test on a CPU without AVX512_BF16 or AMX (bf16 there runs as fp32, or is refused)."""
+    if not cpu_has_bf16():
+        from privtext.backends.hardware import cpu_summary
+
+        pytest.skip(f"needs a CPU with AVX512_BF16 or AMX; this one: {cpu_summary()}")
+
+
+#: mark for tests that need a bf16 CPU: ``@needs_bf16``
+needs_bf16 = pytest.mark.skipif(not cpu_has_bf16(), reason="needs a CPU with AVX512_BF16 or AMX")
 
 
 @pytest.fixture(scope="session")

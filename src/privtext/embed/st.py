@@ -55,8 +55,10 @@ class STOptions(BackendOptions):
         default="fp32", description="bf16: the same weights cast to bfloat16 (AMX CPUs, GPUs): 2.2x MiniLM "
         "throughput on a Sapphire Rapids CPU at mean cosine 0.9999 to fp32 (benchmarks/embed_speed.py); vectors "
         "differ from fp32, so the model id (and cache key) gets '@bf16'")
-    runtime: Literal["torch", "onnxruntime", "openvino"] = Field(
-        default="torch", description="torch (sentence-transformers itself), or an ONNX export of the model run "
+    runtime: Literal["torch", "onnxruntime", "openvino", "auto"] = Field(
+        default="torch", description="auto: the fastest path of this machine with votes equal to fp32's "
+        "(OpenVINO bf16 re-decided in fp32 on AVX512_BF16/AMX CPUs, else torch fp32; privtext.embed.auto); "
+        "torch (sentence-transformers itself), or an ONNX export of the model run "
         "by ONNX Runtime (pip install 'privtext[onnx]') or OpenVINO ('privtext[openvino]'), CPU only. fp32 on "
         "either gives torch's vectors (to float rounding, same model id); openvino with precision bf16 gets the "
         "model id suffix '@openvino-bf16'")
@@ -92,6 +94,9 @@ class SentenceTransformerEmbedder:
             raise CoreDependencyMissing("sentence-transformers", "the sentence-transformers embedder") from None
         if precision not in ("fp32", "bf16"):
             raise ConfigError(f"embedder precision must be 'fp32' or 'bf16', got {precision!r}")
+        if runtime == "auto":
+            raise ConfigError("embedder runtime 'auto' is resolved by privtext.embed.build_embedder (it may build "
+                              "several tiers); build the embedder from its config")
         if runtime not in RUNTIMES:
             raise ConfigError(f"embedder runtime must be one of {', '.join(map(repr, RUNTIMES))}, got {runtime!r}")
         if runtime == "onnxruntime" and precision != "fp32":
@@ -141,7 +146,12 @@ class SentenceTransformerEmbedder:
 
     @classmethod
     def from_options(cls, options: STOptions) -> SentenceTransformerEmbedder:
-        return cls(**options.model_dump())
+        """The embedder ``options`` describe; ``runtime: auto`` is torch fp32 here — tiers with exact votes are
+        built by :func:`privtext.embed.build_embedder` (in this process), not on a Ray worker."""
+        kw = options.model_dump()
+        if kw["runtime"] == "auto":
+            kw["runtime"] = "torch"
+        return cls(**kw)
 
     def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
         texts = check_texts(texts)

@@ -220,15 +220,11 @@ def _torch_device(device: Device) -> str:
 def cpu_has_fast_bf16(cpuinfo: str | None = None) -> bool:
     """A bf16 GEMM beats the fp32 one: AMX-BF16 (Intel Sapphire Rapids and later: several times) or AVX-512-BF16
     (AMD Zen 4 and later, Intel Cooper Lake: twice — measured 180 against 89 GFLOP/s for one voting block on a
-    2-core EPYC, benchmarks/scale.py). ``cpuinfo``: the text of /proc/cpuinfo (read when None)."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpuinfo = f.read()
-        except OSError:  # pragma: no cover - not Linux
-            return False
-    flags = set(cpuinfo.split())
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    2-core EPYC, benchmarks/scale.py). ``cpuinfo``: the text of /proc/cpuinfo (read when None;
+    :func:`privtext.backends.hardware.has_fast_bf16`)."""
+    from ..backends.hardware import has_fast_bf16
+
+    return has_fast_bf16(cpuinfo)
 
 
 def resolve_precision(precision: Precision, device: str) -> str:

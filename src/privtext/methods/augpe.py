@@ -28,7 +28,7 @@ from ..backends import BackendOptions
 from ..config import Config, VotingConfig
 from ..data.labels import LabelSpace
 from ..data.population import Population
-from ..embed.base import Embedder
+from ..embed import Embedder, embed_private
 from ..engine.loop import Scorer, ScoreResult
 from ..errors import ConfigError
 from ..mechanisms.distributed import build_counter
@@ -424,7 +424,7 @@ class AugPE(HoldsParties, MethodRun):
         self.label_sensitivity = sens  # the label histogram's Δ is the group size too (privtext.mechanisms.labels)
         self.log(f"noise multiplier σ={sigma:.4f} for {T} vote releases; {note}")
         with self.metrics.stage("embedding_private"):
-            private_emb = embedder.embed(list(inputs.private.texts))
+            private_emb = embed_private(embedder, inputs.private.texts)
         if len(private_emb) != len(inputs.private):
             raise ConfigError("embedder returned the wrong number of private embeddings")
         if self.options.parties is not None:

@@ -29,7 +29,7 @@ from ..config import Config
 from ..data import Corpus
 from ..data.labels import LabelSpace
 from ..data.population import Population
-from ..embed.base import Embedder
+from ..embed import Embedder, embed_private
 from ..engine.loop import Scorer, ScoreResult
 from ..errors import ConfigError, DataError
 from ..mechanisms.clustering import (
@@ -353,7 +353,7 @@ class SecPE(MethodRun):
         secret_free: Corpus = inputs.extra.get("secret_free", inputs.public)
         base = secret_free if cfg.cluster_public == "secret_free" and len(secret_free) else inputs.public
         with self.metrics.stage("embedding_private"):
-            private_emb = embedder.embed(list(inputs.private.texts)) if len(inputs.private) else np.zeros(
+            private_emb = embed_private(embedder, inputs.private.texts) if len(inputs.private) else np.zeros(
                 (0, embedder.dim), dtype=np.float32)
             public_emb = embedder.embed(list(base.texts))
         # unlabelled public text (data.label_values): one clustering, offered to every label group, whose own

@@ -265,7 +265,7 @@ class WASP(AugPE):
 
     # ------------------------------------------------------------------ the run
     def execute(self) -> Any:
-        from ..embed import build_embedder
+        from ..embed import build_embedder, embed_private
 
         t_start = time.perf_counter()
         run = self.run
@@ -309,7 +309,7 @@ class WASP(AugPE):
             self._parties: list[Any] | None = None
             if n_rel:
                 with self.metrics.stage("embedding_private"):
-                    private_emb = np.asarray(embedder.embed(list(inputs.private.texts)), dtype=np.float32)
+                    private_emb = embed_private(embedder, inputs.private.texts)
                 if o.parties is not None:
                     self._parties = self.build_parties(private_emb, private_groups)
             D = Population.empty(embedder.dim)
