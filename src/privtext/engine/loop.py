@@ -390,7 +390,8 @@ class Engine:
                 store.save_lookahead(reuse_next)
                 store.save_population(pop, vote_emb if self.evo.lookahead > 0 else None)
                 self.log(f"iteration {t}: {len(pop)} candidates generated and embedded")
-            if vote_emb is None:  # the candidates' own vectors: a tiered embedder's votes are re-decided in fp32
+            if vote_emb is None or self.evo.lookahead <= 0:
+                # the candidates' own vectors: a tiered embedder's votes are re-decided in fp32 (their texts known)
                 vote_emb = attach_texts(pop.emb, self.embedder, pop.texts)
             elif row_source(vote_emb) is None and getattr(self.embedder, "tiered", None) is not None:
                 self._warn_lookahead()
