@@ -112,9 +112,9 @@ def test_a_bound_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(exact_votes, "FLOOR", floor)
         tiers, _ = _tiers(mid=False)
         p, c = tiers.embed(private), tiers.embed(cands)
+        bounds = calibrate(row_source(c), np.asarray(c), None, "l2", safety=safety)
         got = exact_votes.refine_group(row_source(p), np.arange(400), np.asarray(p), row_source(c), np.arange(300),
-                                       np.asarray(c), calibrate(row_source(c), np.asarray(c), None, "l2",
-                                                                safety=safety), None, "l2")
+                                       np.asarray(c), bounds, None, "l2")
         assert (got != want).sum() > 0, (safety, floor)
 
 
@@ -129,7 +129,12 @@ def test_the_bound_is_calibrated_on_candidates_only() -> None:
     assert 0 < b1.window[0, 0] < 0.2 and b1.window[-1, -1] == 0
     # the window is SAFETY × the largest difference error of the calibration triples (+ FLOOR)
     assert b1.window[0, 0] == pytest.approx(exact_votes.SAFETY * b1.raw[0, 0] + exact_votes.FLOOR)
-    few = tiers.embed(cands[:5])
+    # later votes add 16 new candidates (evenly spaced among those not calibrated yet) and keep the earlier ones
+    more = tiers.embed(cands[100:] + _texts(rng, 100))
+    b2 = calibrate(row_source(more), np.asarray(more), None, "l2")
+    assert b2.rows == 64 + 16 and len(tiers.calibration) == 80 and set(ref.seen) <= set(cands) | set(more.source.texts)
+    fresh, _ = _tiers(mid=False)
+    few = fresh.embed(cands[:5])
     tiny = calibrate(row_source(few), np.asarray(few), None, "l2")  # too few rows: trust no bound
     assert tiny.rows == 0 and np.isinf(tiny.window[0, 0])
 

@@ -127,7 +127,7 @@ class TieredEmbedder:
         self.counters = TierCounters()
         self._memo: list[dict[str, np.ndarray]] = [{} for _ in tiers]
         self._private_store: EmbeddingStore | None = None
-        self.calibration: dict[str, list[np.ndarray]] = {}  # text -> its vector at every tier (public texts only)
+        self.calibration: dict[str, np.ndarray] = {}  # the votes' calibration texts (public) -> their fast vectors
 
     @property
     def tiered(self) -> TieredEmbedder:

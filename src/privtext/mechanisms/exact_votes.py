@@ -23,9 +23,10 @@ runner-up. The measured difference errors are ten times smaller (their maximum o
 of 1200 PubMed abstracts: 3.7e-3; 2000 Yelp reviews: 4.0e-3; benchmarks/embed_exact.py), because the errors are
 not aligned with the differences they are projected on. So E is **measured**, per vote, on public data:
 
-* :func:`calibrate` takes ``CALIBRATION_ROWS`` candidates (evenly spaced: a public choice), fetches each at every
-  tier, and for each pair of tiers (u for the query, t for the candidates) takes the largest difference error over
-  every (query, candidate, candidate) triple of them, with the reference as truth;
+* :func:`calibrate` takes ``CALIBRATION_ROWS`` candidates (evenly spaced: a public choice; later votes add
+  ``CALIBRATION_PER_VOTE`` new ones and keep the earlier), fetches each at every tier, and for each pair of tiers
+  (u for the query, t for the candidates) takes the largest difference error over every (query, candidate,
+  candidate) triple of them, with the reference as truth;
 * E(u, t) = ``SAFETY`` × that maximum + ``FLOOR``. With 64 calibration rows the maximum found was 88 % / 91 % of
   the maximum over all of PubMed's / Yelp's rows (the full sets above), so ``SAFETY = 2`` leaves a margin of about
   1.8 over every error seen; ``tests/test_exact_votes.py`` checks on the real data that every difference error of
@@ -77,7 +78,9 @@ log = logging.getLogger("privtext.embed")
 
 SAFETY = 2.0
 FLOOR = 1e-5  # absorbs the float32 rounding of vectors and of the vote-space map (≈ 1e-7) with room to spare
-CALIBRATION_ROWS = 64
+CALIBRATION_ROWS = 64  # calibration texts at an embedder's first vote
+CALIBRATION_PER_VOTE = 16  # new ones at every later vote (the earlier ones are kept)
+CALIBRATION_POOL = 256  # the most kept
 MIN_CALIBRATION = 8  # fewer calibration rows than this: no bound is trusted, every vote is decided at the reference
 _BLOCK = 1 << 24
 
@@ -113,22 +116,38 @@ class Bounds:
 
 
 def calibrate(source: Any, fast: np.ndarray, center: np.ndarray | None, metric: Metric, *,
-              rows: int = CALIBRATION_ROWS, safety: float = SAFETY) -> Bounds:
-    """E for every pair of tiers, from ``rows`` evenly spaced candidates of ``source`` (whose fast vectors are
-    ``fast``): the largest difference error over all (query, a, b) triples of them (a, b ≠ query), times
-    ``safety``, plus :data:`FLOOR`. Public: it reads candidates only."""
+              rows: int = CALIBRATION_ROWS, per_vote: int = CALIBRATION_PER_VOTE, pool: int = CALIBRATION_POOL,
+              safety: float | None = None) -> Bounds:
+    """E for every pair of tiers: the largest difference error over all (query, a, b) triples of the calibration
+    texts (a, b ≠ query), times ``safety`` (default :data:`SAFETY`), plus :data:`FLOOR`.
+
+    The calibration texts are candidates, chosen by a public rule: at an embedder's first vote ``rows`` evenly
+    spaced ones; at every later vote ``per_vote`` more, evenly spaced among the candidates not calibrated yet,
+    and the earlier ones kept (their vectors are known already; the newest ``pool`` at most). ``source``'s rows
+    have the fast vectors ``fast``. No private row is read."""
+    safety = SAFETY if safety is None else safety
+    emb = source.embedder
     n_tiers = source.n_tiers
-    n = len(fast)
-    idx = np.unique(np.linspace(0, n - 1, min(rows, n)).round().astype(np.int64)) if n else np.zeros(0, np.int64)
-    if len(idx) < MIN_CALIBRATION:
+    known: dict[str, np.ndarray] = getattr(emb, "calibration", None) or {}
+    fresh = [i for i, t in enumerate(source.texts) if t not in known]
+    want = min(len(fresh), max(per_vote, rows - len(known)))
+    if want:
+        for i in np.unique(np.linspace(0, len(fresh) - 1, want).round().astype(np.int64)):
+            known[source.texts[fresh[i]]] = np.asarray(fast[fresh[i]], dtype=np.float32)
+    for t in list(known)[: max(0, len(known) - pool)]:
+        del known[t]
+    if hasattr(emb, "calibration"):
+        emb.calibration = known
+    texts = list(known)
+    if len(texts) < MIN_CALIBRATION:
         inf = np.full((n_tiers, n_tiers), np.inf)
         inf[-1, -1] = 0.0
         return Bounds(inf, inf.copy(), 0)
-    vs = [vote_space(fast[idx], center, metric)]
-    vs += [vote_space(source.vectors(idx, t), center, metric) for t in range(1, n_tiers)]
+    vs = [vote_space(np.stack([known[t] for t in texts]), center, metric)]
+    vs += [vote_space(emb.tier_vectors(texts, t), center, metric) for t in range(1, n_tiers)]
     truth = _scores64(vs[-1], vs[-1], metric)
     raw = np.zeros((n_tiers, n_tiers))
-    off = ~np.eye(len(idx), dtype=bool)
+    off = ~np.eye(len(texts), dtype=bool)
     for u in range(n_tiers):
         for t in range(n_tiers):
             if u == t == n_tiers - 1:
@@ -139,7 +158,7 @@ def calibrate(source: Any, fast: np.ndarray, center: np.ndarray | None, metric: 
             raw[u, t] = float((hi - lo).max())
     window = safety * raw + FLOOR
     window[-1, -1] = 0.0
-    return Bounds(window, raw, len(idx))
+    return Bounds(window, raw, len(texts))
 
 
 def calibrated(psrc: Any, csrc: Any, cfast: np.ndarray, center: np.ndarray | None, metric: Metric,
