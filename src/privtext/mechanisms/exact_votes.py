@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from .nn import _U32, Metric, _decide64_pairs, _prep
+from .nn import _U32, Metric, _decide64_pairs, _prep, center_rows
 
 log = logging.getLogger("privtext.embed")
 
@@ -86,10 +86,8 @@ _BLOCK = 1 << 24
 
 
 def vote_space(x: np.ndarray, center: np.ndarray | None, metric: Metric) -> np.ndarray:
-    """The rows as the vote compares them: centred on ``center`` and renormalised (:func:`voting.center_rows`),
+    """The rows as the vote compares them: centred on ``center`` and renormalised (:func:`~.nn.center_rows`),
     then prepared as :func:`~privtext.mechanisms.nn.nearest` prepares them (float32; unit rows for cosine)."""
-    from .voting import center_rows
-
     x = np.asarray(x, dtype=np.float32)
     if center is not None:
         x = center_rows(x, center)

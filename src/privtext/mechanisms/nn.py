@@ -75,6 +75,13 @@ def brute_force_nn(queries: np.ndarray, base: np.ndarray, *, metric: Metric = "l
     return out
 
 
+def center_rows(x: np.ndarray, center: np.ndarray) -> np.ndarray:
+    """x ↦ (x − c)/‖x − c‖ (rows equal to c map to 0)."""
+    y = np.asarray(x, dtype=np.float32) - np.asarray(center, dtype=np.float32)[None, :]
+    n = np.linalg.norm(y, axis=1, keepdims=True)
+    return (y / np.maximum(n, 1e-12)).astype(np.float32)
+
+
 def _err_bound(q: np.ndarray, b: np.ndarray, metric: Metric) -> float:
     """A bound on float32 rounding error of one distance (generous: 64 ulp of the largest magnitude)."""
     qmax = float(np.sqrt(np.einsum("ij,ij->i", q, q).max())) if len(q) else 0.0

@@ -43,7 +43,7 @@ import numpy as np
 from ..embed.tiers import row_source
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
-from .nn import APPROX, Backend, Metric, nearest
+from .nn import APPROX, Backend, Metric, center_rows, nearest
 
 _log = logging.getLogger("privtext.embed")
 
@@ -71,13 +71,6 @@ def threshold_histogram(h: np.ndarray, threshold: float) -> np.ndarray:
     if threshold < 0:
         raise ConfigError(f"threshold must be ≥ 0, got {threshold}")
     return np.maximum(h, threshold) - threshold if threshold > 0 else h.copy()
-
-
-def center_rows(x: np.ndarray, center: np.ndarray) -> np.ndarray:
-    """x ↦ (x − c)/‖x − c‖ (rows equal to c map to 0)."""
-    y = np.asarray(x, dtype=np.float32) - np.asarray(center, dtype=np.float32)[None, :]
-    n = np.linalg.norm(y, axis=1, keepdims=True)
-    return (y / np.maximum(n, 1e-12)).astype(np.float32)
 
 
 def label_groups(private_groups: Sequence[int] | np.ndarray | None, n_private: int,
