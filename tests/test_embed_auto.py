@@ -62,6 +62,6 @@ def test_auto_on_a_cpu_without_bf16_builds_plain_torch(monkeypatch: pytest.Monke
     emb = build_embedder({"runtime": "auto", "cache": False})
     assert isinstance(emb, SentenceTransformerEmbedder) and emb.runtime == "torch"
     assert emb.runtime_choice["runtime"] == "torch" and emb.name == "sentence-transformers/all-MiniLM-L6-v2"
-    with pytest.raises(ConfigError, match="resolved by privtext.embed.build_embedder"):
+    with pytest.raises(ConfigError, match=r"resolved by privtext\.embed\.build_embedder"):
         SentenceTransformerEmbedder(runtime="auto")
     assert not isinstance(emb, CachedEmbedder)
