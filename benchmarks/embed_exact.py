@@ -14,9 +14,10 @@ best of ``--reps``):
 * ``fp32``: today's default — SentenceTransformerEmbedder() (torch fp32, batch 16, torch's threads), exact vote;
 * ``fp32-t1``: the same with ``torch_threads: 1`` (a busy machine's faster torch setting; same vectors);
 * ``single``: the reference tier alone — torch fp32, one text per pass, one thread — for every text (exact);
-* ``auto``: what ``runtime: auto`` builds here: OpenVINO bf16 (batch 16) → torch fp32 single;
-* ``auto-t1``: the same with the bf16 tier on one thread;
-* ``auto-mid``: OpenVINO bf16 → OpenVINO fp32 single → torch fp32 single (a middle tier: benchmark only).
+* ``auto``: what ``runtime: auto`` builds on this machine;
+* ``bf16`` / ``bf16-t1``: OpenVINO bf16 (batch 16; ``-t1``: one thread) → torch fp32 single;
+* ``bf16-mid``: OpenVINO bf16 → OpenVINO fp32 single → torch fp32 single (a middle tier);
+* ``ovfp32`` / ``ovfp32-single``: OpenVINO fp32 (batch 16 / one text per pass on one thread) → torch fp32 single.
 
 Prints the CPU's features, then per variant: seconds (embedding of the two sets, the vote with its
 re-decisions), texts/s, the ratio of ``fp32``'s total time to the variant's, the texts each tier embedded, the
@@ -39,7 +40,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-ALL = ("fp32", "fp32-t1", "single", "auto", "auto-t1", "auto-mid")
+ALL = ("fp32", "fp32-t1", "single", "auto", "bf16", "bf16-t1", "bf16-mid", "ovfp32", "ovfp32-single")
 FILES = {"pubmed": "pubmed/test.csv", "yelp": "yelp/dev.csv"}
 
 
@@ -50,8 +51,8 @@ def _texts(data: str, offset: int, n: int) -> list[str]:
 
 
 def _variant(name: str) -> Any:
+    from privtext.embed.auto import build_auto
     from privtext.embed.st import SentenceTransformerEmbedder, STOptions
-    from privtext.embed.st_export import default_export_dir  # noqa: F401  (the export is shared by the variants)
     from privtext.embed.tiers import TieredEmbedder, reference_embedder
 
     opts = STOptions()
@@ -61,10 +62,19 @@ def _variant(name: str) -> Any:
         return SentenceTransformerEmbedder(torch_threads=1)
     if name == "single":
         return reference_embedder(opts)
-    fast = SentenceTransformerEmbedder(runtime="openvino", precision="bf16",
-                                       torch_threads=1 if name == "auto-t1" else None)
+    if name == "auto":
+        return build_auto(STOptions(runtime="auto"), cache_dir=None)
+    if name.startswith("bf16"):
+        fast = SentenceTransformerEmbedder(runtime="openvino", precision="bf16",
+                                           torch_threads=1 if name == "bf16-t1" else None)
+    elif name == "ovfp32":
+        fast = SentenceTransformerEmbedder(runtime="openvino")
+        fast.name += "@openvino"
+    else:  # ovfp32-single: one text per pass, one thread
+        fast = SentenceTransformerEmbedder(runtime="openvino", batch_size=1, torch_threads=1)
+        fast.name += "@openvino-single"
     tiers = [fast]
-    if name == "auto-mid":
+    if name == "bf16-mid":
         mid = SentenceTransformerEmbedder(runtime="openvino", batch_size=1, torch_threads=1)
         mid.name += "@openvino-single"
         tiers.append(mid)

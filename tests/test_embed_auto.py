@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 
 from privtext.backends.hardware import cpu_flags, cpu_summary, has_fast_bf16
@@ -27,21 +28,22 @@ def test_features_are_read_from_the_flags_lines_only() -> None:
     assert not has_fast_bf16("")  # off Linux: nothing read, nothing assumed
 
 
-@pytest.mark.parametrize(("kw", "kind", "why"), [
-    ({"cpuinfo": EPYC, "openvino": True, "cuda": False}, "tiered", "OpenVINO bf16"),
-    ({"cpuinfo": SPR, "openvino": True, "cuda": False}, "tiered", "amx_bf16"),
-    ({"cpuinfo": OLD, "openvino": True, "cuda": False}, "torch", "no AVX512_BF16 or AMX"),
-    ({"cpuinfo": EPYC, "openvino": False, "cuda": False}, "torch", "OpenVINO is not installed"),
-    ({"cpuinfo": EPYC, "openvino": True, "cuda": True}, "torch", "CUDA GPU"),
+@pytest.mark.parametrize(("precision", "kw", "kind", "why"), [
+    ("fp32", {"cpuinfo": EPYC, "openvino": True, "cuda": False}, "tiered-fp32", "OpenVINO fp32"),
+    ("fp32", {"cpuinfo": OLD, "openvino": True, "cuda": False}, "tiered-fp32", "OpenVINO fp32"),
+    ("bf16", {"cpuinfo": EPYC, "openvino": True, "cuda": False}, "tiered-bf16", "OpenVINO bf16"),
+    ("bf16", {"cpuinfo": SPR, "openvino": True, "cuda": False}, "tiered-bf16", "amx_bf16"),
+    ("bf16", {"cpuinfo": OLD, "openvino": True, "cuda": False}, "tiered-fp32", "no AVX512_BF16 or AMX"),
+    ("fp32", {"cpuinfo": EPYC, "openvino": False, "cuda": False}, "torch", "OpenVINO is not installed"),
+    ("fp32", {"cpuinfo": EPYC, "openvino": True, "cuda": True}, "torch", "CUDA GPU"),
 ])
-def test_auto_chooses_by_the_machine_and_says_why(kw: dict[str, object], kind: str, why: str) -> None:
-    got, reason = auto.choose_runtime(STOptions(runtime="auto"), **kw)  # type: ignore[arg-type]
+def test_auto_chooses_by_the_machine_and_says_why(precision: str, kw: dict[str, object], kind: str,
+                                                   why: str) -> None:
+    got, reason = auto.choose_runtime(STOptions(runtime="auto", precision=precision), **kw)  # type: ignore[arg-type]
     assert got == kind and why in reason
 
 
-def test_auto_refuses_a_precision_and_respects_an_explicit_device() -> None:
-    with pytest.raises(ConfigError, match="remove precision 'bf16'"):
-        auto.choose_runtime(STOptions(runtime="auto", precision="bf16"), cpuinfo=EPYC, openvino=True, cuda=False)
+def test_auto_respects_an_explicit_device() -> None:
     assert auto.choose_runtime(STOptions(runtime="auto", device="cuda"), cpuinfo=EPYC, openvino=True)[0] == "torch"
 
 
@@ -53,15 +55,37 @@ def test_the_choice_is_said_once(caplog: pytest.LogCaptureFixture, monkeypatch: 
     assert caplog.text.count("embedder runtime auto: x") == 1
 
 
-def test_auto_on_a_cpu_without_bf16_builds_plain_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_without_openvino_builds_plain_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("sentence_transformers")
     from privtext.embed import CachedEmbedder, build_embedder
     from privtext.embed.st import SentenceTransformerEmbedder
 
-    monkeypatch.setattr(auto, "has_fast_bf16", lambda cpuinfo=None: False)
+    monkeypatch.setattr(auto, "_openvino_installed", lambda: False)
     emb = build_embedder({"runtime": "auto", "cache": False})
     assert isinstance(emb, SentenceTransformerEmbedder) and emb.runtime == "torch"
     assert emb.runtime_choice["runtime"] == "torch" and emb.name == "sentence-transformers/all-MiniLM-L6-v2"
     with pytest.raises(ConfigError, match=r"resolved by privtext\.embed\.build_embedder"):
         SentenceTransformerEmbedder(runtime="auto")
     assert not isinstance(emb, CachedEmbedder)
+
+
+def test_auto_builds_openvino_fp32_tiers_with_torch_vectors(tmp_path: object) -> None:
+    """The fast tier is OpenVINO fp32, one text per request: torch's vectors to float rounding, under the same
+    model id (caches are shared with the torch path); the reference tier is torch one text per pass."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("openvino")
+    from privtext.embed import build_embedder
+    from privtext.embed.st import SentenceTransformerEmbedder
+    from privtext.embed.tiers import TieredEmbedder, row_source
+
+    emb = build_embedder({"runtime": "auto", "cache": False, "export_dir": str(tmp_path)})
+    assert isinstance(emb, TieredEmbedder) and emb.runtime_choice["runtime"] == "tiered-fp32"
+    assert [t.name for t in emb.raw] == ["sentence-transformers/all-MiniLM-L6-v2",
+                                         "sentence-transformers/all-MiniLM-L6-v2@single"]
+    texts = ["The pasta was cold and the waiter rude.", "Great coffee, friendly staff!", "Parking is a nightmare.",
+             "I would come back for the dumplings alone, they were perfect. " * 8]
+    fast = emb.embed(texts)
+    torch16 = SentenceTransformerEmbedder(torch_threads=1).embed(texts)
+    ref = emb.tier_vectors(texts, 1)
+    assert row_source(fast) is not None and np.abs(fast - torch16).max() < 1e-5 and np.abs(ref - torch16).max() < 1e-5
+    assert np.abs(fast - ref).max() > 0  # a different runtime: equal only to float rounding

@@ -138,7 +138,7 @@ class SentenceTransformerEmbedder:
             self.onnx_path = ensure_export(self.model, model=model, model_id=model_id,
                                            model_dir=_local_dir(path), export_dir=export_dir)
             self.session = OnnxSession(self.onnx_path, runtime=runtime, precision=precision,
-                                       threads=torch_threads)
+                                       threads=torch_threads, throughput=self.batch_size == 1)
         self.device = device
         self.torch_threads = torch_threads
         self._torch = torch
@@ -178,6 +178,12 @@ class SentenceTransformerEmbedder:
         return l2_normalize(np.asarray(vecs), what=self.name)
 
     def _embed_onnx(self, texts: list[str], session: OnnxSession) -> np.ndarray:
+        if self.batch_size == 1:  # one text per request, several requests in flight (OpenVINO throughput streams)
+            feeds = []
+            for t in texts:
+                features = _preprocess(self.model, [t])
+                feeds.append({k: np.asarray(features[k].cpu().numpy(), dtype=np.int64) for k in session.input_names})
+            return l2_normalize(session.run_each(feeds), what=self.name)
         # as sentence-transformers' encode: longest first, batches of batch_size padded to their longest text
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
