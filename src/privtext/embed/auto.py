@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.hardware import cpu_summary, has_fast_bf16
-from ..errors import ConfigError
 
 log = logging.getLogger("privtext.embed")
 _SAID: set[str] = set()
