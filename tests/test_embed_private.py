@@ -187,3 +187,15 @@ def test_profile_shows_stage_times_and_throughput(tmp_path: Path, cache_home: Pa
     assert res.exit_code == 0 and "embedding" in res.stdout and "iteration 1" in res.stdout
     res = runner.invoke(app, ["profile", str(tmp_path / "nope")])
     assert res.exit_code == 2 and "no metrics" in res.output
+
+
+def test_lookahead_votes_are_said_not_to_be_re_decided(tmp_path: Path, cache_home: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookahead vote sees mean embeddings, which carry no text: the run says once that those votes are the fast
+    vectors' votes (not re-decided), instead of claiming exactness it does not have."""
+    priv, pub = _corpora(5)
+    monkeypatch.setattr(embed_pkg, "build_embedder", lambda cfg, **kw: TieredEmbedder(
+        [NoisyEmbedder(HashingEmbedder(dim=64), 0.05, "noisy"), CountingHashing(dim=64)]))
+    run = tiny_run(tmp_path / "la", private=priv, public=pub, iterations=2, evolution={"lookahead": 1})
+    log = (run / "private" / "log.txt").read_text(encoding="utf-8")
+    assert log.count("lookahead votes see mean embeddings, which are not re-decided") == 1

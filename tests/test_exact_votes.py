@@ -184,15 +184,21 @@ def test_a_source_is_never_carried_by_a_derived_array() -> None:
     assert attach_texts(plain, HashingEmbedder(dim=48), ["x"] * 3) is plain  # not tiered: unchanged
 
 
-def test_one_side_without_a_source_is_voted_as_given(caplog: pytest.LogCaptureFixture) -> None:
+def test_one_side_without_a_source_is_voted_as_given(caplog: pytest.LogCaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from privtext.mechanisms import voting
+
+    monkeypatch.setattr(voting, "_WARNED", set())
     rng = np.random.default_rng(4)
     private, cands = _texts(rng, 50), _texts(rng, 40)
     tiers, ref = _tiers(mid=False)
     p, c = tiers.embed(private), tiers.embed(cands)
     with caplog.at_level("WARNING", logger="privtext.embed"):
         got, _ = nearest_votes(np.asarray(p), c)
-    assert "private embeddings carry no fast-tier source" in caplog.text
+    assert caplog.text.count("private embeddings carry no fast-tier source") == 1
     assert np.array_equal(got, nearest_votes(np.asarray(p), np.asarray(c))[0]) and not ref.seen
+    nearest_votes(np.asarray(p), c)
+    assert caplog.text.count("private embeddings carry no fast-tier source") == 1  # said once
 
 
 def test_tiers_must_differ_and_agree_on_the_dimension() -> None:

@@ -46,6 +46,7 @@ from ..privacy.events import gaussian_event
 from .nn import APPROX, Backend, Metric, center_rows, nearest
 
 _log = logging.getLogger("privtext.embed")
+_WARNED: set[str] = set()
 
 #: computes exact vote counts: ``(private_emb, candidate_emb, *, private_groups, candidate_groups, metric, backend,
 #: center, **nn_kwargs) -> (counts, n_voting)``, as :func:`nearest_votes`
@@ -132,8 +133,11 @@ def _refinable(private_emb: np.ndarray, candidate_emb: np.ndarray, backend: str)
     if ps is None and cs is None:
         return False
     if ps is None or cs is None or ps.embedder is not cs.embedder:
-        _log.warning("exact votes: %s embeddings carry no fast-tier source (sliced or copied); votes use the "
-                     "vectors as given, not re-decided in fp32", "private" if ps is None else "candidate")
+        side = "private" if ps is None else "candidate"
+        if side not in _WARNED:  # once per process: a federated or sharded vote asks for every party and shard
+            _WARNED.add(side)
+            _log.warning("exact votes: %s embeddings carry no fast-tier source (sliced or copied, as a party's or "
+                         "a shard's records are); votes use the vectors as given, not re-decided in fp32", side)
         return False
     if backend in APPROX:
         return False
