@@ -125,7 +125,7 @@ def test_the_bound_is_calibrated_on_candidates_only() -> None:
     tiers, ref = _tiers(mid=False)
     c = tiers.embed(cands)
     b1 = calibrate(row_source(c), np.asarray(c), None, "l2")
-    assert set(ref.seen) <= set(cands) and b1.rows == 64
+    assert set(ref.seen) <= set(cands) and b1.rows == 64 and not tiers.calibration_floor_governed
     assert 0 < b1.window[0, 0] < 0.2 and b1.window[-1, -1] == 0
     # the window is SAFETY × the largest difference error of the calibration triples (+ FLOOR)
     assert b1.window[0, 0] == pytest.approx(exact_votes.SAFETY * b1.raw[0, 0] + exact_votes.FLOOR)
@@ -137,6 +137,20 @@ def test_the_bound_is_calibrated_on_candidates_only() -> None:
     few = fresh.embed(cands[:5])
     tiny = calibrate(row_source(few), np.asarray(few), None, "l2")  # too few rows: trust no bound
     assert tiny.rows == 0 and np.isinf(tiny.window[0, 0])
+
+
+def test_a_float_rounding_tier_calibrates_on_few_texts() -> None:
+    """A fast tier within float rounding of the reference (OpenVINO fp32's case) gives a window governed by FLOOR:
+    16 calibration texts at the first vote, 4 more per later vote — and the votes are still the reference's."""
+    rng = np.random.default_rng(8)
+    private, cands = _texts(rng, 200), _texts(rng, 200)
+    tiers = TieredEmbedder([NoisyEmbedder(HashingEmbedder(dim=48), 1e-7, "rounding"), CountingHashing(dim=48)])
+    p, c = tiers.embed(private), tiers.embed(cands)
+    b = calibrate(row_source(c), np.asarray(c), None, "l2")
+    assert b.rows == exact_votes.CALIBRATION_FIRST and tiers.calibration_floor_governed
+    assert b.window[0, 0] == pytest.approx(exact_votes.FLOOR, rel=0.3)
+    assert calibrate(row_source(c), np.asarray(c), None, "l2").rows == 16 + 4
+    assert np.array_equal(exact_nearest(p, c), _reference_votes(HashingEmbedder(dim=48), private, cands, "l2", None))
 
 
 def test_counts_with_label_groups_equal_the_reference_counts() -> None:

@@ -128,6 +128,7 @@ class TieredEmbedder:
         self._memo: list[dict[str, np.ndarray]] = [{} for _ in tiers]
         self._private_store: EmbeddingStore | None = None
         self.calibration: dict[str, np.ndarray] = {}  # the votes' calibration texts (public) -> their fast vectors
+        self.calibration_floor_governed = False
 
     @property
     def tiered(self) -> TieredEmbedder:

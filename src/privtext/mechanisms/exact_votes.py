@@ -24,9 +24,10 @@ of 1200 PubMed abstracts: 3.7e-3; 2000 Yelp reviews: 4.0e-3; benchmarks/embed_ex
 not aligned with the differences they are projected on. So E is **measured**, per vote, on public data:
 
 * :func:`calibrate` takes ``CALIBRATION_ROWS`` candidates (evenly spaced: a public choice; later votes add
-  ``CALIBRATION_PER_VOTE`` new ones and keep the earlier), fetches each at every tier, and for each pair of tiers
-  (u for the query, t for the candidates) takes the largest difference error over every (query, candidate,
-  candidate) triple of them, with the reference as truth;
+  ``CALIBRATION_PER_VOTE`` new ones and keep the earlier; 16 and 4 when the fast tier differs from the reference
+  by float rounding only, where E is :data:`FLOOR` whatever the sample), fetches each at every tier, and for each
+  pair of tiers (u for the query, t for the candidates) takes the largest difference error over every (query,
+  candidate, candidate) triple of them, with the reference as truth;
 * E(u, t) = ``SAFETY`` × that maximum + ``FLOOR``. With 64 calibration rows the maximum found was 88 % / 91 % of
   the maximum over all of PubMed's / Yelp's rows (the full sets above), so ``SAFETY = 2`` leaves a margin of about
   1.8 over every error seen; ``tests/test_exact_votes.py`` checks on the real data that every difference error of
@@ -78,7 +79,9 @@ log = logging.getLogger("privtext.embed")
 
 SAFETY = 2.0
 FLOOR = 1e-5  # absorbs the float32 rounding of vectors and of the vote-space map (≈ 1e-7) with room to spare
-CALIBRATION_ROWS = 64  # calibration texts at an embedder's first vote
+CALIBRATION_FIRST = 16  # calibration texts at an embedder's first vote, ...
+CALIBRATION_ROWS = 64  # ... extended to this many unless the window is governed by FLOOR
+FLOOR_MARGIN = 4  # floor-governed: SAFETY × the calibrated maximum, times this, is still ≤ FLOOR
 CALIBRATION_PER_VOTE = 16  # new ones at every later vote (the earlier ones are kept)
 CALIBRATION_POOL = 256  # the most kept
 MIN_CALIBRATION = 8  # fewer calibration rows than this: no bound is trusted, every vote is decided at the reference
@@ -119,23 +122,48 @@ def calibrate(source: Any, fast: np.ndarray, center: np.ndarray | None, metric: 
     """E for every pair of tiers: the largest difference error over all (query, a, b) triples of the calibration
     texts (a, b ≠ query), times ``safety`` (default :data:`SAFETY`), plus :data:`FLOOR`.
 
-    The calibration texts are candidates, chosen by a public rule: at an embedder's first vote ``rows`` evenly
-    spaced ones; at every later vote ``per_vote`` more, evenly spaced among the candidates not calibrated yet,
-    and the earlier ones kept (their vectors are known already; the newest ``pool`` at most). ``source``'s rows
-    have the fast vectors ``fast``. No private row is read."""
+    The calibration texts are candidates, chosen by a public rule: at an embedder's first vote
+    :data:`CALIBRATION_FIRST` evenly spaced ones, extended to ``rows`` unless the window they give is governed by
+    :data:`FLOOR` with a margin of :data:`FLOOR_MARGIN` (a fast tier that differs from the reference by float
+    rounding: more texts could not move E); at every later vote ``per_vote`` more (a quarter of that when
+    floor-governed), evenly spaced among the candidates not calibrated yet, and the earlier ones kept (their
+    vectors are known already; the newest ``pool`` at most). ``source``'s rows have the fast vectors ``fast``. No
+    private row is read."""
     safety = SAFETY if safety is None else safety
     emb = source.embedder
-    n_tiers = source.n_tiers
     known: dict[str, np.ndarray] = getattr(emb, "calibration", None) or {}
+    floor_governed = bool(getattr(emb, "calibration_floor_governed", False))
     fresh = [i for i, t in enumerate(source.texts) if t not in known]
-    want = min(len(fresh), max(per_vote, rows - len(known)))
-    if want:
-        for i in np.unique(np.linspace(0, len(fresh) - 1, want).round().astype(np.int64)):
-            known[source.texts[fresh[i]]] = np.asarray(fast[fresh[i]], dtype=np.float32)
+
+    def add(k: int) -> None:
+        left = [i for i in fresh if source.texts[i] not in known]
+        for j in np.unique(np.linspace(0, len(left) - 1, min(k, len(left))).round().astype(np.int64)) if left else []:
+            known[source.texts[left[j]]] = np.asarray(fast[left[j]], dtype=np.float32)
+
+    add(CALIBRATION_FIRST if not known else (max(1, per_vote // 4) if floor_governed else per_vote))
+    bounds = _bounds(emb, known, source.n_tiers, center, metric, safety)
+    floor_governed = bounds.rows > 0 and _floor_governed(bounds, safety)
+    if not floor_governed and len(known) < rows:
+        add(rows - len(known))
+        bounds = _bounds(emb, known, source.n_tiers, center, metric, safety)
+        floor_governed = bounds.rows > 0 and _floor_governed(bounds, safety)
     for t in list(known)[: max(0, len(known) - pool)]:
         del known[t]
     if hasattr(emb, "calibration"):
         emb.calibration = known
+        emb.calibration_floor_governed = floor_governed
+    return bounds
+
+
+def _floor_governed(bounds: Bounds, safety: float) -> bool:
+    n = len(bounds.raw)
+    approx = np.ones((n, n), dtype=bool)
+    approx[-1, -1] = False
+    return bool((safety * FLOOR_MARGIN * bounds.raw[approx] <= FLOOR).all())
+
+
+def _bounds(emb: Any, known: dict[str, np.ndarray], n_tiers: int, center: np.ndarray | None, metric: Metric,
+            safety: float) -> Bounds:
     texts = list(known)
     if len(texts) < MIN_CALIBRATION:
         inf = np.full((n_tiers, n_tiers), np.inf)
