@@ -11,9 +11,9 @@ Backends (``embedder.backend`` in the config):
 ``build_embedder(cfg, cache_dir=...)`` wraps the backend in :class:`CachedEmbedder` when ``cfg.cache`` is true and
 a cache folder is given (a run passes ``RunDir.embed_cache``). With ``cluster=`` a ``cluster: {backend: ray,
 embed: true}`` section, the texts are embedded on that Ray cluster with Ray Data (:mod:`.distributed`); the cache
-stays here, on the driver. ``runtime: auto`` (sentence-transformers) builds the fastest path of this machine
-with votes equal to fp32's (:mod:`.auto`: OpenVINO bf16 tiers re-decided in fp32, :mod:`.tiers`; torch fp32 where
-the CPU lacks bf16). The private corpus is embedded once per user (:func:`embed_private`, :mod:`.private`;
+stays here, on the driver. ``runtime: auto`` (sentence-transformers; the default) builds the fastest path of
+this machine with votes equal to fp32's (:mod:`.auto`: OpenVINO fp32 tiers whose near-ties are re-decided with
+torch fp32, :mod:`.tiers`; plain torch fp32 without OpenVINO, on a GPU or with ``cluster.embed``). The private corpus is embedded once per user (:func:`embed_private`, :mod:`.private`;
 ``private_cache: false`` turns that off).
 """
 

@@ -5,6 +5,8 @@ package, which carries the model files: no download. Any other name or local pat
 ``SentenceTransformer(...)`` (a hub name is read from the local Hugging Face cache; set ``HF_HUB_OFFLINE=1`` on
 machines without a network).
 
+``runtime: auto`` (the default) is resolved by :func:`privtext.embed.build_embedder` (:mod:`privtext.embed.auto`):
+OpenVINO tiers whose near-tie votes are re-decided with torch fp32, or torch fp32 where they cannot run.
 ``runtime: onnxruntime`` or ``runtime: openvino`` runs the same model from an ONNX export made locally at first use
 (cached on disk, keyed by the hash of the model's files; see :mod:`privtext.embed.st_export`), with
 sentence-transformers' tokenizer, mean pooling and normalisation. Measured in ``benchmarks/embed_speed.py``.
@@ -52,12 +54,14 @@ class STOptions(BackendOptions):
     torch_threads: int | None = Field(default=None, ge=1, description="CPU threads while embedding (restored "
                                       "after each call); 1 is often fastest on a busy machine")
     precision: Literal["fp32", "bf16"] = Field(
-        default="fp32", description="bf16: the same weights cast to bfloat16 (AMX CPUs, GPUs): 2.2x MiniLM "
+        default="fp32", description="bf16 with runtime auto: an OpenVINO bf16 fast tier re-decided in fp32 "
+        "(AVX512_BF16/AMX CPUs); with runtime torch: the same weights cast to bfloat16 (AMX CPUs, GPUs): 2.2x MiniLM "
         "throughput on a Sapphire Rapids CPU at mean cosine 0.9999 to fp32 (benchmarks/embed_speed.py); vectors "
         "differ from fp32, so the model id (and cache key) gets '@bf16'")
     runtime: Literal["torch", "onnxruntime", "openvino", "auto"] = Field(
-        default="torch", description="auto: the fastest path of this machine with votes equal to fp32's "
-        "(OpenVINO bf16 re-decided in fp32 on AVX512_BF16/AMX CPUs, else torch fp32; privtext.embed.auto); "
+        default="auto", description="auto (the default): the fastest path of this machine with votes equal to fp32's "
+        "(OpenVINO fp32 one text per request, near-ties re-decided with torch fp32; torch fp32 without OpenVINO or "
+        "on a GPU; privtext.embed.auto); "
         "torch (sentence-transformers itself), or an ONNX export of the model run "
         "by ONNX Runtime (pip install 'privtext[onnx]') or OpenVINO ('privtext[openvino]'), CPU only. fp32 on "
         "either gives torch's vectors (to float rounding, same model id); openvino with precision bf16 gets the "
