@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError
 
@@ -256,6 +264,9 @@ class MethodSection(OpenSection):
 
 
 class Config(Section):
+    #: the YAML file this configuration was read from (None when built in code); never dumped
+    _source_path: str | None = PrivateAttr(default=None)
+
     method: str = "augpe"
     seed: int | None = 0
     name: str | None = None
@@ -302,6 +313,11 @@ class Config(Section):
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=False)
+
+    @property
+    def source_path(self) -> str | None:
+        """The YAML file this configuration was read from, if any."""
+        return self._source_path
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.dump(), sort_keys=False, allow_unicode=True)
@@ -489,4 +505,6 @@ def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = ()) 
         raise ConfigError(f"{p}: not valid UTF-8") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level, got {type(raw).__name__}")
-    return config_from_dict(raw, overrides=overrides, source=str(p), positions=yaml_positions(text))
+    cfg = config_from_dict(raw, overrides=overrides, source=str(p), positions=yaml_positions(text))
+    cfg._source_path = str(p.resolve())
+    return cfg

@@ -61,12 +61,41 @@ def run_config(config: Config, *, out: str | os.PathLike[str] | None = None, for
 
     The configuration, the method's options, the data and the budget are checked first; the run directory is then
     created atomically. ``force`` replaces an existing run directory that never released anything."""
+    source = config.source_path
     config, cls = resolve_config(config)
     preflight(config, cls)
     root = Path(out if out is not None else config.output)
-    run = RunDir(root).create(config_text=config.to_yaml(), force=force)
-    run.log(f"privtext run: method={config.method} output={root}")
-    return cls(config, run, callbacks=callbacks).execute()
+    protect = input_paths(config) + ([Path(source)] if source else [])
+    run = RunDir(root).create(config_text=config.to_yaml(), force=force, protect=protect)
+    with run.lock(purpose="privtext run"):
+        run.log(f"privtext run: method={config.method} output={root}")
+        return cls(config, run, callbacks=callbacks).execute()
+
+
+def input_paths(config: Config) -> list[Path]:
+    """Every existing file or folder the (resolved) configuration names: the corpora, detector and glossary files,
+    local models, the configuration file itself. ``--force`` never removes a folder that holds one of them."""
+    out: list[Path] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, str) and x and ("/" in x or os.sep in x) and "\n" not in x:
+            try:
+                p = Path(x)
+                if p.exists():
+                    out.append(p)
+            except (OSError, ValueError):
+                pass
+
+    d = config.dump()
+    d.pop("output", None)  # the run directory itself
+    walk(d)
+    return out
 
 
 def load_run_config(run_dir: str | os.PathLike[str]) -> Config:
@@ -82,9 +111,11 @@ def resume_run(run_dir: str | os.PathLike[str], *, callbacks: Sequence[Callable[
     """Continue a run from its last complete iteration. Released noisy values are reused, never redrawn."""
     run = RunDir(run_dir).require()
     config = load_run_config(run_dir)
-    if run.synthetic.exists() and run.privacy.exists():
-        raise ResumeError(f"{run.root} is already complete ({run.synthetic.name} and {run.privacy.name} exist)")
-    done = run.complete_iterations()
-    run.log(f"privtext resume: {len(done)} complete iteration(s) of {config.evolution.iterations}")
-    config, cls = resolve_config(config)
-    return cls(config, run, callbacks=callbacks).execute()
+    if run.is_complete():
+        raise ResumeError(f"{run.root} is already complete ({run.synthetic.name} and {run.privacy.name} exist): "
+                          "nothing to resume")
+    with run.lock(purpose="privtext resume"):
+        done = run.complete_iterations()
+        run.log(f"privtext resume: {len(done)} complete iteration(s) of {config.evolution.iterations}")
+        config, cls = resolve_config(config)
+        return cls(config, run, callbacks=callbacks).execute()

@@ -38,7 +38,9 @@ def _interrupted(root: Path | None, console: object) -> None:
     from ..rundir import RunDir
 
     if root is not None and RunDir(root).config.exists():
-        msg = (f"interrupted; `privtext resume {root}` continues (released values are kept and never redrawn; the "
+        import shlex
+
+        msg = (f"interrupted; `privtext resume {shlex.quote(str(root))}` continues (released values are kept and never redrawn; the "
                "step in progress is redone)")
     else:
         msg = "interrupted before the run started; nothing was written"
@@ -56,7 +58,8 @@ def register(app: typer.Typer) -> None:
         set_: Annotated[list[str] | None, typer.Option("--set", help="override a key: a.b=value (repeatable)")] = None,
         output: Annotated[Path | None, typer.Option("--output", "-o", help="run directory (default: config output)")] = None,
         force: Annotated[bool, typer.Option(
-            "--force", help="replace an existing run directory that never released anything (a failed start)")] = False,
+            "--force", help="replace a failed start: a run directory privtext made that released nothing and holds "
+            "nothing else (never a folder with the inputs or other files; checked after the configuration)")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
         """Run a private synthesis job and write its run directory."""
