@@ -62,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, DataError, PrivacyError
+from ..privacy.noise import add_gaussian
 from ..rng import noise_rng
 
 #: Flower's SecAgg+ modulus (``modulus_range`` must be a power of two below 2**32 + 1)
@@ -147,7 +148,7 @@ def local_histogram(party_data: object, local_fn: LocalFn, plan: QuantisationPla
 
 def local_noisy_vector(h: np.ndarray, plan: QuantisationPlan, rng: np.random.Generator) -> np.ndarray:
     """x_l = h_l + N(0, τ² I) — one party's noisy contribution (unquantised)."""
-    return h + rng.normal(0.0, plan.party_std, size=h.shape)
+    return add_gaussian(h, plan.party_std, rng)
 
 
 def quantise(x: np.ndarray, plan: QuantisationPlan) -> np.ndarray:

@@ -63,6 +63,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian
 from .labels import allocate
 from .nn import Backend, Metric, nearest
 
@@ -333,7 +334,7 @@ def secret_clustering(
             raise ConfigError(f"the record assignment lacks {int((~assignment.searched[rho > 0]).sum())} records "
                               "that can be sampled (ρ > 0)")
     event = clustering_event(sigma, sample)
-    K, d = clusters.centres.shape
+    K = clusters.centres.shape[0]
     keep_counts = rng.random(len(rho)) < rho
     keep_centres = keep_counts if sample == "shared" else rng.random(len(rho)) < rho
     n = clusters.sizes.astype(np.float64)
@@ -346,9 +347,8 @@ def secret_clustering(
     m_counts = m if sample == "shared" else _counts(owner, keep_counts, K)
     centres = (clusters.centres.astype(np.float64) * n[:, None] + sums) / (n + m)[:, None]
     counts = n + m_counts
-    if sigma > 0:
-        centres = centres + (2 * radius / n)[:, None] * rng.normal(0.0, sigma, size=(K, d))
-        counts = counts + rng.normal(0.0, sigma, size=K)
+    centres = add_gaussian(centres, sigma, rng, factor=(2 * radius / n)[:, None])
+    counts = add_gaussian(counts, sigma, rng)
     return ClusterRelease(centres=centres, counts=counts, sampled=int(keep_centres.sum()),
                           noise_std_counts=float(sigma), noise_std_centres=(2 * radius / n) * float(sigma)), event
 

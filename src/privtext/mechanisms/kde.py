@@ -100,6 +100,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, DataError, InvalidPrivacyParameter
+from ..privacy.noise import add_laplace
 from .vocabulary import Neighbouring, check_epsilon, check_neighbouring, laplace_event
 
 NoiseMode = Literal["sum", "paper"]
@@ -358,7 +359,7 @@ def _release(
         n_c = np.bincount(record_classes[has_points], minlength=n_classes).astype(np.float64)
         sums = sums / np.maximum(n_c, 1.0)[:, None]
     scale = 0.0 if math.isinf(epsilon) else sensitivity / epsilon
-    noisy = sums + (rng.laplace(0.0, scale, size=sums.shape) if scale > 0 else 0.0)
+    noisy = add_laplace(sums, scale, rng)
     return KDESketch(features=features, blocks=blocks, block_dim=block_dim, noisy=noisy, epsilon=epsilon,
                      scale=scale, sensitivity=sensitivity, noise=noise, weighting=weighting,
                      neighbouring=neighbouring)
@@ -866,7 +867,7 @@ def dp_term_histogram(
     hist = np.zeros((n_classes, n_terms))
     np.add.at(hist, (cls[rec], ids[:, 0]), w)
     scale = 0.0 if math.isinf(eps) else delta1 / eps
-    noisy = hist + (rng.laplace(0.0, scale, size=hist.shape) if scale > 0 else 0.0)
+    noisy = add_laplace(hist, scale, rng)
     return TermHistogram(noisy=noisy, epsilon=eps, scale=scale, sensitivity=delta1, weighting=weighting,
                          neighbouring=neighbouring), event
 

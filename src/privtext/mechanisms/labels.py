@@ -10,12 +10,14 @@ normalised (post-processing).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian, add_laplace
 
 
 def dp_label_histogram(
@@ -31,8 +33,7 @@ def dp_label_histogram(
     g = np.asarray(private_groups)
     counts = np.bincount(g[g >= 0], minlength=n_groups).astype(np.float64)
     std = float(noise_multiplier) * float(sensitivity)
-    if std > 0:
-        counts = counts + rng.normal(0.0, std, size=n_groups)
+    counts = add_gaussian(counts, std, rng)
     return counts, gaussian_event(noise_multiplier)
 
 
@@ -48,8 +49,7 @@ def laplace_label_histogram(
     eps = check_epsilon(epsilon, name="epsilon_labels")
     g = np.asarray(private_groups)
     counts = np.bincount(g[g >= 0], minlength=n_groups).astype(np.float64)
-    if np.isfinite(eps):
-        counts = counts + rng.laplace(0.0, 1.0 / eps, size=n_groups)
+    counts = add_laplace(counts, 0.0 if math.isinf(eps) else 1.0 / eps, rng)
     return counts, laplace_event(eps)
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian
 from .voting import label_groups
 
 MAX_Q = 64
@@ -158,8 +159,9 @@ def add_topq_noise(hn: np.ndarray, hf: np.ndarray, *, noise_std: float,
     if noise_std < 0 or not np.isfinite(noise_std):
         raise ConfigError(f"noise std must be a finite number ≥ 0, got {noise_std}")
     n = len(hn)
-    z = rng.normal(0.0, noise_std, size=2 * n) if noise_std > 0 else np.zeros(2 * n)
-    return np.asarray(hn, dtype=np.float64) + z[:n], np.asarray(hf, dtype=np.float64) + z[n:]
+    noisy = add_gaussian(np.concatenate([np.asarray(hn, dtype=np.float64), np.asarray(hf, dtype=np.float64)]),
+                         noise_std, rng)
+    return noisy[:n], noisy[n:]
 
 
 def dp_topq_histograms(

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..data.vocabulary import PublicVocabulary
 from ..errors import ConfigError, DataError, InvalidPrivacyParameter
+from ..privacy.noise import add_laplace
 
 Neighbouring = Literal["add_remove", "replace_one"]
 NEIGHBOURING: tuple[str, ...] = ("add_remove", "replace_one")
@@ -167,7 +168,7 @@ def dp_vocabulary(
     h = term_histogram(matcher.find_all(texts, max_terms=None if priority is not None else r), len(vocabulary), r,
                        priority)
     scale = 0.0 if math.isinf(eps) else delta1 / eps
-    noisy = h.astype(np.float64) + (rng.laplace(0.0, scale, size=len(h)) if scale > 0 else 0.0)
+    noisy = add_laplace(h, scale, rng)
     del h
     order = np.argsort(-noisy, kind="stable")[:size]
     release = VocabularyRelease(

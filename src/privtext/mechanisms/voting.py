@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian
 from .nn import Backend, Metric, nearest
 
 #: computes exact vote counts: ``(private_emb, candidate_emb, *, private_groups, candidate_groups, metric, backend,
@@ -155,7 +156,7 @@ def dp_vote_histogram(
         metric=metric, backend=backend, center=center, **nn_kwargs,
     )
     std = float(noise_multiplier) * float(sensitivity)
-    raw = counts.astype(np.float64) + (rng.normal(0.0, std, size=len(counts)) if std > 0 else 0.0)
+    raw = add_gaussian(counts, std, rng)
     release = VoteRelease(
         noisy=threshold_histogram(raw, threshold),
         raw_noisy=raw,
