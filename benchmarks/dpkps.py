@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from privtext.evaluate.embedding import resolve_embedder
     from privtext.generate.ngram import NgramGenerator
     from privtext.generate.prompts import load_family
-    from privtext.methods.dpkps_core import DPKPSParams, run_dpkps
+    from privtext.methods.dpkps.core import DPKPSParams, run_dpkps
     from privtext.privacy.pure import pure_epsilon
     from privtext.rng import derive
 

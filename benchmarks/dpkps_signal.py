@@ -105,7 +105,7 @@ def run_setting(s: Setup, setting: dict[str, Any], eps: float, seed: int, seq_on
 
     from privtext.data import Corpus
     from privtext.evaluate.downstream import downstream_accuracy
-    from privtext.methods.dpkps_core import DPKPSParams, dpkps_sequences
+    from privtext.methods.dpkps.core import DPKPSParams, dpkps_sequences
     from privtext.rng import derive
 
     kw = {"vocab_size": 400, "length": 8, "n_features": 256, "bandwidth": 0.3, "threshold": 2.0,

@@ -15,8 +15,7 @@ from privtext.data.vocabulary import PublicVocabulary, term_tokens, vocabulary_f
 from privtext.embed.hashing import HashingEmbedder
 from privtext.errors import ConfigError, DataError, InvalidPrivacyParameter
 from privtext.generate.ngram import NgramGenerator
-from privtext.methods.dpkps_core import (
-    DirectReleases,
+from privtext.methods.dpkps.core import (
     DPKPSParams,
     dpkps_event,
     dpkps_plan,
@@ -25,6 +24,7 @@ from privtext.methods.dpkps_core import (
 )
 from privtext.privacy.accounting import epsilon_for_delta
 from privtext.privacy.pure import pure_epsilon
+from privtext.privacy.release import DirectReleases
 from tests.conftest import shared_file
 
 A, B = "Business Category: Restaurants", "Business Category: Beauty & Spas"

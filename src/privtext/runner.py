@@ -30,9 +30,13 @@ def resolve_config(config: Config) -> tuple[Config, type[Any]]:
 
 def preflight(config: Config, cls: type[Any]) -> None:
     """Everything that can be checked before a run directory exists: the method's static checks, the corpora
-    (readable, non-empty, the columns named), and the budget against the data (δ must be well below 1/N). A
-    configuration that fails here leaves nothing on disk."""
-    from .methods.base import read_inputs
+    (readable, non-empty, the columns named), every private label inside a declared schema, the budget against
+    the data (δ must be well below 1/N), and the backends (options, and that a model loads here — offline, a
+    model missing from the cache fails at once with the folder to fill). A configuration that fails here leaves
+    nothing on disk."""
+    from .embed import check_embedder
+    from .generate import check_generator
+    from .methods.base import private_groups, read_inputs
     from .rng import derive
 
     cls.check_config(config, cls.parse_options(config))
@@ -53,6 +57,19 @@ def preflight(config: Config, cls: type[Any]) -> None:
             f"privacy.delta={p.delta:g} is too large for this data: δ must be well below 1/N (N, the number of "
             "private records, is not printed here); with δ ≥ 1/N a mechanism that publishes one record in full "
             "meets the definition")
+    declared = config.data.label_values
+    if declared is not None:  # a private label outside the declared schema is refused now, not mid-run
+        import itertools
+
+        from .data.labels import LabelSpace
+
+        columns = tuple(config.data.label_columns)
+        private_groups(config, LabelSpace(columns, tuple(itertools.product(*(tuple(declared[c]) for c in columns)))),
+                       inputs.private)
+    gens = config.generators or [config.generator]
+    for g in gens:
+        check_generator(g)
+    check_embedder(config.embedder)
 
 
 def run_config(config: Config, *, out: str | os.PathLike[str] | None = None, force: bool = False,

@@ -51,6 +51,14 @@ def _backend(cfg: EmbedderConfig) -> tuple[Any, Any]:
     return cls, parse_options(cls.Options, raw, where=where)
 
 
+def check_embedder(cfg: EmbedderConfig | Mapping[str, Any]) -> None:
+    """Before a run directory exists: the embedder's options, and (backends with a ``preflight``) its model."""
+    cls, options = _backend(_as_config(cfg))
+    check = getattr(cls, "preflight", None)
+    if check is not None:
+        check(options)
+
+
 def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path | str | None = None,
                    cluster: Any = None) -> Embedder:
     """Build the backend named by ``cfg.backend``; cache it on disk when ``cfg.cache`` and ``cache_dir``.
@@ -74,5 +82,5 @@ def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path |
     return emb  # type: ignore[no-any-return]
 
 
-__all__ = ["EMBEDDERS", "CachedEmbedder", "Embedder", "EmbeddingStore", "build_embedder", "l2_normalize",
-           "text_key"]
+__all__ = ["EMBEDDERS", "CachedEmbedder", "Embedder", "EmbeddingStore", "build_embedder", "check_embedder",
+           "l2_normalize", "text_key"]

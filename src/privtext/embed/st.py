@@ -140,6 +140,15 @@ class SentenceTransformerEmbedder:
         self.calls = 0
 
     @classmethod
+    def preflight(cls, options: STOptions) -> None:
+        """Before a run directory exists: the model loads here (the packaged MiniLM always does)."""
+        if options.model.lower() in MINILM_NAMES:
+            return
+        from ..backends.hub import check_model_available
+
+        check_model_available(options.model, what="embedder (sentence-transformers)")
+
+    @classmethod
     def from_options(cls, options: STOptions) -> SentenceTransformerEmbedder:
         return cls(**options.model_dump())
 

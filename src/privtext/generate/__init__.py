@@ -53,6 +53,17 @@ def _as_config(cfg: GeneratorConfig | Mapping[str, Any]) -> GeneratorConfig:
     return section_config(GeneratorConfig, cfg, source="generator")
 
 
+def check_generator(cfg: GeneratorConfig | Mapping[str, Any]) -> None:
+    """What can be checked of a generator before a run directory exists: its options, and (backends with a
+    ``preflight``) that its model loads here — offline, a model missing from the cache fails at once."""
+    cfg = _as_config(cfg)
+    cls = GENERATORS.get(cfg.backend)
+    options = parse_options(cls.Options, cfg.options(), where=f"generator (backend {GENERATORS.canonical(cfg.backend)!r})")
+    check = getattr(cls, "preflight", None)
+    if check is not None:
+        check(options)
+
+
 def build_generator(cfg: GeneratorConfig | Mapping[str, Any], ctx: GeneratorContext | None = None) -> Generator:
     """Build the backend named by ``cfg.backend`` with its options (the config section's other keys)."""
     cfg = _as_config(cfg)
@@ -77,6 +88,7 @@ __all__ = [
     "PromptFamily",
     "VariationSpec",
     "build_generator",
+    "check_generator",
     "detect_family",
     "family_names",
     "load_family",

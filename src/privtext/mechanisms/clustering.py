@@ -64,6 +64,8 @@ import numpy as np
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
 from ..privacy.noise import add_gaussian
+from ..privacy.relation import Contribution, NeighbouringRelation
+from ..privacy.release import Release
 from .labels import allocate
 from .nn import Backend, Metric, nearest
 
@@ -215,6 +217,25 @@ def clustering_event(sigma: float, sample: str = "independent") -> Any:
         raise ConfigError(f"σ must be a finite number ≥ 0, got {sigma}")
     plan = clustering_plan(1, sample)
     return gaussian_event(float(sigma) / plan.release_sensitivity, count=plan.per_release)
+
+
+def clustering_release(key: str, *, sigma: float, sample: str, noise: Any, clusters: int, radius: float,
+                       relation: NeighbouringRelation, iteration: int | None = None) -> Release:
+    """The description of one clustering release (counts and centres: ONE release carrying every event it spends):
+    the record-level event :func:`clustering_event`, the per-secret events :func:`clustering_secret_events`, noise
+    std σ on the counts (the centres carry (2R/n_k)·σ), and the per-record Δ = 1 of the run's relation (each
+    sampled holder adds 1 to one count and a clipped shift to one centre; the mixture events carry how many are
+    sampled)."""
+    delta = relation.sensitivity(Contribution(1.0, "l2", True, "one sampled holder: one count, one clipped shift"))
+    return Release(
+        key=key, mechanism="secret_clustering", event=clustering_event(sigma, sample), noise_std=float(sigma),
+        sensitivity=delta, iteration=iteration,
+        description=(f"noisy sizes ñ_k and centres ẽ_k of {clusters} clusters (Eq 7): counts N(0, σ²), centres "
+                     f"(2R/n_k)·N(0, σ² I); Bernoulli(ρ) sample "
+                     f"{'per release' if sample == 'independent' else 'shared by both (Δ = √2)'}"),
+        secret_events=clustering_secret_events(noise, sigma, sample),
+        meta={"clusters": clusters, "clip_radius": radius, "sample": sample, "relation": relation.to_dict()},
+    )
 
 
 def clustering_secret_events(noise: Any, sigma: float, sample: str = "independent") -> dict[str, Any]:

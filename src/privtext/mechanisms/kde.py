@@ -101,7 +101,8 @@ import numpy as np
 
 from ..errors import ConfigError, DataError, InvalidPrivacyParameter
 from ..privacy.noise import add_laplace
-from .vocabulary import Neighbouring, check_epsilon, check_neighbouring, laplace_event
+from ..privacy.relation import Contribution, NeighbouringRelation
+from .vocabulary import Neighbouring, check_epsilon, check_neighbouring, laplace_event, relation_name
 
 NoiseMode = Literal["sum", "paper"]
 Weighting = Literal["mean", "sum"]
@@ -241,26 +242,42 @@ def sketch_sensitivity(
     max_points: int | None = None,
     neighbouring: Neighbouring = "add_remove",
 ) -> float:
-    """Δ₁ of the released (C × I) sketch (module docstring): √2·c_w·I (sum, add/remove), 2√2·c_w·I (sum,
-    replace one), 2√2·I (paper)."""
+    """Δ₁ of the released (C × I) sketch (module docstring) under the relation (:mod:`privtext.privacy.relation`):
+    √2·c_w·I (sum, add/remove), 2√2·c_w·I (sum, replace one: the contribution is signed), k·√2·c_w·I (a group of
+    k records); 2√2·I (paper: the paper's own bound for its class-mean sketch, one-record relations only)."""
     n_features = _check_pos_int("n_features", n_features)
-    check_neighbouring(neighbouring)
+    rel = NeighbouringRelation.of(check_neighbouring(neighbouring))
     if weighting not in ("mean", "sum"):
         raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
     if noise == "paper":
         if weighting != "mean":
             raise ConfigError("noise='paper' (the class-mean sketch of App A.2) needs weighting='mean'")
+        if rel.kind not in ("add_remove", "replace_one"):
+            raise ConfigError(f"noise='paper' has the paper's bound for one-record relations only, not {rel.kind}")
         return 2.0 * SQRT2 * n_features
     if noise != "sum":
         raise ConfigError(f"noise must be 'sum' or 'paper', got {noise!r}")
+    return rel.sensitivity(sketch_contribution(n_features, weighting=weighting, max_points=max_points))
+
+
+def _points_cap(weighting: str, max_points: int | None) -> int:
+    """c_w: a record's total point weight (1 with ``weighting="mean"``, the cap ``max_points`` with ``"sum"``)."""
+    if weighting == "mean":
+        return 1
     if weighting == "sum":
         if max_points is None:
             raise ConfigError("weighting='sum' needs max_points (the per-record cap that bounds the sensitivity)")
-        c_w = _check_pos_int("max_points", max_points)
-    else:
-        c_w = 1
-    per_record = SQRT2 * c_w * n_features
-    return per_record if neighbouring == "add_remove" else 2.0 * per_record
+        return _check_pos_int("max_points", max_points)
+    raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
+
+
+def sketch_contribution(n_features: int, *, weighting: Weighting = "mean", max_points: int | None = None
+                        ) -> Contribution:
+    """One record's contribution to the summed sketch: c_w unit points, each a vector of I features of
+    magnitude ≤ √2 (√2·cos): L1 norm ≤ √2·c_w·I, signed."""
+    c_w = _points_cap(weighting, max_points)
+    return Contribution(SQRT2 * c_w * _check_pos_int("n_features", n_features), "l1", False,
+                        f"{c_w} point(s) of {n_features} random features")
 
 
 def kde_event(epsilon: float) -> Any:
@@ -362,7 +379,7 @@ def _release(
     noisy = add_laplace(sums, scale, rng)
     return KDESketch(features=features, blocks=blocks, block_dim=block_dim, noisy=noisy, epsilon=epsilon,
                      scale=scale, sensitivity=sensitivity, noise=noise, weighting=weighting,
-                     neighbouring=neighbouring)
+                     neighbouring=relation_name(neighbouring))
 
 
 def _weights(counts: np.ndarray, weighting: Weighting, max_points: int | None) -> np.ndarray:
@@ -440,7 +457,7 @@ def dp_kde_sketch(
 
     sketch = _release(chunks(), features=features, blocks=blocks, block_dim=features.dim // blocks,
                       n_classes=n_classes, record_classes=cls, epsilon=eps, rng=rng, noise=noise,
-                      weighting=weighting, sensitivity=delta1, neighbouring=neighbouring)
+                      weighting=weighting, sensitivity=delta1, neighbouring=relation_name(neighbouring))
     return sketch, event
 
 
@@ -568,7 +585,7 @@ def dp_kde_sketch_terms(
 
     sketch = _release(chunks(), features=features, blocks=m, block_dim=projections.block_dim,
                       n_classes=n_classes, record_classes=cls, epsilon=eps, rng=rng, noise=noise,
-                      weighting=weighting, sensitivity=delta1, neighbouring=neighbouring)
+                      weighting=weighting, sensitivity=delta1, neighbouring=relation_name(neighbouring))
     return sketch, event
 
 
@@ -789,18 +806,17 @@ def _draw_step(seq: np.ndarray, i: int, weights: np.ndarray, rng: np.random.Gene
 
 def histogram_sensitivity(*, weighting: Weighting = "mean", max_points: int | None = None,
                           neighbouring: Neighbouring = "add_remove") -> float:
-    """Δ₁ of the released (C × |Ṽ|) term histogram (:func:`dp_term_histogram`): c_w (add/remove), 2·c_w
-    (replace one), c_w = 1 (``weighting="mean"``) or ``max_points`` (``"sum"``)."""
-    check_neighbouring(neighbouring)
-    if weighting == "mean":
-        c_w = 1
-    elif weighting == "sum":
-        if max_points is None:
-            raise ConfigError("weighting='sum' needs max_points (the per-record cap that bounds the sensitivity)")
-        c_w = _check_pos_int("max_points", max_points)
-    else:
-        raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
-    return float(c_w if neighbouring == "add_remove" else 2 * c_w)
+    """Δ₁ of the released (C × |Ṽ|) term histogram (:func:`dp_term_histogram`) under the relation: c_w
+    (add/remove), 2·c_w (replace one), k·c_w (a group of k); c_w = 1 (``weighting="mean"``) or ``max_points``
+    (``"sum"``)."""
+    rel = NeighbouringRelation.of(check_neighbouring(neighbouring))
+    return rel.sensitivity(histogram_contribution(weighting=weighting, max_points=max_points))
+
+
+def histogram_contribution(*, weighting: Weighting = "mean", max_points: int | None = None) -> Contribution:
+    """One record adds non-negative weights of total c_w to its class's row: L1 norm ≤ c_w."""
+    c_w = _points_cap(weighting, max_points)
+    return Contribution(float(c_w), "l1", True, f"term weights summing to ≤ {c_w}")
 
 
 @dataclass(frozen=True)
@@ -869,7 +885,7 @@ def dp_term_histogram(
     scale = 0.0 if math.isinf(eps) else delta1 / eps
     noisy = add_laplace(hist, scale, rng)
     return TermHistogram(noisy=noisy, epsilon=eps, scale=scale, sensitivity=delta1, weighting=weighting,
-                         neighbouring=neighbouring), event
+                         neighbouring=relation_name(neighbouring)), event
 
 
 def sample_histogram_sequences(

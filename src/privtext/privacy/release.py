@@ -3,8 +3,14 @@
 event it spent, and *kept* so that it is never drawn twice (:class:`ReleaseKeeper`). Every noisy value in
 privtext comes into existence through :meth:`ReleaseKeeper.release`.
 
-Events come from one factory per mechanism kind (e.g. :func:`privtext.privacy.events.gaussian_event`), used by
-calibration and by the mechanisms alike.
+Events come from one factory per mechanism kind (:func:`privtext.privacy.events.gaussian_event`,
+:func:`privtext.privacy.events.laplace_event`), used by calibration and by the mechanisms alike; a release is
+described by one of two builders, :func:`gaussian_release` and :func:`laplace_release`, which take the sensitivity
+from the run's neighbouring relation (:mod:`privtext.privacy.relation`) and a mechanism's per-record
+:class:`~privtext.privacy.relation.Contribution` — never from the method.
+
+Two keepers implement one protocol (:class:`Keeper`): :class:`ReleaseKeeper` for a run (ledger, budget, values
+kept for resume) and :class:`DirectReleases` for library use without a run directory.
 """
 
 from __future__ import annotations
@@ -16,13 +22,23 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..atomicio import atomic_path
 from ..errors import PrivacyError, ResumeError
-from .events import DpEvent, SecretEvent, event_from_dict, event_key, event_to_dict
+from .events import (
+    DpEvent,
+    SecretEvent,
+    event_from_dict,
+    event_key,
+    event_to_dict,
+    gaussian_event,
+    laplace_event,
+)
+from .noise import releasing
+from .relation import Contribution, NeighbouringRelation
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,68 @@ class Release:
         )
 
 
+def gaussian_release(key: str, *, mechanism: str, noise_multiplier: float, contribution: Contribution,
+                     relation: NeighbouringRelation, iteration: int | None = None, description: str = "",
+                     meta: Mapping[str, Any] | None = None, secret_events: Mapping[str, SecretEvent] | None = None
+                     ) -> Release:
+    """A Gaussian release with noise multiplier σ: Δ = ``relation.sensitivity(contribution)`` (L2), noise std σ·Δ,
+    event ``GaussianDpEvent(σ)`` (the Gaussian mechanism's privacy depends on std/Δ only)."""
+    if contribution.norm != "l2":
+        raise PrivacyError(f"release {key!r}: a Gaussian release needs an L2 contribution bound, got "
+                           f"{contribution.norm}")
+    delta = relation.sensitivity(contribution)
+    sigma = float(noise_multiplier)
+    return Release(key=key, mechanism=mechanism, event=gaussian_event(sigma), noise_std=sigma * delta,
+                   sensitivity=delta, iteration=iteration,
+                   description=f"{description} (L2 sensitivity Δ={delta:.6g} under {relation.kind})".strip(),
+                   secret_events=secret_events, meta={**dict(meta or {}), "relation": relation.to_dict()})
+
+
+def laplace_release(key: str, *, mechanism: str, epsilon: float, contribution: Contribution,
+                    relation: NeighbouringRelation, iteration: int | None = None, description: str = "",
+                    meta: Mapping[str, Any] | None = None) -> Release:
+    """A Laplace release at pure ε: Δ₁ = ``relation.sensitivity(contribution)`` (L1), scale b = Δ₁/ε (0 at
+    ε = ∞), noise std √2·b, event ``LaplaceDpEvent(1/ε)``."""
+    if contribution.norm != "l1":
+        raise PrivacyError(f"release {key!r}: a Laplace release needs an L1 contribution bound, got "
+                           f"{contribution.norm}")
+    delta = relation.sensitivity(contribution)
+    eps = float(epsilon)
+    scale = 0.0 if math.isinf(eps) else delta / eps
+    return Release(key=key, mechanism=mechanism, event=laplace_event(eps), noise_std=math.sqrt(2.0) * scale,
+                   sensitivity=delta, iteration=iteration,
+                   description=f"{description} (L1 sensitivity Δ₁={delta:.6g} under {relation.kind})".strip(),
+                   meta={**dict(meta or {}), "epsilon": eps, "laplace_scale": scale, "norm": "L1",
+                         "relation": relation.to_dict()})
+
+
+class Keeper(Protocol):
+    """What a method's releases go through: ``release(release, compute)`` records ``release`` before
+    ``compute()`` reads private data and returns the kept arrays."""
+
+    def release(self, release: Release, compute: Callable[[], tuple[dict[str, np.ndarray], Any]]
+                ) -> dict[str, np.ndarray]: ...
+
+
+class DirectReleases:
+    """The keeper for library use without a run directory: each release is described (appended to
+    :attr:`recorded`) before its mechanism reads private data, then computed, and the mechanism's event is checked
+    against the described one (:func:`check_spent`). A run uses :class:`ReleaseKeeper` (ledger, budget, values
+    kept for resume)."""
+
+    def __init__(self) -> None:
+        self.recorded: list[Release] = []
+
+    def release(self, release: Release, compute: Callable[[], tuple[dict[str, np.ndarray], Any]]
+                ) -> dict[str, np.ndarray]:
+        release.validate()
+        self.recorded.append(release)
+        with releasing(release.key):
+            values, spent = compute()
+        check_spent(release, spent)
+        return values
+
+
 class ReleaseKeeper:
     """Runs each noisy release exactly once per run, and records it before its value exists.
 
@@ -123,7 +201,8 @@ class ReleaseKeeper:
         else:
             self.ledger.record(release)
         _fault(f"after_record:{key}")
-        values, spent = compute()
+        with releasing(key):
+            values, spent = compute()
         check_spent(self.ledger.get(key).release, spent)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
@@ -148,4 +227,5 @@ def _fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-__all__ = ["Release", "ReleaseKeeper", "check_spent"]
+__all__ = ["DirectReleases", "Keeper", "Release", "ReleaseKeeper", "check_spent", "gaussian_release",
+           "laplace_release"]
