@@ -226,7 +226,11 @@ def clustering_release(key: str, *, sigma: float, sample: str, noise: Any, clust
     std σ on the counts (the centres carry (2R/n_k)·σ), and the per-record Δ = 1 of the run's relation (each
     sampled holder adds 1 to one count and a clipped shift to one centre; the mixture events carry how many are
     sampled)."""
-    delta = relation.sensitivity(Contribution(1.0, "l2", True, "one sampled holder: one count, one clipped shift"))
+    # per unit of σ a sampled holder moves one count by 1 and one centre by ≤ 1 (its clipped shift scaled by the
+    # centre noise's 2R/n_k): two releases of Δ = 1 (independent samples), or one of Δ = √2 (shared sample)
+    plan = clustering_plan(1, sample)
+    delta = relation.sensitivity(Contribution(plan.release_sensitivity, "l2", True,
+                                              "one sampled holder: one count and one clipped centre shift"))
     return Release(
         key=key, mechanism="secret_clustering", event=clustering_event(sigma, sample), noise_std=float(sigma),
         sensitivity=delta, iteration=iteration,

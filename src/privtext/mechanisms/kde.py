@@ -249,15 +249,7 @@ def sketch_sensitivity(
     rel = NeighbouringRelation.of(check_neighbouring(neighbouring))
     if weighting not in ("mean", "sum"):
         raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
-    if noise == "paper":
-        if weighting != "mean":
-            raise ConfigError("noise='paper' (the class-mean sketch of App A.2) needs weighting='mean'")
-        if rel.kind not in ("add_remove", "replace_one"):
-            raise ConfigError(f"noise='paper' has the paper's bound for one-record relations only, not {rel.kind}")
-        return 2.0 * SQRT2 * n_features
-    if noise != "sum":
-        raise ConfigError(f"noise must be 'sum' or 'paper', got {noise!r}")
-    return rel.sensitivity(sketch_contribution(n_features, weighting=weighting, max_points=max_points))
+    return rel.sensitivity(sketch_contribution(n_features, noise=noise, weighting=weighting, max_points=max_points))
 
 
 def _points_cap(weighting: str, max_points: int | None) -> int:
@@ -271,10 +263,18 @@ def _points_cap(weighting: str, max_points: int | None) -> int:
     raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
 
 
-def sketch_contribution(n_features: int, *, weighting: Weighting = "mean", max_points: int | None = None
-                        ) -> Contribution:
+def sketch_contribution(n_features: int, *, noise: NoiseMode = "sum", weighting: Weighting = "mean",
+                        max_points: int | None = None) -> Contribution:
     """One record's contribution to the summed sketch: c_w unit points, each a vector of I features of
-    magnitude ≤ √2 (√2·cos): L1 norm ≤ √2·c_w·I, signed."""
+    magnitude ≤ √2 (√2·cos): L1 norm ≤ √2·c_w·I, signed. ``noise="paper"``: the paper's own bound 2√2·I for its
+    class-mean sketch (App A.2), which it states for one-record neighbours (add/remove or replace)."""
+    if noise == "paper":
+        if weighting != "mean":
+            raise ConfigError("noise='paper' (the class-mean sketch of App A.2) needs weighting='mean'")
+        return Contribution(2.0 * SQRT2 * _check_pos_int("n_features", n_features), "l1", False,
+                            "the paper's class-mean sketch bound", fixed_for=("add_remove", "replace_one"))
+    if noise != "sum":
+        raise ConfigError(f"noise must be 'sum' or 'paper', got {noise!r}")
     c_w = _points_cap(weighting, max_points)
     return Contribution(SQRT2 * c_w * _check_pos_int("n_features", n_features), "l1", False,
                         f"{c_w} point(s) of {n_features} random features")

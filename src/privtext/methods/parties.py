@@ -73,6 +73,9 @@ def check_parties(config: Config, pt: PartiesOptions, section: str) -> None:
     if pt.normalise and p.calibration == "paper":
         raise ConfigError("privacy.calibration: paper has no sensitivity for normalised user votes; use "
                           f"calibration: pld with {section}.parties.normalise")
+    if p.kind == "noise" and not (p.noise_multiplier or 0) > 0:
+        raise ConfigError(f"{section}.parties: privacy.noise_multiplier must be > 0 (each party adds its share of "
+                          "the noise; a non-private reference run has no parties)")
     if config.data.max_private:
         raise ConfigError(f"data.max_private subsamples one private file; with {section}.parties each party keeps "
                           f"its records (use {section}.parties.max_records at user level)")

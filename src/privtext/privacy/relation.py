@@ -49,6 +49,8 @@ class Contribution:
     norm: Norm
     nonnegative: bool = True
     what: str = ""
+    #: a paper's own bound that already holds for these relations (used as it is; other relations refused)
+    fixed_for: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.bound, (int, float)) and self.bound > 0 and math.isfinite(self.bound)):
@@ -120,6 +122,11 @@ class NeighbouringRelation:
     # ------------------------------------------------------------------ the one rule
     def sensitivity(self, c: Contribution) -> float:
         """Δ of a release whose records each contribute ``c`` (module docstring)."""
+        if c.fixed_for:
+            if self.kind not in c.fixed_for:
+                raise ConfigError(f"{c.what or 'this bound'} holds for {', '.join(c.fixed_for)} only, not for "
+                                  f"{self.kind}")
+            return float(c.bound)
         if self.kind in ("add_remove", "secret_holders"):
             return float(c.bound)
         if self.kind == "replace_one":

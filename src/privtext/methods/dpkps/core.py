@@ -220,19 +220,13 @@ def dpkps_plan(params: DPKPSParams) -> list[Release]:
             description=f"per-class DP term histogram over Ṽ (the discrete-kernel DP-KDE), all classes (parallel "
                         f"composition), weighting={params.weighting}, term_weighting={params.term_weighting}"))
         return out
-    contribution = sketch_contribution(params.n_features, weighting=params.weighting, max_points=params.max_points)
+    contribution = sketch_contribution(params.n_features, noise=params.noise, weighting=params.weighting,
+                                       max_points=params.max_points)
     for m, eps in zip(params.blocks, ensemble_epsilons(params.epsilon_kde, len(params.blocks)), strict=True):
-        rel = laplace_release(
+        out.append(laplace_release(
             f"dpkps/kde/m={m}", mechanism="laplace", epsilon=eps, contribution=contribution, relation=relation,
             description=f"DP-KDE sketch over {m}-term windows, all classes (parallel composition), "
-                        f"{params.n_features} random Fourier features, noise={params.noise}")
-        if params.noise == "paper":  # the paper's own bound for its class-mean sketch (one-record relations)
-            delta = sketch_sensitivity(params.n_features, noise="paper", neighbouring=relation)
-            scale = 0.0 if math.isinf(eps) else delta / eps
-            rel = Release(key=rel.key, mechanism=rel.mechanism, event=rel.event, noise_std=math.sqrt(2.0) * scale,
-                          sensitivity=delta, description=rel.description,
-                          meta={**rel.meta, "laplace_scale": scale})
-        out.append(rel)
+                        f"{params.n_features} random Fourier features, noise={params.noise}"))
     return out
 
 
