@@ -35,22 +35,92 @@ class _Bar:
         if self.prog is not None:
             self.prog.advance(self.task, n)
 
+    def update(self, **kw: Any) -> None:
+        if self.prog is not None:
+            self.prog.update(self.task, **kw)
+
+
+#: the live display of a run (one rich Progress: a second live display would be refused), and the bars on it
+_DISPLAY: list[Any] = []
+_BARS: list[_Bar] = []
+
+
+def _shown() -> bool:
+    return not quiet() and sys.__stderr__ is not None and sys.__stderr__.isatty()
+
+
+def _columns() -> list[Any]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn()]
+
+
+@contextlib.contextmanager
+def display() -> Iterator[None]:
+    """One live display for a whole run: every :func:`progress` bar opened inside it is a line of it (the run's
+    iterations, and under them the stage at work: generation, embedding, voting), each with its ETA. Nothing is
+    shown when quiet or when stderr is not a terminal."""
+    if not _shown() or _DISPLAY:
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog:
+        _DISPLAY.append(prog)
+        try:
+            yield
+        finally:
+            _DISPLAY.pop()
+
 
 @contextlib.contextmanager
 def progress(description: str, total: float | None) -> Iterator[_Bar]:
-    """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``."""
-    if quiet() or not sys.stderr.isatty():
-        yield _Bar(None, None)
+    """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``; a line of
+    the run's :func:`display` when one is live, else a display of its own. Code deeper down (an embedder's
+    batches) advances the innermost bar with :func:`advance` without knowing about it."""
+    if not _DISPLAY and not _shown():  # (inside a live display rich proxies stderr, which is then no tty)
+        bar = _Bar(None, None)
+        _BARS.append(bar)
+        try:
+            yield bar
+        finally:
+            _BARS.pop()
+        return
+    if _DISPLAY:
+        prog = _DISPLAY[-1]
+        task = prog.add_task(description, total=total)
+        bar = _Bar(prog, task)
+        _BARS.append(bar)
+        try:
+            yield bar
+        finally:
+            _BARS.pop()
+            prog.remove_task(task)
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    ) as prog:
-        task = prog.add_task(description, total=total)
-        yield _Bar(prog, task)
+    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog:
+        bar = _Bar(prog, prog.add_task(description, total=total))
+        _BARS.append(bar)
+        try:
+            yield bar
+        finally:
+            _BARS.pop()
+
+
+def advance(n: float = 1) -> None:
+    """Advance the innermost open bar by ``n`` (nothing when none is open or nothing is shown)."""
+    if _BARS:
+        _BARS[-1].advance(n)
 
 
 class _Steps:
@@ -86,11 +156,14 @@ def steps(total: int, *, title: str, quiet: bool | None = None) -> Iterator[_Ste
 
 
 def say(message: str) -> None:
-    """A one-line message on stderr (unless quiet)."""
+    """A one-line message on stderr (unless quiet); above the live display when one is shown."""
     if not quiet():
+        if _DISPLAY:
+            _DISPLAY[-1].console.print(message, highlight=False)
+            return
         from rich.console import Console
 
         Console(stderr=True).print(message, highlight=False)
 
 
-__all__ = ["progress", "quiet", "say", "silence_libraries", "steps"]
+__all__ = ["advance", "display", "progress", "quiet", "say", "silence_libraries", "steps"]

@@ -46,7 +46,7 @@ from ..guard import PrivateGuard
 from ..mechanisms.labels import allocate, dp_label_histogram, laplace_label_histogram
 from ..privacy.relation import ONE_COUNT_L1, ONE_VOTE_L2, Contribution, NeighbouringRelation
 from ..privacy.release import Release, ReleaseKeeper, gaussian_release, laplace_release
-from ..progress import say
+from ..progress import display, progress, say
 from ..rng import derive, noise_rng
 from ..rundir import RunDir, StageMetrics
 
@@ -236,9 +236,10 @@ class RunContext:
     def embed_private(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of private texts (float32, one row per text)."""
         m = self.method
-        with m.metrics.stage("embedding_private"):
+        with m.metrics.stage("embedding_private"), progress("embedding the private texts", len(texts)) as bar:
             emb = (np.asarray(self.embedder.embed(list(texts)), dtype=np.float32) if len(texts)
                    else np.zeros((0, self.embedder.dim), dtype=np.float32))
+            bar.update(completed=len(texts))
         if len(emb) != len(texts):
             raise ConfigError("embedder returned the wrong number of private embeddings")
         return emb
@@ -480,7 +481,8 @@ class MethodRun:
             ctx = RunContext(method=self, inputs=inputs, space=space, private_groups=groups, relation=self.relation,
                              ledger=ledger, keeper=keeper, guard=guard, prompt_log=prompt_log, generators=gens,
                              embedder=emb)
-            out = self.generate(ctx)
+            with display():
+                out = self.generate(ctx)
         finally:
             prompt_log.close()
             self._save_metrics(t_start, gens)

@@ -35,6 +35,7 @@ from ...config import Config
 from ...data import Corpus
 from ...errors import ConfigError
 from ...privacy.relation import NeighbouringRelation
+from ...progress import progress
 from ..base import Inputs, LabelNoise, MethodRun, RunContext, Synthetic
 from .core import DPKPSParams, dpkps_plan, dpkps_sequences
 
@@ -192,11 +193,12 @@ class DPKPS(MethodRun):
         texts: list[str] = []
         rng_gen = self.rng("dpkps", "generate")
         shots = self.few_shot_examples(public, len(seqs))
-        with self.metrics.stage("generation"):
+        with self.metrics.stage("generation"), progress("generation (one prompt per sequence)", len(seqs)) as bar:
             for s in range(0, len(seqs), self.options.batch_size):
                 b = slice(s, s + self.options.batch_size)
                 texts.extend(gen.seeded(seqs[b], doc_type, rng=rng_gen,
                                         examples=shots[b] if shots is not None else None))
+                bar.advance(len(seqs[b]))
         v = kp.vocabulary
         self.released["dp_vocabulary"] = {t: released_number(c) for t, c in zip(v.terms, v.noisy_counts,
                                                                                  strict=True)}

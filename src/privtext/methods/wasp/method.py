@@ -52,6 +52,7 @@ from ...errors import ConfigError, InvalidPrivacyParameter
 from ...mechanisms.labels import allocate
 from ...mechanisms.topq import dp_topq_histograms, paper_contribution, topq_contribution, topq_event
 from ...privacy.release import gaussian_release
+from ...progress import progress
 from ..base import RunContext, Synthetic, public_label_weights
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
@@ -213,58 +214,63 @@ class WASP(DPVoteMethod):
         weights = np.full(K, 1.0 / K)
         examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         hn = np.zeros(0)
-        for t in range(T):
-            store = self.run.iteration(t, space)
-            if store.is_complete():  # resumed: the round's candidates, votes and weights were kept
-                D, hn, _, state = store.load_complete()
-                info = RoundInfo(**state["round"])
+        with progress("rounds", T) as rounds:
+            for t in range(T):
+                store = self.run.iteration(t, space)
+                if store.is_complete():  # resumed: the round's candidates, votes and weights were kept
+                    D, hn, _, state = store.load_complete()
+                    info = RoundInfo(**state["round"])
+                    self.rounds_info.append(info)
+                    weights = np.asarray(info.weights_next or info.weights_used)
+                    if "examples" in state:
+                        examples = {int(c): (np.asarray(g, dtype=np.int64), np.asarray(b, dtype=np.int64))
+                                    for c, (g, b) in state["examples"].items()}
+                    rounds.advance(1)
+                    continue
+                n_k = generator_counts(weights, int(sizes[t]))
+                info = RoundInfo(round=t, n_per_generator=[int(x) for x in n_k],
+                                 weights_used=[float(x) for x in weights])
+                new = self._generate_round(t, gens, space, label_w, n_k, D, examples)
+                with self.metrics.stage("embedding", iteration=t) as st, \
+                        progress(f"round {t}: embedding", len(new)) as bar:
+                    new.emb = (np.asarray(embedder.embed(new.texts), dtype=np.float32) if len(new)
+                               else np.zeros((0, embedder.dim), dtype=np.float32))
+                    bar.update(completed=len(new))
+                    st.count("texts", len(new))
+                D = Population.concat([D, new]) if len(D) else new
+                info.candidates = len(D)
+                hn = np.zeros(len(D))
+                state: dict[str, Any] = {}
+                good_idx = np.zeros(0, dtype=np.int64)
+                if n_rel and (t < T - 1 or o.output == "nearest"):
+                    assert private_emb is not None
+                    hn, hf, fed = self._vote(t, ctx, private_emb, D)
+                    if fed is not None:
+                        info.survivors = [int(x) for x in fed["survivors"]]
+                        info.sum_noise_std = float(fed["sum_noise_std"][0])
+                        sec = float(fed["seconds"][0])
+                        info.aggregation_seconds = sec if np.isfinite(sec) else None
+                    gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
+                    means_n = np.bincount(gi, weights=hn, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
+                    means_f = np.bincount(gi, weights=hf, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
+                    if o.weighting == "votes":
+                        weights = generator_weights(hn, gi, K)
+                    info.weights_next = [float(x) for x in weights]
+                    info.nearest_mean_per_generator = [float(x) for x in means_n]
+                    info.furthest_mean_per_generator = [float(x) for x in means_f]
+                    info.nearest_total, info.furthest_total = float(hn.sum()), float(hf.sum())
+                    examples = select_examples(hn, hf, D.group, len(space), o.in_context,
+                                               rng=self.rng("wasp-examples", t), contrastive=o.contrastive)
+                    state["examples"] = {str(c): [g.tolist(), b.tolist()] for c, (g, b) in examples.items()}
+                    good_idx = np.concatenate([g for g, _ in examples.values()]) if examples else good_idx
+                    self.log(f"round {t}: generator weights → " + ", ".join(
+                        f"{self._gen_names[k]}={weights[k]:.3f}" for k in range(K)))
+                state["round"] = info.to_dict()
+                store.save_population(D, None)
+                store.finish(D, hn, good_idx, state)
                 self.rounds_info.append(info)
-                weights = np.asarray(info.weights_next or info.weights_used)
-                if "examples" in state:
-                    examples = {int(c): (np.asarray(g, dtype=np.int64), np.asarray(b, dtype=np.int64))
-                                for c, (g, b) in state["examples"].items()}
-                continue
-            n_k = generator_counts(weights, int(sizes[t]))
-            info = RoundInfo(round=t, n_per_generator=[int(x) for x in n_k],
-                             weights_used=[float(x) for x in weights])
-            new = self._generate_round(t, gens, space, label_w, n_k, D, examples)
-            with self.metrics.stage("embedding", iteration=t) as st:
-                new.emb = (np.asarray(embedder.embed(new.texts), dtype=np.float32) if len(new)
-                           else np.zeros((0, embedder.dim), dtype=np.float32))
-                st.count("texts", len(new))
-            D = Population.concat([D, new]) if len(D) else new
-            info.candidates = len(D)
-            hn = np.zeros(len(D))
-            state: dict[str, Any] = {}
-            good_idx = np.zeros(0, dtype=np.int64)
-            if n_rel and (t < T - 1 or o.output == "nearest"):
-                assert private_emb is not None
-                hn, hf, fed = self._vote(t, ctx, private_emb, D)
-                if fed is not None:
-                    info.survivors = [int(x) for x in fed["survivors"]]
-                    info.sum_noise_std = float(fed["sum_noise_std"][0])
-                    sec = float(fed["seconds"][0])
-                    info.aggregation_seconds = sec if np.isfinite(sec) else None
-                gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
-                means_n = np.bincount(gi, weights=hn, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
-                means_f = np.bincount(gi, weights=hf, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
-                if o.weighting == "votes":
-                    weights = generator_weights(hn, gi, K)
-                info.weights_next = [float(x) for x in weights]
-                info.nearest_mean_per_generator = [float(x) for x in means_n]
-                info.furthest_mean_per_generator = [float(x) for x in means_f]
-                info.nearest_total, info.furthest_total = float(hn.sum()), float(hf.sum())
-                examples = select_examples(hn, hf, D.group, len(space), o.in_context,
-                                           rng=self.rng("wasp-examples", t), contrastive=o.contrastive)
-                state["examples"] = {str(c): [g.tolist(), b.tolist()] for c, (g, b) in examples.items()}
-                good_idx = np.concatenate([g for g, _ in examples.values()]) if examples else good_idx
-                self.log(f"round {t}: generator weights → " + ", ".join(
-                    f"{self._gen_names[k]}={weights[k]:.3f}" for k in range(K)))
-            state["round"] = info.to_dict()
-            store.save_population(D, None)
-            store.finish(D, hn, good_idx, state)
-            self.rounds_info.append(info)
-            self.metrics.bump("rounds")
+                self.metrics.bump("rounds")
+                rounds.advance(1)
         if o.output == "nearest" and n_rel:
             keep = select_output(hn, D.group, label_w, N, rng=self.rng("wasp-output"))
             D = D.take(keep)
@@ -276,7 +282,8 @@ class WASP(DPVoteMethod):
         parts: list[Population] = []
         zero_shot = t == 0 or self.options.feedback == "none"
         f0 = self.options.zero_shot_fraction
-        with self.metrics.stage("generation", iteration=t) as st:
+        total = int(sum(allocate(label_w, int(n), min_each=0).sum() for n in n_k))
+        with self.metrics.stage("generation", iteration=t) as st, progress(f"round {t}: generation", total) as bar:
             for k, gen in enumerate(gens):
                 per_label = allocate(label_w, int(n_k[k]), min_each=0)
                 for g, n in enumerate(per_label):
@@ -299,6 +306,7 @@ class WASP(DPVoteMethod):
                             batches.append((gen.contrastive(good, bad, info, int(n) - n0, rng=rng),
                                             "contrastive" if bad else "fewshot"))
                     for texts, origin in batches:
+                        bar.advance(len(texts))
                         start = sum(len(p) for p in parts)
                         parts.append(Population(
                             ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
