@@ -57,9 +57,12 @@ class AugPEOptions(BackendOptions):
 
 
 def label_sigma_ratio(fraction: float, compositions: int) -> float:
-    """σ_label/σ so that the label release takes ``fraction`` of the GDP budget μ²:
-    1/σ_l² = f·μ² and T/σ² = (1−f)·μ²  ⇒  σ_l = σ·√((1−f)/(f·T))."""
-    return float(np.sqrt((1 - fraction) / (fraction * compositions)))
+    """σ_label/σ so that the label release takes ``fraction`` of the GDP budget μ²
+    (:class:`~privtext.privacy.budget.BudgetSplit`): 1/σ_l² = f·μ² and T/σ² = (1−f)·μ²  ⇒  σ_l = σ·√((1−f)/(f·T))."""
+    from ...privacy.budget import BudgetSplit
+
+    split = BudgetSplit.gdp(1.0, {"labels": fraction, "votes": 1 - fraction})
+    return split.noise_ratio("labels", "votes", compositions=compositions)
 
 
 class AugPE(DPVoteMethod):

@@ -84,8 +84,11 @@ class DPKPSOptions(BackendOptions):
                           "drawn at random from data.public")
 
 
-def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, float | None]:
-    """(ε_vocab, ε_kde, ε_labels or None) from the configuration (module docstring)."""
+def budget_split(config: Config, options: DPKPSOptions) -> Any:
+    """The run's pure-ε :class:`~privtext.privacy.budget.BudgetSplit` (module docstring): ``labels`` (with a DP
+    label histogram), ``vocab`` and ``kde``."""
+    from ...privacy.budget import BudgetSplit
+
     p = config.privacy
     if p.kind not in ("pure", "dp"):
         raise ConfigError(f"method dpkps is pure ε-DP: give privacy: {{epsilon: ...}} (got a {p.kind!r} budget)")
@@ -98,11 +101,18 @@ def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, 
         raise ConfigError("dpkps.epsilon_vocab and dpkps.epsilon_kde go together (or give neither and set "
                           "dpkps.vocab_share)")
     if ev is None or ek is None:
-        return options.vocab_share * rest, (1 - options.vocab_share) * rest, eps_labels
-    if ev + ek > rest * (1 + 1e-9):
+        ev, ek = options.vocab_share * rest, (1 - options.vocab_share) * rest
+    elif ev + ek > rest * (1 + 1e-9):
         raise ConfigError(f"dpkps.epsilon_vocab + dpkps.epsilon_kde = {ev + ek:g} exceeds privacy.epsilon = {total:g}"
                           + (f" less ε_labels = {eps_labels:g}" if eps_labels else ""))
-    return float(ev), float(ek), eps_labels
+    return BudgetSplit.pure(total, {**({"labels": eps_labels} if eps_labels else {}), "vocab": float(ev),
+                                    "kde": float(ek)})
+
+
+def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, float | None]:
+    """(ε_vocab, ε_kde, ε_labels or None) from the configuration (:func:`budget_split`)."""
+    split = budget_split(config, options)
+    return split.epsilon("vocab"), split.epsilon("kde"), split.epsilon("labels") if split.has("labels") else None
 
 
 class DPKPS(MethodRun):
