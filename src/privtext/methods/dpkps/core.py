@@ -67,8 +67,6 @@ from ...mechanisms.kde import (
     ensemble_epsilons,
     histogram_contribution,
     kde_ensemble_event,
-    sample_histogram_sequences,
-    sample_sequences,
     sketch_contribution,
     sketch_sensitivity,
 )
@@ -83,6 +81,7 @@ from ...mechanisms.vocabulary import (
 )
 from ...privacy.relation import NeighbouringRelation
 from ...privacy.release import DirectReleases, Release, laplace_release
+from .sampling import sample_histogram_sequences, sample_sequences
 
 
 def _pos_int(name: str, v: Any, *, allow_none: bool = False) -> None:
