@@ -42,6 +42,7 @@ from privtext.methods.base import MethodRun
 from privtext.privacy import noise as noise_mod
 from privtext.runner import run_config
 from privtext.testing.tinyrun import toy_corpora
+from tests.test_privacy_statement import _numbers
 
 SECRET = "467 3395"
 K_GROUP = 5  # records holding SECRET in the secret-group cases
@@ -430,18 +431,7 @@ def _masked_skeleton(st: dict[str, Any]) -> Any:
     """privacy.json with its released values and assumed-public values masked (numbers and their words)."""
     assumed = {float(a["value"]) for a in st.get("assumed_public", []) if isinstance(a["value"], (int, float))}
 
-    def nums(x: Any) -> list[float]:
-        if isinstance(x, bool) or x is None:
-            return []
-        if isinstance(x, (int, float)):
-            return [float(x)]
-        if isinstance(x, dict):
-            return [n for v in x.values() for n in nums(v)]
-        if isinstance(x, list):
-            return [n for v in x for n in nums(v)]
-        return []
-
-    released = set(nums(st.get("released")))
+    released = set(_numbers(st.get("released")))
 
     def walk(x: Any, path: tuple[str, ...]) -> Any:
         if isinstance(x, bool) or x is None:

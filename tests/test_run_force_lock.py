@@ -20,6 +20,7 @@ from privtext.errors import RunError
 from privtext.rundir import RunDir
 from privtext.runner import resume_run, run_config
 from privtext.testing.tinyrun import toy_corpora
+from tests.test_run_failures import _raw as _failure_raw
 
 
 def _files(folder: Path) -> dict[str, Path]:
@@ -31,15 +32,7 @@ def _files(folder: Path) -> dict[str, Path]:
 
 
 def _raw(files: dict[str, Path], output: Path | str) -> dict:
-    return {
-        "method": "augpe", "seed": 0,
-        "data": {"private": str(files["private"]), "public": str(files["public"]),
-                 "label_columns": ["category", "mood"]},
-        "generator": {"backend": "scripted"}, "embedder": {"backend": "hashing", "dim": 32, "cache": False},
-        "privacy": {"epsilon": 4.0, "delta": 1e-5},
-        "evolution": {"num_samples": 8, "iterations": 2, "variations": 2},
-        "output": str(output),
-    }
+    return {**_failure_raw(Path("."), files), "output": str(output)}
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

@@ -82,39 +82,38 @@ def display() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _opened(bar: _Bar) -> Iterator[_Bar]:
+    _BARS.append(bar)
+    try:
+        yield bar
+    finally:
+        _BARS.pop()
+
+
+@contextlib.contextmanager
 def progress(description: str, total: float | None) -> Iterator[_Bar]:
     """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``; a line of
     the run's :func:`display` when one is live, else a display of its own. Code deeper down (an embedder's
     batches) advances the innermost bar with :func:`advance` without knowing about it."""
     if not _DISPLAY and not _shown():  # (inside a live display rich proxies stderr, which is then no tty)
-        bar = _Bar(None, None)
-        _BARS.append(bar)
-        try:
+        with _opened(_Bar(None, None)) as bar:
             yield bar
-        finally:
-            _BARS.pop()
         return
     if _DISPLAY:
         prog = _DISPLAY[-1]
         task = prog.add_task(description, total=total)
-        bar = _Bar(prog, task)
-        _BARS.append(bar)
         try:
-            yield bar
+            with _opened(_Bar(prog, task)) as bar:
+                yield bar
         finally:
-            _BARS.pop()
             prog.remove_task(task)
         return
     from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog:
-        bar = _Bar(prog, prog.add_task(description, total=total))
-        _BARS.append(bar)
-        try:
-            yield bar
-        finally:
-            _BARS.pop()
+    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog, \
+            _opened(_Bar(prog, prog.add_task(description, total=total))) as bar:
+        yield bar
 
 
 def advance(n: float = 1) -> None:
