@@ -8,9 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("randomgen")
-
-from privtext import rng as prng  # noqa: E402
+from privtext import rng as prng
 
 
 def _key_of(gen: np.random.Generator) -> int:
