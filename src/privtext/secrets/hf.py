@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from .canonical import canonicalize
 from .matrix import SecretMatrix, as_texts, from_mentions
+from .values import HoldersFromValues
 
 DEFAULT_LABEL_MAP: dict[str, str] = {
     "PER": "PERSON", "PERSON": "PERSON", "NAME": "PERSON", "FIRSTNAME": "PERSON", "LASTNAME": "PERSON",
@@ -51,7 +52,7 @@ def base_label(label: str) -> str:
     return _PREFIX.sub("", str(label)).upper()
 
 
-class HFDetector:
+class HFDetector(HoldersFromValues):
     """Secrets are the entities a token-classification model finds (see the module docstring)."""
 
     name = "hf"
@@ -169,7 +170,8 @@ class HFDetector:
             )
         return found
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """What this detector itself finds (:meth:`detect` adds every other record holding a found value)."""
         texts = as_texts(texts)
         return from_mentions(self.find_all(texts), len(texts))
 

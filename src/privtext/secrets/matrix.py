@@ -24,12 +24,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from .values import SecretValueIndex
 
 
 class Span(NamedTuple):
@@ -323,6 +326,39 @@ class SecretMatrix:
 
     def __or__(self, other: SecretMatrix) -> SecretMatrix:
         return self.union(other)
+
+    def with_all_holders(self, texts: Sequence[str]) -> SecretMatrix:
+        """Every record of ``texts`` (this matrix's records) that contains a secret's value made a holder of it
+        (:func:`privtext.secrets.values.propagate_holders`: canonical matching, digits-only numbers, case-folded
+        words)."""
+        from .values import SecretValueIndex
+
+        texts = as_texts(texts)
+        if len(texts) != self.n_records:
+            raise DataError(f"secret matrix has {self.n_records} records but {len(texts)} texts were given")
+        if self.n_secrets == 0:
+            return self
+        index = SecretValueIndex(self.secrets, self.types)
+        found = [index.find(t) for t in texts]
+        held = [sorted({h.secret for h in hits}) for hits in found]
+        rows = [i for i, cols in enumerate(held) for _ in cols]
+        extra = sp.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, [c for cols in held for c in cols])),
+                              shape=self.shape)
+        spans = None
+        if self.spans is not None:
+            spans = tuple(
+                tuple(sorted({*old, *(Span(h.start, h.end, self.types[h.secret], h.secret) for h in hits)},
+                             key=lambda s: (s.start, s.end, s.secret)))
+                for old, hits in zip(self.spans, found, strict=True)
+            )
+        return SecretMatrix(self.matrix + extra, self.secrets, self.types, spans)
+
+    def value_index(self) -> SecretValueIndex:
+        """A :class:`~privtext.secrets.values.SecretValueIndex` of this matrix's values (hashed, no text): finds
+        them in any text, e.g. the prompts and synthetic texts the run's guard scans."""
+        from .values import SecretValueIndex
+
+        return SecretValueIndex(self.secrets, self.types)
 
     def by_type(self) -> SecretMatrix:
         """One secret per entity type (the paper's PII set-up, §4.3: "treat each category as a secret").

@@ -36,6 +36,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .matrix import MatrixBuilder, SecretMatrix, as_texts
+from .values import HoldersFromValues
 
 WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 TYPE = "RANDOM_WORD"
@@ -47,7 +48,7 @@ def _english_stop_words() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS)
 
 
-class RandomWordsDetector:
+class RandomWordsDetector(HoldersFromValues):
     """Words near a frequency quantile of the vocabulary are the secrets (see the module docstring)."""
 
     name = "random_words"
@@ -167,7 +168,8 @@ class RandomWordsDetector:
 
     # --------------------------------------------------------------------------------------------- detection
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """What this detector itself finds (:meth:`detect` adds every other record holding a found value)."""
         texts = as_texts(texts)
         if self._reference is None:
             self.fit(texts)
