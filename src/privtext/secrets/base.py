@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import ConfigError
 from ..registry import Registry
 from .matrix import SecretMatrix, as_texts
-from .values import HoldersFromValues, PropagatedDetector
+from .values import HoldersFromValues, PropagatedDetector, accepted_values
 
 
 @runtime_checkable
@@ -156,6 +156,10 @@ class UnionDetector(HoldersFromValues):
             raise ConfigError("union of secret detectors needs at least one detector, got an empty list")
         self.detectors: list[SecretDetector] = [build_detector(s) for s in detectors]
         self.name = "union(" + ",".join(d.name for d in self.detectors) + ")"
+
+    def structure(self) -> list[str]:
+        """The acceptance rules of every detector of the union, in words."""
+        return [s for d in self.detectors for s in accepted_values(d)]
 
     def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
         """The union of what each detector itself finds."""

@@ -134,6 +134,13 @@ class ExplicitDetector(HoldersFromValues):
     def secrets(self) -> list[str]:
         return list(self._canon.values())
 
+    def structure(self) -> list[str]:
+        """What this configuration accepts, in words (never the strings themselves)."""
+        n = len(self._canon)
+        return [f"{self.type}: {n} listed string{'s' if n != 1 else ''}, matched "
+                f"{'case-sensitively' if self.case_sensitive else 'case-insensitively'}"
+                f"{' as whole words' if self.whole_word else ''}."]
+
     def _key(self, s: str) -> str:
         # str.lower (not casefold) keeps lengths aligned with the regex engine's per-character case folding
         return s if self.case_sensitive else s.lower()

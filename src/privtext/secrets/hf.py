@@ -143,6 +143,12 @@ class HFDetector(HoldersFromValues):
             "token-classification", model=mdl, tokenizer=tok, aggregation_strategy=aggregation, device=device
         )
 
+    def structure(self) -> list[str]:
+        """What this configuration accepts, in words."""
+        ents = ", ".join(self.entities if self.entities is not None else self.types)
+        return [f"the entities ({ents}) that the token-classification model {self.model_name} labels with score ≥ "
+                f"{self.score_threshold:g} ({self.aggregation} aggregation)."]
+
     def _type_of(self, label: str) -> str:
         b = base_label(label)
         return self._label_map.get(b, b)

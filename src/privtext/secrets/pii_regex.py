@@ -326,6 +326,38 @@ class RegexDetector(HoldersFromValues):
                 out.append((s, e, "PHONE", v))
         return out
 
+    # ------------------------------------------------------------------------------------------ statement
+
+    def structure(self) -> list[str]:
+        """Which values this configuration accepts, in words, for the privacy statement (module docstring)."""
+        w = self.context_window
+        card = ("12–19 digits (solid or grouped 4-4-4-4 / 4-6-5) passing the Luhn check, with a known issuer prefix "
+                f"for its length or a card cue (card, credit, debit, visa, …) within {w} characters"
+                if self.card_issuer_check else
+                f"13–19 digits (solid or grouped) passing the Luhn check, or Luhn-valid with a card cue within {w} "
+                "characters")
+        phone = {
+            "context": ("7–15 digits in groups; strongly formatted numbers (an international + prefix, NANP "
+                        "(NXX) NXX-XXXX) anywhere, other digit groups only within "
+                        f"{w} characters of a phone cue (phone, tel, mobile, call, contact, number, …)"),
+            "strict": "7–15 digits, strongly formatted only (an international + prefix or a NANP number)",
+            "loose": "any grouped 7–15-digit number that is not a date or an IP address",
+        }[self.phone_mode]
+        rules = {
+            "EMAIL": "local@domain.tld with a top-level domain of at least 2 letters",
+            "URL": "http(s)://, ftp:// or www. followed by a host with a dot",
+            "IBAN": "country code, the country's length and ISO 7064 mod 97 check digits",
+            "IP_ADDRESS": "dotted-quad IPv4 (octets 0–255) and IPv6 addresses",
+            "CREDIT_CARD": card,
+            "US_SSN": ("AAA-GG-SSSS obeying the SSA rules (area not 000, 666 or 900–999, group not 00, serial not "
+                       "0000, not a published sample number); nine solid digits only next to an SSN cue"),
+            "DATE_OF_BIRTH": (f"a real calendar date preceded within {w} characters by a birth cue (DOB, date of "
+                              "birth, born, …)" + ("; every other date is a DATE secret" if self.dates == "all"
+                                                   else "")),
+            "PHONE": phone,
+        }
+        return [f"{e}: {rules[e]}." for e in self.entities]
+
     # ------------------------------------------------------------------------------------------ API
 
     def find(self, text: str) -> list[tuple[int, int, str, str]]:

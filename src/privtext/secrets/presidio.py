@@ -170,6 +170,12 @@ class PresidioDetector(HoldersFromValues):
         self.language = language
         self.nlp = nlp
 
+    def structure(self) -> list[str]:
+        """What this configuration accepts, in words."""
+        thr = "Presidio's own thresholds" if self.score_threshold is None else f"score ≥ {self.score_threshold:g}"
+        return [f"Presidio recognizers (nlp: {self.nlp}, language {self.language}) for {', '.join(self.entities)}: "
+                f"each recognizer's patterns, check digits and context words, {thr}."]
+
     def find(self, text: str) -> list[tuple[int, int, str, str]]:
         """``(start, end, type, canonical value)`` per Presidio result, by position."""
         results = self._analyzer.analyze(

@@ -235,6 +235,16 @@ def propagate_holders(matrix: SecretMatrix, texts: Sequence[str]) -> SecretMatri
     return matrix.with_all_holders(texts)
 
 
+def accepted_values(detector: object) -> list[str]:
+    """A detector's acceptance rules in words (its ``structure()``), or a sentence saying it states none."""
+    fn = getattr(detector, "structure", None)
+    if callable(fn):
+        return [str(x) for x in fn()]
+    name = getattr(detector, "name", type(detector).__name__)
+    return [f"{name}: a user-supplied detector; its acceptance rules are whatever its code finds (not stated by "
+            "privtext)."]
+
+
 class HoldersFromValues:
     """Mixed into every built-in detector: :meth:`detect_raw` is what the detector itself finds, :meth:`detect`
     the secret matrix a method uses — the raw one with every record that contains a found value made a holder
@@ -263,6 +273,9 @@ class PropagatedDetector(HoldersFromValues):
         raw = getattr(self.inner, "detect_raw", None)
         return raw(texts) if callable(raw) else self.inner.detect(texts)  # type: ignore[attr-defined,no-any-return]
 
+    def structure(self) -> list[str]:
+        return accepted_values(self.inner)
+
     def __getattr__(self, attr: str) -> object:
         if attr == "inner":
             raise AttributeError(attr)
@@ -270,4 +283,4 @@ class PropagatedDetector(HoldersFromValues):
 
 
 __all__ = ["DATE_TYPES", "FREE_DIGITS", "HoldersFromValues", "PropagatedDetector", "SecretValueIndex", "ValueHit",
-           "propagate_holders", "value_family"]
+           "accepted_values", "propagate_holders", "value_family"]
