@@ -79,6 +79,10 @@ def test_propagation_only_adds_and_is_idempotent() -> None:
     ("ann@example.com", "EMAIL", "joann@example.com", False),
     ("project falcon", "EXPLICIT", "the PROJECT   Falcon launch", True),
     ("falcon", "EXPLICIT", "falcons fly", False),
+    ("tina", "RANDOM_WORD", "we weren't in a hurry", False),     # tokens do not join across whitespace
+    ("shit", "RANDOM_WORD", "Always s hit", False),
+    ("trader", "RANDOM_WORD", "In general, Trader's prices", True),
+    ("ab12cd34", "ID", "code AB12 CD34 ok", True),               # a code of letters and digits, grouped
     ("DE89370400440532013000", "IBAN", "IBAN DE89 3704 0044 0532 0130 00 ok", True),
     ("example.com/path", "URL", "see https://www.Example.com/path?x=1", True),
     ("1990-05-17", "DATE_OF_BIRTH", "born May 17, 1990 in Leeds", True),

@@ -25,6 +25,7 @@ from .base import (
 )
 from .matrix import MatrixBuilder, SecretMatrix, Span
 from .split import detect_and_split, split_public_private
+from .structure import guarantee_structure
 from .values import SecretValueIndex, propagate_holders
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "describe_detector",
     "detect_and_split",
     "detector_options",
+    "guarantee_structure",
     "propagate_holders",
     "split_public_private",
 ]

@@ -346,11 +346,7 @@ class SecretMatrix:
                               shape=self.shape)
         spans = None
         if self.spans is not None:
-            spans = tuple(
-                tuple(sorted({*old, *(Span(h.start, h.end, self.types[h.secret], h.secret) for h in hits)},
-                             key=lambda s: (s.start, s.end, s.secret)))
-                for old, hits in zip(self.spans, found, strict=True)
-            )
+            spans = tuple(_add_spans(old, hits, self.types) for old, hits in zip(self.spans, found, strict=True))
         return SecretMatrix(self.matrix + extra, self.secrets, self.types, spans)
 
     def value_index(self) -> SecretValueIndex:
@@ -421,6 +417,16 @@ class SecretMatrix:
             tuple(meta["types"]),
             None if spans is None else tuple(tuple(Span(*s) for s in rec) for rec in spans),
         )
+
+
+def _add_spans(old: Sequence[Span], hits: Iterable[Any], types: Sequence[str]) -> tuple[Span, ...]:
+    """``old`` plus a span per hit that overlaps no span of the same secret already there (the detector's own
+    span, e.g. the whole URL, wins over the canonical part the value index finds inside it)."""
+    out = list(old)
+    for h in sorted(hits, key=lambda h: (h.start, -(h.end - h.start), h.secret)):
+        if not any(s.secret == h.secret and s.start < h.end and h.start < s.end for s in out):
+            out.append(Span(h.start, h.end, types[h.secret], h.secret))
+    return tuple(sorted(set(out), key=lambda s: (s.start, s.end, s.secret)))
 
 
 def from_mentions(mentions: Iterable[Sequence[tuple[int, int, str, str]]], n_records: int) -> SecretMatrix:

@@ -22,11 +22,13 @@ Matching is on canonical forms (:mod:`privtext.secrets.canonical`), in three fam
     A value of a date type (``DATE``, ``DATE_OF_BIRTH``; canonical ``YYYY-MM-DD``) is also found in any date the
     regex detector's date pattern finds, read month-first and day-first (``17/05/1990``, ``May 17, 1990``).
 ``tokens``
-    Any other value (e-mails, URLs, IBANs, names, explicit strings, random words) is case-folded with its
-    whitespace removed; a text holds it when consecutive tokens of the text (``\\w+`` runs and single
-    punctuation marks, case-folded) concatenate to it: ``Ann@Example.com``, ``DE89 3704 0044 0532 0130 00``,
-    ``Project  FALCON`` hold ``ann@example.com``, ``DE89370400440532013000``, ``project falcon``. A match starts
-    and ends on token boundaries, so ``ann`` is not found in ``annual``.
+    Any other value (e-mails, URLs, IBANs, names, explicit strings, random words) is split into tokens (``\\w+``
+    runs and single punctuation marks, case-folded); a text holds it when consecutive tokens of the text join to
+    the same sequence, with whitespace (of any length) where the value has whitespace and none where it has none:
+    ``Ann@Example.com`` and ``Project  FALCON`` hold ``ann@example.com`` and ``project falcon``. A value of letters
+    and digits without whitespace (an IBAN, an id) is also held when the text writes it in groups
+    (``DE89 3704 0044 0532 0130 00``). A match starts and ends on token boundaries, so ``ann`` is not found in
+    ``annual``, nor ``tina`` in ``weren't in a``.
 
 The direction of every choice is conservative: a record that holds a value under these rules but not under the
 detector's only becomes one more holder, which costs utility (SecPE's split, a larger k), never privacy.
@@ -62,7 +64,6 @@ _NUMERIC_VALUE = re.compile(r"[\d\s\-./()+]*\d[\d\s\-./()+]*")
 _DIGIT_RUN = re.compile(r"\d+(?:[ \t\-./()+]{1,3}\d+)*")
 _DIGIT_GROUP = re.compile(r"\d+")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
-_WS = re.compile(r"\s+")
 
 
 class ValueHit(NamedTuple):
@@ -88,8 +89,63 @@ def _digits(value: str) -> str:
     return "".join(c for c in value if c.isdigit())
 
 
-def _compact(value: str) -> str:
-    return _WS.sub("", value.casefold())
+def _tokens(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, token)``: ``\\w+`` runs and single punctuation marks, case-folded; a token that follows
+    whitespace starts with one space (so ``"Project  Falcon"`` joins to ``"project falcon"``)."""
+    out = []
+    prev = None
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0).casefold()
+        if prev is not None and m.start() > prev:
+            tok = " " + tok
+        out.append((m.start(), m.end(), tok))
+        prev = m.end()
+    return out
+
+
+def _spaced(value: str) -> str:
+    """A value's key for the token walk: its tokens joined as :func:`_tokens` joins a text's."""
+    return "".join(t for _, _, t in _tokens(value))
+
+
+def _is_code(key: str) -> bool:
+    """A key with letters and digits and no space (an IBAN, an id): also found with spaces inside (grouped)."""
+    return " " not in key and any(c.isdigit() for c in key) and any(c.isalpha() for c in key)
+
+
+class _Walk:
+    """Consecutive tokens of a text whose join is one of ``keys`` (hashed prefixes; keys themselves are never
+    kept): joined as :func:`_tokens` gives them (``spaced``), or with the spaces dropped (codes written in
+    groups: ``DE89 3704 …``)."""
+
+    def __init__(self, keys: Sequence[str], *, spaced: bool):
+        self.spaced = spaced
+        self.prefixes = frozenset(hash(k[:i]) for k in keys for i in range(1, len(k) + 1))
+        self.full = frozenset(hash(k) for k in keys)
+        self.longest = max((len(k) for k in keys), default=0)
+
+    def matches(self, toks: Sequence[tuple[int, int, str]]) -> Iterable[tuple[int, int, str]]:
+        """``(first token, last token, joined text)`` of every window whose join is a key."""
+        n = len(toks)
+        for i in range(n):
+            cur = toks[i][2].lstrip(" ")
+            hc = hash(cur)
+            if hc not in self.prefixes:
+                continue
+            j = i
+            while True:
+                if hc in self.full:
+                    yield i, j, cur
+                j += 1
+                if j == n:
+                    break
+                nxt = toks[j][2]
+                cur += nxt if self.spaced else nxt.lstrip(" ")
+                if len(cur) > self.longest:
+                    break
+                hc = hash(cur)
+                if hc not in self.prefixes:
+                    break
 
 
 class SecretValueIndex:
@@ -109,6 +165,7 @@ class SecretValueIndex:
         self._date_cols: dict[bytes, list[int]] = {}
         digit_keys: list[str] = []
         token_keys: list[str] = []
+        code_keys: list[str] = []
         for j, (v, t) in enumerate(zip(values, types, strict=True)):
             fam = value_family(v, t)
             if fam == "date":
@@ -120,17 +177,15 @@ class SecretValueIndex:
                 self._digit_cols.setdefault(self._h(key), []).append(j)
                 digit_keys.append(key)
             else:
-                key = _compact(v)
+                key = _spaced(v)
                 if not key:
                     continue
                 self._token_cols.setdefault(self._h(key), []).append(j)
-                token_keys.append(key)
+                (code_keys if _is_code(key) else token_keys).append(key)
         self._digit_prefixes = frozenset(hash(k[:i]) for k in digit_keys for i in range(1, len(k) + 1))
         self._digit_full = frozenset(hash(k) for k in digit_keys)
         self._digit_max = max((len(k) for k in digit_keys), default=0)
-        self._token_prefixes = frozenset(hash(k[:i]) for k in token_keys for i in range(1, len(k) + 1))
-        self._token_full = frozenset(hash(k) for k in token_keys)
-        self._token_max = max((len(k) for k in token_keys), default=0)
+        self._walks = [_Walk(token_keys, spaced=True), _Walk(code_keys, spaced=False)]
 
     def __len__(self) -> int:
         return self.n_secrets
@@ -193,28 +248,13 @@ class SecretValueIndex:
                     yield ValueHit(m.start(), m.end(), c)
 
     def _find_tokens(self, text: str) -> Iterable[ValueHit]:
-        prefixes, full, cols, longest = self._token_prefixes, self._token_full, self._token_cols, self._token_max
-        toks = [(m.start(), m.end(), m.group(0).casefold()) for m in _TOKEN.finditer(text)]
-        n = len(toks)
-        for i in range(n):
-            cur = toks[i][2]
-            hc = hash(cur)
-            if hc not in prefixes:
+        toks = _tokens(text)
+        for walk in self._walks:
+            if not walk.longest:
                 continue
-            j = i
-            while True:
-                if hc in full:
-                    for c in cols.get(self._h(cur), ()):
-                        yield ValueHit(toks[i][0], toks[j][1], c)
-                j += 1
-                if j == n:
-                    break
-                cur += toks[j][2]
-                if len(cur) > longest:
-                    break
-                hc = hash(cur)
-                if hc not in prefixes:
-                    break
+            for i, j, key in walk.matches(toks):
+                for c in self._token_cols.get(self._h(key), ()):
+                    yield ValueHit(toks[i][0], toks[j][1], c)
 
     # ------------------------------------------------------------------------------------------ corpora
 
