@@ -90,5 +90,12 @@ def test_detected_secret_values_are_found_in_prompts_and_synthetic_text() -> Non
 
 
 def test_without_secret_values_the_secret_scan_finds_nothing() -> None:
-    guard = PrivateGuard(["Please call me on 467 3395 after six"], PUBLIC)
+    from privtext.secrets import build_detector
+
+    private = ["Please call me on 467 3395 after six"]
+    guard = PrivateGuard(private, PUBLIC)
     assert guard.scan_texts(["locker 4673395"]).clean
+    guard.set_secret_values(build_detector("regex").detect(private))  # detected after the guard was built
+    assert not guard.scan_texts(["locker 4673395"]).clean
+    with pytest.raises(TypeError, match="secret_values"):
+        guard.set_secret_values(["4673395"])

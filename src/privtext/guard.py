@@ -132,12 +132,18 @@ class PrivateGuard:
                 (self._grams_rare if any(rare[i:i + n]) else self._grams_only).add(g)
         self._grams_only -= self._grams_rare
         self.private_records = len(self._records)
+        self.secret_values: ValueFinder | None = None
+        self.set_secret_values(secret_values)
+
+    def set_secret_values(self, secret_values: Any) -> None:
+        """Give the guard the run's detected secrets (a SecretMatrix or a value index; None: no secret scan) —
+        for a method that detects them after the guard is built (Aug-PE's secret groups)."""
         if secret_values is not None and hasattr(secret_values, "value_index"):
             secret_values = secret_values.value_index()
         if secret_values is not None and not callable(getattr(secret_values, "find", None)):
             raise TypeError(f"secret_values must be a SecretMatrix or have find(text), got "
                             f"{type(secret_values).__name__}")
-        self.secret_values: ValueFinder | None = secret_values
+        self.secret_values = secret_values
 
     def _h(self, s: str) -> bytes:
         return hashlib.blake2b(s.encode("utf-8"), key=self._salt, digest_size=12).digest()
