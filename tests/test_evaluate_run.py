@@ -263,7 +263,7 @@ def test_compare_augpe_and_secpe_on_yelp(tmp_path: Path) -> None:
         {**base, "method": "augpe", "name": "augpe", "privacy": {"mu": 1.0}}))
     (tmp_path / "secpe.yaml").write_text(yaml.safe_dump(
         {**base, "method": "secpe", "name": "secpe", "privacy": {"secret": {"p": 1e-4, "r": 1e-3}},
-         "secpe": {"clusters": 40, "detector": "random_words"}}))
+         "secpe": {"clusters": 40, "detector": {"name": "random_words", "from_private": True}}}))
     table = compare_configs([tmp_path / "augpe.yaml", tmp_path / "secpe.yaml"], real=tmp_path / "real.csv",
                             out_dir=tmp_path / "runs", quiet=True)
     assert [r["method"] for r in table.rows] == ["augpe", "secpe"]

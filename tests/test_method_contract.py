@@ -513,3 +513,43 @@ def test_the_secret_group_relation_is_fixed_before_the_first_release(runs_dir: P
     st = ran.statement()
     assert st["guarantee"]["spent"]["epsilon"] <= st["guarantee"]["budget"]["epsilon"] + 1e-9
 
+
+
+@pytest.mark.parametrize("name", ["secpe", "augpe_group_vocab"])
+def test_a_detected_secret_value_in_the_output_makes_the_statement_say_not_private(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21, bug 3: the run scans its synthetic text for every detected secret value (canonical form:
+    "467-3395" is "467 3395") and says NOT PRIVATE on a hit."""
+    case = CASE[name]
+    cls = METHODS.get(case.method)
+    real = cls.generate
+
+    def leaky(self: Any, ctx: Any) -> Any:
+        out = real(self, ctx)
+        out.texts[0] = out.texts[0] + " reach me at 467-3395"
+        return out
+
+    monkeypatch.setattr(cls, "generate", leaky)
+    priv, pub = _corpora(case)
+    st = json.loads((run_config(_config(case, tmp_path / "leak", priv, pub)) / "privacy.json").read_text())
+    assert st["private"] is False and st["prompt_audit"]["output_passed"] is False
+    assert st["headline"].startswith("NOT PRIVATE") and "467" not in json.dumps(st)
+
+
+def test_a_secret_value_the_detector_missed_elsewhere_still_makes_its_record_a_holder(tmp_path: Path) -> None:
+    """Issue 21, bug 3: "Please call me on 467 3395" is found by the regex detector (a cue word); "Locker code
+    467 3395" is not — but it holds the same value, so SecPE makes it a holder too (it never reaches the public
+    side: the generator's training text, exact votes, prompts)."""
+    case = CASE["secpe"]
+    priv, pub = _corpora(case)
+    texts = list(priv.texts)
+    missed = len(texts) - 1
+    texts[missed] = "Locker code 467 3395 and the towels were clean"
+    priv = Corpus(priv.ids, tuple(texts), priv.labels, name="private")
+    root = run_config(_config(case, tmp_path / "prop", priv, pub))
+    diag = json.loads((root / "private" / "diagnostics.json").read_text())
+    assert diag["secrets"]["records_with_secrets"] == K_GROUP + 4 + 1  # the planted holders and the missed one
+    st = json.loads((root / "privacy.json").read_text())  # issue 21, bug 4: the prior is conditional, and said so
+    assert any("prior" in c for c in st["coverage"]) and st["guarantee"]["conditional_on"]
+    prompts = (root / "prompts.jsonl").read_text()
+    assert "Locker code" not in prompts

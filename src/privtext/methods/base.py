@@ -353,8 +353,9 @@ class MethodRun:
         self.subsampled = False
         #: the run's neighbouring relation (set by the skeleton before the first release)
         self.relation: NeighbouringRelation = NeighbouringRelation.add_remove()
-        #: secret values the run detected (canonical form): the guard scans prompts and output for them
-        self.secret_values: list[str] = []
+        #: the secrets the run detected (a SecretMatrix; SecPE, Aug-PE's secret groups): the guard scans every
+        #: prompt and the synthetic output for their values
+        self.secret_matrix: Any = None
         #: noisy values published in privacy.json (rounded; see privtext.privacy.statement)
         self.released: dict[str, Any] = {}
         #: exact statistics of the private data (private diagnostics: never in a shareable output)
@@ -470,7 +471,8 @@ class MethodRun:
                      "they cast no vote")
         self.diagnostic("private_records_outside_label_space", None, outside)
         self.relation = self.neighbouring(inputs)
-        guard = PrivateGuard(inputs.private.texts, inputs.public.texts if inputs.public else ())
+        guard = PrivateGuard(inputs.private.texts, inputs.public.texts if inputs.public else (),
+                             secret_values=self.secret_matrix)
         self.budget = self.budget_of()
         ledger = Ledger.load(run.ledger, self.budget)
         keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
@@ -497,15 +499,17 @@ class MethodRun:
                        **{c: synthetic.labels[c][i] for c in space.columns}}) + "\n"
                 for i, seq in enumerate(out.keyphrases)))
         audit = guard.scan(rec for rec in read_jsonl(run.prompts))
-        self.write_diagnostics(ledger, audit)
-        atomic_write_json(run.privacy, self.privacy_statement(ledger, audit))
+        output_audit = guard.scan_texts(synthetic.texts)
+        self.write_diagnostics(ledger, audit, output_audit)
+        atomic_write_json(run.privacy, self.privacy_statement(ledger, audit, output_audit))
         self._save_metrics(t_start, gens, final=True, records=len(synthetic))
-        run.log(f"done: {len(synthetic)} synthetic records; prompt audit clean={audit.clean}")
+        run.log(f"done: {len(synthetic)} synthetic records; prompt audit clean={audit.clean}; output audit "
+                f"clean={output_audit.clean}")
         say(f"[green]done[/]: {len(synthetic)} records → {run.synthetic}")
         return run.root
 
     # ------------------------------------------------------------------ the statement (release) and diagnostics
-    def privacy_statement(self, ledger: Any, audit: Any) -> dict[str, Any]:
+    def privacy_statement(self, ledger: Any, audit: Any, output_audit: Any = None) -> dict[str, Any]:
         from ..privacy.events import event_to_dict
         from ..privacy.statement import PRIVATE_FOLDER_WORDS, RUN_FILES_RELEASE, PrivacyStatement
 
@@ -532,6 +536,11 @@ class MethodRun:
             private = False
             headline = ("NOT PRIVATE: the prompt audit found private text in prompts sent to a generator "
                         f"(details in private/diagnostics.json). {headline}")
+        output_clean = output_audit is None or output_audit.clean
+        if not output_clean:
+            private = False
+            headline = ("NOT PRIVATE: a detected secret value (or a whole private record) appears in the synthetic "
+                        f"output (details in private/diagnostics.json). {headline}")
         noise = {
             "source": ("derived from the seed (reproducible, NOT private)" if reproducible else
                        "ChaCha20 CSPRNG keyed with 256 bits of OS entropy per release; keys are never stored"),
@@ -551,13 +560,20 @@ class MethodRun:
                     for e in ledger.entries]
         guarantee = dict(parts["guarantee"])
         guarantee.setdefault("neighbouring_relation", self.relation.words())
+        if parts.get("threat_model"):
+            guarantee["threat_model"] = parts["threat_model"]
         st = PrivacyStatement(
             method=self.name, private=private, headline=headline, guarantee=guarantee,
             parameters={**self.statement_parameters(), **parts.get("parameters", {})},
             treated_as_public=list(parts.get("treated_as_public", [])), coverage=self._coverage(parts),
             assumed_public=list(parts.get("assumed_public", [])), released=dict(self.released),
             releases=releases, noise=noise,
-            prompt_audit={"passed": audit.clean, "words": audit_words},
+            prompt_audit={"passed": audit.clean, "words": audit_words,
+                          "output_passed": output_clean,
+                          "output_words": ("The synthetic text was checked for every detected secret value and "
+                                           "every whole private record: none was found." if output_clean else
+                                           "The synthetic text HOLDS a detected secret value or a whole private "
+                                           "record (counts in private/diagnostics.json).")},
             files={**RUN_FILES_RELEASE, "private/": PRIVATE_FOLDER_WORDS},
         )
         return st.to_dict()
@@ -571,12 +587,14 @@ class MethodRun:
                        "of the input file.")
         return cov
 
-    def write_diagnostics(self, ledger: Any, audit: Any | None = None) -> None:
+    def write_diagnostics(self, ledger: Any, audit: Any | None = None, output_audit: Any | None = None) -> None:
         """Exact private statistics for ``private/diagnostics.json`` (mode 0600; never shared)."""
         d = {"method": self.name, **self.diagnostics, "notes": self.privacy_notes,
              "ledger": ledger.account() if ledger is not None and len(ledger) else None}
         if audit is not None:
             d["prompt_audit"] = audit.to_dict()
+        if output_audit is not None:
+            d["output_audit"] = output_audit.to_dict()
         atomic_write_json(self.run.diagnostics, d)
 
     def _save_metrics(self, t_start: float, gens: Sequence[Any], *, final: bool = False,

@@ -47,7 +47,9 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
         from ..secrets import build_detector
 
         with self.metrics.stage("secret_detection"):
-            matrix = build_detector(self.options.detector).detect(list(inputs.private.texts))
+            self.detector = build_detector(self.options.detector)
+            matrix = self.detector.detect(list(inputs.private.texts))
+        self.secret_matrix = matrix  # the guard scans every prompt and the output for the detected values
         per_secret = np.asarray(matrix.matrix.sum(axis=0)).ravel()
         k = max(int(per_secret.max()) if per_secret.size else 1, 1)
         self.group_size = k
@@ -88,6 +90,11 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
                             "guarantee's protection as members of some group of at most k records.")
         guarantee: dict[str, Any] = {"kind": b.kind, "budget": b.to_dict(), "neighbouring_relation": unit,
                                      "releases": n}
+        if k is not None:
+            from ..secrets import guarantee_structure
+
+            structure = guarantee_structure(getattr(self, "detector", None) or self.options.detector)
+            guarantee["conditional_on"] = structure["sentences"]  # k follows from which values are secrets
         if b.kind == "dp":
             guarantee["spent"] = {"epsilon": s["epsilon"], "delta": b.delta}
             head = f"({s['epsilon']:.4g}, {b.delta:g})-differential privacy for {unit} (budget ε = {b.epsilon:g})"
@@ -133,7 +140,8 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
             "assumed_public": assumed, "treated_as_public": public, "coverage": coverage,
         }
         # no-op without parties; WASP's FuseGen baseline (feedback none) reads no votes, so states no bound
-        return self.parties_statement(parts, votes=getattr(self.options, "feedback", "votes") == "votes")
+        return self.parties_statement(parts, votes=getattr(self.options, "feedback", "votes") == "votes",
+                                      ledger=ledger)
 
 
 __all__ = ["DPVoteMethod"]

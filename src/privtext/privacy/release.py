@@ -20,7 +20,7 @@ import numbers
 import os
 import signal
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,6 +40,9 @@ from .events import (
 from .noise import releasing
 from .relation import Contribution, NeighbouringRelation
 
+#: what a keeper does with a release recorded but never saved (:attr:`Release.redraw`)
+REDRAW_POLICIES = ("same_event", "new_event", "refuse")
+
 
 @dataclass(frozen=True)
 class Release:
@@ -47,6 +50,14 @@ class Release:
 
     ``event`` is the record-level event (for a Gaussian: ``GaussianDpEvent(noise_std / sensitivity)``);
     ``secret_events`` the per-secret-group events of secret-protection accounting (SecPE), or None.
+
+    ``redraw`` — what :class:`ReleaseKeeper` does when the ledger holds this release but its value never reached
+    disk (the process died in between): ``"same_event"`` draws it under its single entry (the first draw was
+    never seen outside the process), ``"new_event"`` records a second event ``KEY#redraw-N`` first (budget
+    permitting), ``"refuse"`` raises :class:`~privtext.errors.ResumeError`. ``None`` (default): ``"new_event"`` for
+    a sum over several parties by a secure aggregation (``meta["parties"]``, ``meta["aggregation"]`` not
+    ``"plain"``: the aggregating server saw the first draw), else ``"same_event"`` (the plain in-process sum was
+    seen by no one outside the process).
     """
 
     key: str
@@ -58,6 +69,16 @@ class Release:
     description: str = ""
     secret_events: Mapping[str, SecretEvent] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    redraw: str | None = None
+
+    @property
+    def redraw_policy(self) -> str:
+        """The effective ``redraw`` (see the class docstring)."""
+        if self.redraw is not None:
+            return self.redraw
+        meta = self.meta or {}
+        seen = bool(meta.get("parties")) and meta.get("aggregation", "secagg") != "plain"
+        return "new_event" if seen else "same_event"
 
     def validate(self) -> None:
         if not isinstance(self.key, str) or not self.key or "\n" in self.key:
@@ -68,6 +89,9 @@ class Release:
             raise PrivacyError(f"release {self.key!r}: noise_std must be a finite number ≥ 0, got {self.noise_std!r}")
         if not (isinstance(self.sensitivity, numbers.Real) and self.sensitivity > 0):
             raise PrivacyError(f"release {self.key!r}: sensitivity must be positive, got {self.sensitivity!r}")
+        if self.redraw not in (None, *REDRAW_POLICIES):
+            raise PrivacyError(f"release {self.key!r}: redraw must be one of {', '.join(REDRAW_POLICIES)}, got "
+                               f"{self.redraw!r}")
         if self.secret_events is not None:
             for gid, se in self.secret_events.items():
                 if not isinstance(gid, str) or not isinstance(se, SecretEvent):
@@ -81,6 +105,7 @@ class Release:
             "secret_events": None if self.secret_events is None else
             {g: se.to_dict() for g, se in self.secret_events.items()},
             "meta": dict(self.meta),
+            **({"redraw": self.redraw} if self.redraw is not None else {}),
         }
 
     @classmethod
@@ -91,7 +116,7 @@ class Release:
             noise_std=float(d.get("noise_std", 0.0)), sensitivity=float(d.get("sensitivity", 1.0)),
             iteration=d.get("iteration"), description=d.get("description", ""),
             secret_events=None if se is None else {g: SecretEvent.from_dict(v) for g, v in se.items()},
-            meta=dict(d.get("meta") or {}),
+            meta=dict(d.get("meta") or {}), redraw=d.get("redraw"),
         )
 
 
@@ -169,8 +194,11 @@ class ReleaseKeeper:
        nothing is written to the ledger (the ledger must already hold ``key``, else the run is inconsistent);
     2. otherwise the event is appended to the ledger (fsync'd; an over-budget release is refused here, before
        any private data is read) unless the ledger already holds ``key`` — that happens only when a previous
-       process died after recording the event and before the value reached disk: such a value was never saved,
-       used or shown, and the step is redrawn under its single ledger entry;
+       process died after recording the event and before the value reached disk. Then :attr:`Release.
+       redraw_policy` decides: ``same_event`` — such a value was never saved, used or shown outside the process,
+       and the step is redrawn under its single ledger entry; ``new_event`` — the first draw may have been seen
+       (a SecAgg+ server saw the parties' sum), so a second event ``KEY#redraw-N`` is recorded first (refused
+       like any release over the budget); ``refuse`` — :class:`~privtext.errors.ResumeError`;
     3. ``compute()`` reads private data and draws the noise. The event it returns must equal the recorded
        release's event (canonical JSON), or the value is refused (:class:`PrivacyError`) before it is saved or
        used — the ledger cannot drift from what the code drew. Its arrays are saved atomically, then returned.
@@ -194,10 +222,26 @@ class ReleaseKeeper:
             with np.load(path, allow_pickle=False) as z:
                 return {k: z[k] for k in z.files}
         if self.ledger.has(key):
-            self.log(f"release {key}: event already in the ledger; its value never reached disk, drawing it now")
             recorded = self.ledger.get(key).release
             if event_key(recorded.event) != event_key(release.event):
                 raise PrivacyError(f"release {key!r}: the ledger recorded another event than this run describes")
+            policy = release.redraw_policy
+            if policy == "refuse":
+                raise ResumeError(
+                    f"release {key!r} was recorded but its value never reached disk, and it may have been seen "
+                    "before the process died (redraw: refuse): it is not drawn again; start a new run")
+            if policy == "new_event":
+                n = 1
+                while self.ledger.has(f"{key}#redraw-{n}"):
+                    n += 1
+                self.ledger.record(replace(release, key=f"{key}#redraw-{n}",
+                                           meta={**release.meta, "redraw_of": key},
+                                           description=f"redraw {n} of {key} (its first draw may have been seen): "
+                                                       f"{release.description}"))
+                self.log(f"release {key}: recorded but never saved, and its first draw may have been seen; "
+                         f"drawing it again under a second event {key}#redraw-{n}")
+            else:
+                self.log(f"release {key}: event already in the ledger; its value never reached disk, drawing it now")
         else:
             self.ledger.record(release)
         _fault(f"after_record:{key}")
@@ -227,5 +271,5 @@ def _fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-__all__ = ["DirectReleases", "Keeper", "Release", "ReleaseKeeper", "check_spent", "gaussian_release",
-           "laplace_release"]
+__all__ = ["REDRAW_POLICIES", "DirectReleases", "Keeper", "Release", "ReleaseKeeper", "check_spent",
+           "gaussian_release", "laplace_release"]

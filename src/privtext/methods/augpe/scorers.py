@@ -112,16 +112,18 @@ class FederatedVoteScorer:
             key, mechanism="federated_nn_vote_sum", noise_multiplier=self.sigma, contribution=ONE_VOTE_L2,
             relation=self.relation, iteration=iteration,
             description=(f"sum over {L} parties of their nearest-neighbour vote histograms over {len(population)} "
-                         f"candidates, each party adding N(0, σ²Δ²/{tmin}) (PrE-Text setting); "
+                         f"candidates, each party adding N(0, σ²Δ²/{tmin - pt.collusion}) (PrE-Text setting; noise "
+                         f"covers a server colluding with {pt.collusion} parties); "
                          f"{'SecAgg+' if pt.aggregation == 'secagg' else 'plain (NOT secure) aggregation'}"),
             meta={"metric": v.metric, "backend": v.backend, "threshold": self.threshold, "center": v.center,
-                  "parties": L, "aggregation": pt.aggregation, "min_survivors": tmin, "level": pt.level})
+                  "parties": L, "aggregation": pt.aggregation, "min_survivors": tmin, "collusion": pt.collusion,
+                  "level": pt.level})
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             res = federated_nn_votes(
                 self.parties, vote_emb, population.group, sigma=r.noise_std, value_bound=self.value_bound,
                 metric=v.metric, center=center, backend=v.backend, normalise=pt.normalise,
-                aggregation=pt.aggregation, min_survivors=tmin, seed=self.seed, key=key,
+                aggregation=pt.aggregation, min_survivors=tmin, collusion=pt.collusion, seed=self.seed, key=key,
                 reproducible=self.reproducible, drop=self.drop, timeout=pt.timeout)
             return {"noisy": threshold_histogram(res.values, self.threshold), "raw_noisy": res.values,
                     "survivors": np.asarray(res.survivors, dtype=np.int64),

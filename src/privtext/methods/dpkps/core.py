@@ -319,6 +319,13 @@ def _embed_terms(embedder: Any, terms: Sequence[str]) -> np.ndarray:
     return e / n
 
 
+def _os_entropy_noise(key: str) -> np.random.Generator:
+    """The default noise source of the library API: :func:`privtext.rng.noise_rng` (ChaCha20, fresh OS key)."""
+    from ...rng import noise_rng
+
+    return noise_rng(None, key)
+
+
 def dpkps_sequences(
     private_texts: Sequence[str],
     private_labels: Sequence[Any],
@@ -338,8 +345,10 @@ def dpkps_sequences(
     :class:`~privtext.privacy.release.ReleaseKeeper`; default
     :class:`~privtext.privacy.release.DirectReleases`): described and recorded
     before ``compute`` reads private data; ``compute`` returns ``(arrays, event)``. ``rng`` is public randomness
-    (random features, sampling); ``noise_rng(key)`` gives each release's noise generator (default: children of
-    ``rng`` — reproducible, NOT private: a run passes :func:`privtext.rng.noise_rng`)."""
+    (random features, sampling); ``noise_rng(key)`` gives each release's noise generator. Default: a fresh
+    ChaCha20 CSPRNG keyed by OS entropy per release (:func:`privtext.rng.noise_rng`), never the caller's ``rng``.
+    Reproducible noise is an explicit opt-in and NOT private (whoever knows the seed can subtract the noise):
+    ``noise_rng=lambda key: privtext.rng.noise_rng(seed, key, reproducible=True)``."""
     if not isinstance(rng, np.random.Generator):
         raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     classes = tuple(str(c) for c in classes)
@@ -357,11 +366,9 @@ def dpkps_sequences(
     has_counts = public_vocabulary.counts is not None and public_vocabulary.documents is not None
     use_idf = params.idf_term_weights(has_counts)
     plan = dpkps_plan(params)
-    rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
+    _, rng_features, _, rng_sample = rng.spawn(4)  # four streams as before: the public draws stay as they were
     if noise_rng is None:
-        streams = {plan[0].key: rng_vocab, **{p.key: r for p, r in zip(plan[1:], rng_kde.spawn(len(plan) - 1),
-                                                                       strict=True)}}
-        noise_rng = streams.__getitem__
+        noise_rng = _os_entropy_noise
 
     # 1. DP vocabulary
     def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:

@@ -95,9 +95,10 @@ class SecPE(EvolutionMethod):
         cfg = self.options
         s = ledger.spent()
         n = len(ledger)
-        from ...secrets import describe_detector
+        from ...secrets import describe_detector, guarantee_structure
 
         det_words = describe_detector(cfg.detector)
+        structure = guarantee_structure(getattr(self, "detector", None) or cfg.detector)
         approx = cfg.blowup == "paper"
         guarantee = {
             "kind": "secret", "budget": b.to_dict(), "releases": n,
@@ -105,6 +106,7 @@ class SecPE(EvolutionMethod):
                                       "(SecPE Def 3.1), the secret-holding structure being public"),
             "spent": {"every_secret_within_r": not s["exceeded"], "accounting": "approximate (paper's single "
                       "Gaussian; not proven)" if approx else "exact mixture blow-up on dp_accounting's PLD"},
+            "conditional_on": structure["sentences"],
         }
         head = (f"(p={b.p if not b.per_secret else 'per secret'}, r={b.r if not b.per_secret else 'per secret'})"
                 f"-secret protection (SecPE Def 3.1) for every declared secret the detector ({det_words}) found: an "
@@ -137,7 +139,9 @@ class SecPE(EvolutionMethod):
                 "the label distribution (samples per label) of the public records",
             ],
             "coverage": [
-                "Occurrences of a secret that the detector missed are not protected.",
+                structure["prior"],
+                "Occurrences of a secret that the detector missed are not protected; every record in which a "
+                "detected value appears (in its canonical form) is one of its holders.",
                 "This is not differential privacy: no record-level guarantee is given, and a secret-free record "
                 "has no protection at all (it is public under secret protection).",
             ],
@@ -193,6 +197,8 @@ class SecPE(EvolutionMethod):
             public = secret_free if ext is None else secret_free.concat(
                 Corpus(tuple(f"ext-{i}" for i in ext.ids), ext.texts, ext.labels), name="public")
         summary = matrix.summary()
+        self.detector = detector
+        self.secret_matrix = matrix  # every detected value (all holders propagated): the guard scans for them
         self.matrix = matrix.subset_records(priv_idx)
         self.diagnostic("secrets", None, {
             "detector": self.options.detector, "records": len(inputs.private),

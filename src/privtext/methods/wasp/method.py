@@ -358,10 +358,12 @@ class WASP(DPVoteMethod):
             key, mechanism="federated_topq_sum", noise_multiplier=z, contribution=topq_contribution(o.q),
             relation=ctx.relation, iteration=t,
             description=(f"sum over {L} parties of their Top-{o.q} nearest and furthest vote histograms over "
-                         f"{len(D)} candidates, each party adding N(0, σ²/{tmin}) (WASP Alg 2, Eq 9); "
+                         f"{len(D)} candidates, each party adding N(0, σ²/{tmin - pt.collusion}) (WASP Alg 2, Eq 9; "
+                         f"noise covers a server colluding with {pt.collusion} parties); "
                          f"{'SecAgg+' if pt.aggregation == 'secagg' else 'plain (NOT secure) aggregation'}"),
             meta={"q": o.q, "metric": o.metric, "calibration": self.config.privacy.calibration, "parties": L,
-                  "aggregation": pt.aggregation, "min_survivors": tmin, "level": pt.level})
+                  "aggregation": pt.aggregation, "min_survivors": tmin, "collusion": pt.collusion,
+                  "level": pt.level})
 
         timing: dict[str, float] = {}
 
@@ -370,7 +372,8 @@ class WASP(DPVoteMethod):
             t0 = time.perf_counter()
             r = federated_topq(
                 self._parties, D.emb, D.group, q=o.q, sigma=release.noise_std, value_bound=self.value_bound(),
-                aggregation=pt.aggregation, min_survivors=tmin, metric=o.metric, normalise=pt.normalise,
+                aggregation=pt.aggregation, min_survivors=tmin, collusion=pt.collusion, metric=o.metric,
+                normalise=pt.normalise,
                 seed=self.seed, key=key, reproducible=self.config.privacy.reproducible_noise, timeout=pt.timeout,
                 drop=self.drop_hook())
             timing["seconds"] = time.perf_counter() - t0  # wall time: metrics only, not part of the release
