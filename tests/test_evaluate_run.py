@@ -123,9 +123,9 @@ def test_unlabelled_real_data_gets_next_word_and_secret_exposure(runs: dict[str,
 def test_missing_private_corpus_skips_only_private_with_a_note(runs: dict[str, Path], tmp_path: Path) -> None:
     copy = tmp_path / "run"
     shutil.copytree(runs["augpe"], copy)
-    cfg = yaml.safe_load((copy / "config.yaml").read_text())
+    cfg = yaml.safe_load((copy / "private" / "config.yaml").read_text())
     cfg["data"]["private"] = str(tmp_path / "gone.csv")
-    (copy / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (copy / "private" / "config.yaml").write_text(yaml.safe_dump(cfg))
     ev = evaluate_run(copy, real=runs["real"], quiet=True, per_iteration=False, classifiers=("tfidf-logreg",))
     assert "only_private" not in ev["train_sets"] and any("OnlyPrivate" in n for n in ev["notes"])
 

@@ -179,3 +179,25 @@ def test_the_config_file_given_to_the_api_is_protected(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="nothing was removed"):
         run_config(load_config(cfg_path), force=True)
     assert cfg_path.exists()
+
+
+def test_the_shareable_config_holds_no_local_path_and_resume_reads_the_private_one(tmp_path: Path) -> None:
+    """Issue 23, item 6: config.yaml (in the release) names its files, not where they are; private/config.yaml
+    keeps the full configuration, and resume reads it from any working directory."""
+    import os
+
+    files = _files(tmp_path / "data")
+    root = run_config(config_from_dict(_raw(files, tmp_path / "run")))
+    shared = (root / "config.yaml").read_text()
+    assert str(tmp_path) not in shared and "private.csv" in shared
+    full = yaml.safe_load((root / "private" / "config.yaml").read_text())
+    assert full["data"]["private"] == str(files["private"])
+    assert oct((root / "private").stat().st_mode & 0o777) == "0o700"
+    from privtext.runner import load_run_config
+
+    here = os.getcwd()
+    try:
+        os.chdir(tmp_path / "data")
+        assert load_run_config(root).data.private == str(files["private"])
+    finally:
+        os.chdir(here)

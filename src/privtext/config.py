@@ -322,6 +322,22 @@ class Config(Section):
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.dump(), sort_keys=False, allow_unicode=True)
 
+    def shareable_yaml(self) -> str:
+        """The configuration for a run's release (``config.yaml``): every absolute path (the data files, a cache
+        folder, the output) reduced to its file name, so no local folder layout leaves with the run; the full
+        configuration stays in ``private/config.yaml`` (what ``privtext resume`` reads)."""
+
+        def strip(x: Any) -> Any:
+            if isinstance(x, dict):
+                return {k: strip(v) for k, v in x.items()}
+            if isinstance(x, list):
+                return [strip(v) for v in x]
+            if isinstance(x, str) and (os.path.isabs(x) or x.startswith("~")) and "\n" not in x:
+                return os.path.basename(os.path.normpath(os.path.expanduser(x))) or x
+            return x
+
+        return yaml.safe_dump(strip(self.dump()), sort_keys=False, allow_unicode=True)
+
 
 # ----------------------------------------------------------------------------------------------------- loading
 

@@ -58,6 +58,8 @@ LEDGER = f"{PRIVATE}/ledger.jsonl"
 CHECKPOINTS = f"{PRIVATE}/checkpoints"
 METRICS = f"{PRIVATE}/metrics.json"
 LOG = f"{PRIVATE}/log.txt"
+#: the full resolved configuration (absolute paths): what resume reads; config.yaml is its shareable form
+PRIVATE_CONFIG = f"{PRIVATE}/config.yaml"
 DIAGNOSTICS = f"{PRIVATE}/diagnostics.json"
 CACHE = f"{PRIVATE}/cache"
 EMBED_CACHE = f"{CACHE}/embeddings"
@@ -72,8 +74,8 @@ RUN_FILES = (CONFIG, PRIVACY, PROMPTS, SYNTHETIC, LEDGER, CHECKPOINTS, METRICS, 
 #: the shareable part of a run
 RELEASE_FILES = (CONFIG, SYNTHETIC, PRIVACY, PROMPTS, HELDOUT, REPORT, EVALUATION, KEYPHRASES)
 #: what privtext writes in ``private/`` (the first part of each path); anything else there is not privtext's
-PRIVATE_FILES = (LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS, CACHE, MARKER, LOCK, f"{PRIVATE}/{REPORT}",
-                 f"{PRIVATE}/{EVALUATION}")
+PRIVATE_FILES = (LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS, CACHE, MARKER, LOCK, PRIVATE_CONFIG,
+                 f"{PRIVATE}/{REPORT}", f"{PRIVATE}/{EVALUATION}")
 
 
 @dataclass
@@ -142,6 +144,14 @@ class RunDir:
     @property
     def config(self) -> Path:
         return self.root / CONFIG
+
+    @property
+    def private_config(self) -> Path:
+        return self.root / PRIVATE_CONFIG
+
+    def resolved_config(self) -> Path:
+        """The full configuration of the run: ``private/config.yaml`` (runs made before it existed: config.yaml)."""
+        return self.private_config if self.private_config.exists() else self.config
 
     @property
     def ledger(self) -> Path:
@@ -223,7 +233,7 @@ class RunDir:
         return IterationStore(self, t, labels.values, labels.columns)
 
     def create(self, *, config_text: str | None = None, force: bool = False,
-               protect: Sequence[str | os.PathLike[str]] = ()) -> RunDir:
+               protect: Sequence[str | os.PathLike[str]] = (), private_config_text: str | None = None) -> RunDir:
         """Create the run directory: its skeleton (``private/`` mode 0700, the ledger, the prompt log, the log,
         ``config.yaml``) and, written last, the marker by which privtext recognises a folder it made
         (``private/RUNDIR``). A new folder is built in a temporary sibling and renamed into place, so it either
@@ -245,7 +255,7 @@ class RunDir:
             with self.lock(purpose="replacing a failed start (--force)"):
                 self._remove_own_entries()
         if self.root.exists():
-            self._create_in_place(config_text)
+            self._create_in_place(config_text, private_config_text)
             return self
         try:
             self.root.parent.mkdir(parents=True, exist_ok=True)
@@ -254,14 +264,14 @@ class RunDir:
             raise RunError(f"cannot create the run directory {self.root}: {e.strerror or e}") from None
         try:
             os.chmod(tmp, 0o755)
-            RunDir(tmp)._write_skeleton(config_text)
+            RunDir(tmp)._write_skeleton(config_text, private_config_text)
             os.rename(tmp, self.root)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return self
 
-    def _write_skeleton(self, config_text: str | None) -> list[Path]:
+    def _write_skeleton(self, config_text: str | None, private_config_text: str | None = None) -> list[Path]:
         """The skeleton's entries, in the order written (the marker last); returns them."""
         made: list[Path] = []
         self.private.mkdir(mode=0o700)
@@ -274,12 +284,14 @@ class RunDir:
         if config_text is not None:
             atomic_write_text(self.config, config_text)
             made.append(self.config)
+        if private_config_text is not None:
+            atomic_write_text(self.private_config, private_config_text)
         atomic_write_text(self.marker, MARKER_TEXT)
         return made
 
-    def _create_in_place(self, config_text: str | None) -> None:
+    def _create_in_place(self, config_text: str | None, private_config_text: str | None = None) -> None:
         try:
-            self._write_skeleton(config_text)
+            self._write_skeleton(config_text, private_config_text)
         except OSError as e:
             for name in (MARKER, CONFIG, PROMPTS, PRIVATE):
                 p = self.root / name

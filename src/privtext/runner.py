@@ -83,7 +83,8 @@ def run_config(config: Config, *, out: str | os.PathLike[str] | None = None, for
     preflight(config, cls)
     root = Path(out if out is not None else config.output)
     protect = input_paths(config) + ([Path(source)] if source else [])
-    run = RunDir(root).create(config_text=config.to_yaml(), force=force, protect=protect)
+    run = RunDir(root).create(config_text=config.shareable_yaml(), private_config_text=config.to_yaml(), force=force,
+                              protect=protect)
     with run.lock(purpose="privtext run"):
         run.log(f"privtext run: method={config.method} output={root}")
         return cls(config, run, callbacks=callbacks).execute()
@@ -117,11 +118,12 @@ def input_paths(config: Config) -> list[Path]:
 
 def load_run_config(run_dir: str | os.PathLike[str]) -> Config:
     run = RunDir(run_dir).require()
+    path = run.resolved_config()
     try:
-        raw = yaml.safe_load(run.config.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
-        raise RunError(f"{run.config}: cannot read the resolved config ({e})") from None
-    return config_from_dict(raw, source=str(run.config))
+        raise RunError(f"{path}: cannot read the resolved config ({e})") from None
+    return config_from_dict(raw, source=str(path))
 
 
 def resume_run(run_dir: str | os.PathLike[str], *, callbacks: Sequence[Callable[[Any], None]] = ()) -> Path:
