@@ -4,10 +4,13 @@ Self-contained means: CSS inline, figures as base64 PNG ``data:`` URIs, no scrip
 so the file can be mailed or archived and opens offline. Every piece of text that comes from the run (statement,
 labels, synthetic samples) is HTML-escaped.
 
-Sections: the privacy statement in plain words (and the numbers behind it, the prompt audit), headline metrics,
-downstream accuracy with baselines, FID and accuracy per iteration, length histograms, vote distributions, runtime
-split and LLM usage, secret exposure, and sample outputs. Parts that need ``evaluation.json`` say how to produce it
-when it is missing; vote distributions and runtime come from the run itself.
+Sections: the privacy statement (headline, then one list per part: treated as public, assumed public, not covered,
+prompt audit, noise) and the numbers behind it, headline metrics, downstream accuracy with the zero-shot baseline,
+FID and accuracy per iteration, length histograms, the released vote distributions of the last iteration that took
+a vote, WASP's rounds and DP-KPS's keyphrases, and sample outputs. Parts that need ``evaluation.json`` say how to
+produce it when it is missing; vote distributions come from the run itself. The shareable page names files
+without their folder and holds no time stamp; the private diagnostics (exact counts, run time, secret statistics,
+the OnlyPrivate baseline) appear only in ``--diagnostics`` (``private/report.html``), marked PRIVATE.
 
 Only synthetic text is shown: real and private records never enter the report.
 """
