@@ -3,6 +3,7 @@ the prompted backends; the clinical_note prompt family; the DP length histogram 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -11,7 +12,14 @@ from scipy import stats
 
 from privtext.data import Corpus
 from privtext.errors import ConfigError
-from privtext.generate import GeneratorContext, LabelInfo, LengthTarget, VariationSpec, build_generator, load_family
+from privtext.generate import (
+    GeneratorContext,
+    LabelInfo,
+    LengthTarget,
+    VariationSpec,
+    build_generator,
+    load_family,
+)
 from privtext.generate.base import PromptedGenerator
 from privtext.generate.length import cap_words
 from privtext.generate.prompts import PromptFamily
@@ -123,7 +131,18 @@ def test_released_length_takes_precedence_over_the_configured_and_the_family(pub
                         GeneratorContext(public=public))
     assert g.length is not None and g.length.source.startswith("configured") and g.length.low == (22,)
     g = build_generator({"backend": "ngram", "prompt_family": "clinical_note"}, GeneratorContext(public=public))
-    assert g.length is load_family("clinical_note").length and g.cap == 60
+    assert g.length is load_family("clinical_note").length and g.cap == 60  # off-domain public text: the prior
+
+
+def test_ngram_declines_the_family_prior_when_its_public_text_is_in_domain() -> None:
+    rng = np.random.default_rng(8)
+    notes = [". ".join(" ".join(rng.choice(WORDS, size=7)) for _ in range(4)) + "." for _ in range(100)]  # 28 words
+    g = build_generator({"backend": "ngram", "prompt_family": "clinical_note"},
+                        GeneratorContext(public=Corpus.from_texts(notes, {}, name="notes")))
+    assert g.length is None and g.cap == 1000  # the public texts' own lengths, as without the family
+    g = build_generator({"backend": "ngram", "prompt_family": "clinical_note", "target_words": [10, 20]},
+                        GeneratorContext(public=Corpus.from_texts(notes, {}, name="notes")))
+    assert g.length is not None  # a configured target is always honoured
 
 
 # ----------------------------------------------------------------------------------------- prompt families
@@ -186,7 +205,7 @@ def test_prompted_backends_ask_for_the_target_and_cap_the_reply() -> None:
 
 def test_length_histogram_counts_each_record_once_in_its_bin() -> None:
     edges = length_bin_edges(64, bins=8)
-    assert edges[0] == 1 and edges[-1] == 65 and all(b > a for a, b in zip(edges, edges[1:], strict=False))
+    assert edges[0] == 1 and edges[-1] == 65 and all(b > a for a, b in itertools.pairwise(edges))
     texts = ["w " * 3, "w " * 3, "w " * 30, "w " * 500]  # 500 is clipped into the last bin
     exact, ev = dp_length_histogram(texts, edges=edges, rng=np.random.default_rng(0), epsilon=math.inf)
     assert exact.sum() == 4 and exact[np.searchsorted(edges, 3, side="right") - 1] == 2 and exact[-1] == 1

@@ -21,9 +21,10 @@ its name, so a file added later is covered too) and reports a :class:`Finding` f
   (from ``config.yaml``), or any absolute POSIX path whose first folder exists on this machine or is a usual root
   (``/home``, ``/tmp``, ``/Users``…), or a Windows drive path;
 * ``private_count`` — an integer (≥ ``min_count``) equal to an exact private count (the number of private
-  records — read from the private file ``config.yaml`` names, else ``private/diagnostics.json`` —, secret-holder
-  counts from the diagnostics, and with ``label_counts=True`` the records per private label) that no configured
-  parameter or public size explains (integers of JSON/YAML files, and integers in a page's text). This is a
+  records — read from the private file ``config.yaml`` names, else ``private/diagnostics.json`` —, the secret
+  counts of the diagnostics, and with ``label_counts=True`` the records per private label) that no configured
+  parameter or public size explains, under a key that is not a public size by construction (``n_candidates``,
+  ``n_selected``, ``n_train``…) (integers of JSON/YAML files, and integers in a page's text). This is a
   heuristic: a public size that happens to equal a private count is reported too, so a test should give its
   private corpus sizes no public size has (per-label counts are small and collide with lengths and candidate
   counts, hence opt-in);
@@ -61,6 +62,10 @@ _TIME_KEYS = {"created", "written", "timestamp", "time", "datetime", "date", "st
               "end_time", "mtime", "ctime", "atime", "when", "updated", "generated_at", "created_at"}
 #: keys that hold record or prompt text (data, not statistics): no ISO-date or generic-path check inside them
 _CONTENT_KEYS = {"text", "prompt", "content", "keyphrases", "completion", "output", "examples"}
+#: keys whose integers are public sizes by construction (candidates, selections, rounds, training-set sizes)
+_PUBLIC_COUNT_KEYS = {"n_candidates", "n_selected", "candidates", "selected", "n", "n_train", "iteration", "round",
+                      "n_per_generator", "sorted_votes_step", "k", "dim", "n_synthetic", "n_real", "num_samples",
+                      "iterations", "releases", "target_words"}
 _USUAL_ROOTS = {"home", "Users", "tmp", "var", "mnt", "media", "opt", "srv", "root", "data", "work", "scratch",
                 "private", "Volumes", "usr", "etc", "nfs", "gpfs", "lustre"}
 
@@ -210,10 +215,9 @@ def private_counts(root: str | os.PathLike[str], *, label_counts: bool = False) 
         n = (diag.get("records") or {}).get("private") if isinstance(diag.get("records"), Mapping) else None
         if isinstance(n, int):
             out.setdefault(n, "the number of private records")
-        for section in ("secrets", "sampled_secret_holders"):
-            for path, _, v in _leaves(diag.get(section) or {}):
-                if isinstance(v, int) and not isinstance(v, bool) and "public" not in path:
-                    out.setdefault(v, f"diagnostics {section}.{path} (exact, private)")
+        for path, _, v in _leaves(diag.get("secrets") or {}):
+            if isinstance(v, int) and not isinstance(v, bool) and "public" not in path:
+                out.setdefault(v, f"diagnostics secrets.{path} (exact, private)")
     return out
 
 
@@ -354,7 +358,7 @@ class _Scanner:
                     continue
                 if isinstance(v, float):
                     self.number(file, path, v, precision_rule=rule)
-                if isinstance(v, int):  # a float is a statistic (a noisy total 13.0 is no count)
+                if isinstance(v, int) and low not in _PUBLIC_COUNT_KEYS:  # floats are statistics, not counts
                     self.count(file, path, v)
             elif isinstance(v, str):
                 if not content and _ISO.search(v):
@@ -423,7 +427,7 @@ class _Scanner:
             self.plain(rel, text)
 
 
-def scan_release(root: str | os.PathLike[str], *, min_count: int = 10, label_counts: bool = False,
+def scan_release(root: str | os.PathLike[str], *, min_count: int = 20, label_counts: bool = False,
                  files: Sequence[str | os.PathLike[str]] | None = None) -> list[Finding]:
     """Every :class:`Finding` in the release of run ``root`` (every file outside ``private/``; or only
     ``files``). An empty list means the release holds nothing the scan knows to look for."""

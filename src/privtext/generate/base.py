@@ -201,6 +201,11 @@ class BaseGenerator:
         self.stats = GenerationStats()
         self._closed = False
 
+    def wants_prior(self, prior: LengthTarget) -> bool:
+        """Whether a prompt family's length prior should steer this generator (a model prompted without any
+        length knowledge: yes). The n-gram backend declines it when its public text already has such lengths."""
+        return True
+
     # factories used by build_generator
     @classmethod
     def from_options(cls, options: Any, ctx: GeneratorContext, *, family: PromptFamily, name: str | None) -> Any:

@@ -778,6 +778,13 @@ class NgramGenerator(BaseGenerator):
                    prompt_log=ctx.prompt_log, name=name)
 
     # --------------------------------------------------------------------------------------------- ops
+    def wants_prior(self, prior: Any) -> bool:
+        """A family's length prior is a fallback for off-domain public text: declined when at least half of the
+        public texts already fall inside its range (their own lengths are the better target)."""
+        arr = self.lm.lengths[None]
+        lo, hi = min(prior.low), max(prior.high)
+        return bool(np.mean((arr >= lo) & (arr <= hi)) < 0.5)
+
     @property
     def cap(self) -> int:
         """The most words any output may have: ``max_words``, or the length target's cap when lower."""
