@@ -21,7 +21,7 @@ from privtext.testing.tinyrun import tiny_run, toy_corpora
 METHODS = ("augpe", "secpe", "wasp", "dpkps")
 
 
-def invoke(*args: str):  # noqa: ANN201
+def invoke(*args: str):
     cli._mount()
     return CliRunner().invoke(cli.app, list(args))
 
