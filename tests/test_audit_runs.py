@@ -145,9 +145,9 @@ def test_secpe_secret_holders_voting_exactly_fails() -> None:
             kw["direct_groups"] = np.concatenate([kw["direct_groups"], kw["private_groups"]])
             super().__init__(**kw)
 
-    ok = audit_secpe_hybrid(rho=1.0, sigma=2.0, trials=2000, rng=np.random.default_rng(5))
+    ok = audit_secpe_hybrid(rho=1.0, sigma=2.0, trials=1000, rng=np.random.default_rng(5))
     assert ok.passed, ok.line()
-    bad = audit_secpe_hybrid(rho=1.0, sigma=2.0, trials=2000, rng=np.random.default_rng(5),
+    bad = audit_secpe_hybrid(rho=1.0, sigma=2.0, trials=1000, rng=np.random.default_rng(5),
                              scorer_factory=HoldersVoteToo)
     assert not bad.passed and bad.estimate > 0.9, bad.line()
 
@@ -164,10 +164,10 @@ def test_planned_trials_catch_halved_noise_with_probability_095(which: str) -> N
     from privtext.audit import audit_laplace_label_histogram, audit_rff_sketch, audit_vote_histogram
 
     audits = {
-        "votes": (lambda: audit_vote_histogram(10.0, group="auto", trials=None, alpha=1e-3), 100),
+        "votes": (lambda: audit_vote_histogram(10.0, group="auto", trials=None, alpha=1e-3), 60),
         "labels_laplace": (lambda: audit_laplace_label_histogram(0.6, relation="replace_one", group="auto",
                                                                  trials=None, alpha=1e-3), 60),
-        "rff": (lambda: audit_rff_sketch(5.0, n_features=64, alpha=1e-3), 30),
+        "rff": (lambda: audit_rff_sketch(5.0, n_features=64, alpha=1e-3), 20),
     }
     audit, reps = audits[which]
     caught = _catch_rate(audit, reps)

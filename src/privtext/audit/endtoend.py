@@ -9,32 +9,39 @@ Membership game (Aug-PE, WASP, DP-KPS: a DP claim)
 In the style of one-run auditing (Steinke, Nasr & Jagielski 2023; :mod:`privtext.audit.onerun`) and of canary
 attacks on synthetic text (Meeus et al., "The Canary's Echo", 2025): m canary records, each an **in-distribution
 prefix** (a record of the public corpus, or the start of a private one when there is none) followed by a **rare
-suffix** (six made-up words: text no generator writes by chance), each with the labels of a random private
-record. Each canary is included independently with probability ½, the bit drawn from OS entropy (under
-``replace_one`` an excluded canary is replaced by its prefix alone, the neighbour the relation allows). Each
-canary is then scored from the shareable outputs alone:
+suffix** — six made-up words (text no generator trained on real text writes by chance) and, when the public corpus
+has them, three rare public words that no private record holds (words a public generator or vocabulary can carry,
+distinct across canaries while they last) — with the labels of a random private record. Each canary is included
+independently with probability ½, the bit drawn from OS entropy (under ``replace_one`` an excluded canary is
+replaced by its prefix alone, the neighbour the relation allows). Each canary is then scored from the shareable
+outputs alone:
 
-* ``ngram`` — the share of the suffix's words and word pairs that occur in the shared text;
+* ``ngram`` — the share of the suffix's words and word pairs found in the shared text;
 * ``embedding`` — the cosine similarity of the canary to its nearest synthetic record (the run's embedder);
-* ``perplexity`` — the canary's log-likelihood per token under a Kneser-Ney trigram model of the shared text,
-  minus that under one of the public corpus (a reference model, as Meeus et al. calibrate their n-gram attack).
+* ``perplexity`` — the canary's log-likelihood per token under a Kneser-Ney trigram model of the synthetic text
+  and the prompts, minus that under one of the public corpus (a reference model, as Meeus et al. calibrate their
+  n-gram attack);
+* ``released`` (with public words) — the largest released number ``privacy.json`` attaches to one of the canary's
+  public words (e.g. a count of DP-KPS's released vocabulary).
 
-Eight guessing rules turn the scores into guesses (in / out / abstain, never looking at the inclusion bits):
-``ngram`` — in where any suffix word was found, out elsewhere (or abstain elsewhere); ``embedding`` and
-``perplexity`` — in for the top m/8 (m/4) and out for the bottom m/8 (m/4), or in for the top m/8 only. Each rule's
-correct guesses give an ε lower bound at confidence 1 − (1 − c)/8 (Bonferroni over the rules), and the largest is
-printed beside the claimed ε of ``privacy.json`` (with its δ). m defaults to 1.25 × the fewest canaries whose every
-guess right could exceed the claim (:func:`privtext.audit.onerun.canaries_needed`): fewer, and no attack could.
+Guessing rules turn the scores into guesses (in / out / abstain), never looking at the inclusion bits: ``ngram``
+— in where at least half of the suffix is found, out elsewhere (or abstain elsewhere); ``released`` — in where a
+count ≥ ½ is released, out elsewhere (or abstain); ``embedding`` and ``perplexity`` — in for the top m/8 (m/4) and
+out for the bottom m/8 (m/4), or in for the top m/8 only. Each rule's correct guesses give an ε lower bound at
+confidence 1 − (1 − c)/#rules (Bonferroni over the 8 or 10 rules), and the largest is printed beside the claimed ε
+of ``privacy.json`` (with its δ). m defaults to twice the fewest canaries whose every guess right could exceed the
+claim (:func:`privtext.audit.onerun.canaries_needed`): with fewer, no attack could.
 
 Reconstruction game (SecPE: (p, r)-secret protection, SecPE Def 3.1)
 -------------------------------------------------------------------
 m secrets, each drawn uniformly (OS entropy) from its own candidate set of 1/p phone numbers (slot j: area code
-200 + j, the rest enumerating the set), each written into ``holders`` records ("Please call the patient back on
-…", in-distribution prefixes). The configured detector must find each planted secret in at least one of its
-holders (else the game cannot be played with that detector: :class:`ConfigError`). The attacker reads every phone
-number in the shared text; for slot j it guesses the most frequent candidate of that slot it found, or a uniform
-random candidate when it found none. The success rate, with its Clopper-Pearson interval, is compared with r: the
-audit fails when the interval's lower end exceeds r.
+200 + j and exchange 300 + j, the line enumerating the set), each written into ``holders`` records ("Please call
+the patient back on …" before an in-distribution note). The configured detector must find each planted secret in
+at least one of its holders (else the game cannot be played with that detector: :class:`ConfigError`). The
+attacker reads every phone-like number in the shared text (by exchange and line, however it is written); for
+slot j it guesses the most frequent candidate of that slot it found, or a uniform random candidate when it found
+none. The success rate, with its Clopper-Pearson interval, is compared with r: the audit fails when the
+interval's lower end exceeds r.
 """
 
 from __future__ import annotations

@@ -619,8 +619,8 @@ def audit_dp_vocabulary(epsilon: float, *, r: int = 2, scale: float | None = Non
                         rng: np.random.Generator | None = None, alpha: float = 0.05,
                         actual_noise_scale: float = 1.0) -> AuditResult:
     """DP-KPS's DP vocabulary (App A.1, ``privtext.mechanisms.vocabulary.dp_vocabulary``) run with the recorded
-    Laplace scale b (default: the correct one, records·r/ε, ×2 under replace-one) — the mechanism is called with ε' = r/b so that it draws
-    exactly b. One neighbour is ``records`` documents (k of a secret group) each holding the same r fresh terms
+    Laplace scale b (default: the correct one, records·r/ε, twice that under replace-one) — the mechanism is called
+    with ε' = r/b so that it draws exactly b. One neighbour is ``records`` documents (k of a secret group) each holding the same r fresh terms
     (add/remove: the canary adds them; ``relation="replace_one"``: each replaces a document holding r other fresh
     terms); the canary is g neighbours; claim g·ε. The whole noisy histogram is read (``size`` = |V|), so the
     audit sees the Laplace release before the top-V post-processing."""
@@ -669,9 +669,10 @@ def audit_dp_term_histogram(epsilon: float, *, scale: float | None = None, relat
                             rng: np.random.Generator | None = None, alpha: float = 0.05,
                             actual_noise_scale: float = 1.0) -> AuditResult:
     """DP-KPS's per-class DP term histogram (``privtext.mechanisms.kde.dp_term_histogram``, weighting "mean",
-    Δ₁ = 1) run at the recorded scale b (default: the correct one, records/ε, ×2 under replace-one): a canary document of class 0 holding one term puts its whole
-    unit of mass on one bin, the worst case of the sensitivity bound (replace-one: it was a class-1 document on
-    another term); g neighbours of ``records`` documents; claim g·ε."""
+    Δ₁ = 1) run at the recorded scale b (default: the correct one, records/ε, twice that under replace-one): a
+    canary document of class 0 holding one term puts its whole unit of mass on one bin, the worst case of the
+    sensitivity bound (replace-one: it was a class-1 document on another term); g neighbours of ``records``
+    documents; claim g·ε."""
     from ..mechanisms import kde
 
     replace = relation == "replace_one"
@@ -709,9 +710,10 @@ def audit_laplace_label_histogram(epsilon: float, *, scale: float | None = None,
                                   rng: np.random.Generator | None = None, alpha: float = 0.05,
                                   actual_noise_scale: float = 1.0) -> AuditResult:
     """The pure-DP label histogram (``privtext.mechanisms.labels.laplace_label_histogram``) run at the recorded
-    scale b (default: the correct one, records/ε, ×2 under replace-one; the mechanism is called with ε' = 1/b): a canary of g neighbours of ``records`` records
-    with label 0 (replace-one: each was a record of label 1), claim g·ε. Under replace-one the pair moves two bins
-    by ∓1 per record: with Δ₁ recorded as 1 the release is 2ε-DP, which this catches (issue 21, item 2)."""
+    scale b (default: the correct one, records/ε, twice that under replace-one; the mechanism is called with
+    ε' = 1/b): a canary of g neighbours of ``records`` records with label 0 (replace-one: each was a record of
+    label 1), claim g·ε. Under replace-one the pair moves two bins by ∓1 per record: with Δ₁ recorded as 1 the
+    release is 2ε-DP, which this catches (issue 21, item 2)."""
     from ..mechanisms import labels
 
     replace = relation == "replace_one"
@@ -766,7 +768,8 @@ def audit_rff_sketch(epsilon: float, *, n_features: int, scale: float | None = N
     x = gen.standard_normal((1, dim))
     x /= np.linalg.norm(x)
     zx = feats.transform(x)[0]
-    background = [p / np.linalg.norm(p, axis=1, keepdims=True) for p in (gen.standard_normal((2, dim)) for _ in range(6))]
+    background = [p / np.linalg.norm(p, axis=1, keepdims=True)
+                  for p in (gen.standard_normal((2, dim)) for _ in range(6))]
     bclasses = [0, 1, 0, 1, 0, 1]
     h0 = np.zeros((2, i))
     for p, c in zip(background, bclasses, strict=True):
