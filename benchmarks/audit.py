@@ -39,6 +39,8 @@ def main() -> None:
         audit_secret_clustering,
         audit_topq_histograms,
         audit_vote_histogram,
+        group_size,
+        trials_for_halved_gaussian_noise,
     )
     from privtext.audit.derive import topq_record_sensitivity
     from privtext.methods.secpe import ClusterScorer
@@ -70,8 +72,12 @@ def main() -> None:
     cases.append(("labels z=3.4 noise ×½", True, lambda: _halved(lambda: audit_label_histogram(3.4, **auto))))
     for q in (1, 4):
         cases.append((f"Top-{q} z=1.53 as built", False, lambda q=q: audit_topq_histograms(1.53, q=q, **auto)))
+    # the XOR sensitivity noises at 1/Δ_4 ≈ 0.61 of the claim's noise, a smaller fault than halving: its trials
+    # are planned for that scale
+    xor = _public_code_topq_sensitivity(4) / topq_record_sensitivity(4)
+    xor_trials = trials_for_halved_gaussian_noise(group_size(1 / 1.53) / 1.53, alpha=a, noise_scale=xor)
     cases.append(("Top-4 z=1.53, public code's XOR Δ", True, lambda: audit_topq_histograms(
-        1.53, q=4, actual_noise_scale=_public_code_topq_sensitivity(4) / topq_record_sensitivity(4), **auto)))
+        1.53, q=4, actual_noise_scale=xor, **{**auto, "trials": xor_trials})))
     cases.append(("parties record z=1.53, t=3 as built", False,
                   lambda: audit_federated_sum(1.53, sensitivity=1.0, min_survivors=3, **auto)))
     cases.append(("parties user m=4 z=1.53, t=3 as built", False,
@@ -107,9 +113,9 @@ def main() -> None:
         rho=0.1, sigma=s01, sample="shared", claim_sample="independent", trials=args.secret_trials, rng=rng,
         alpha=a)))
     cases.append(("SecPE hybrid votes ρ=1 σ=2 as built", False,
-                  lambda: audit_secpe_hybrid(rho=1.0, sigma=2.0, trials=4000, rng=rng, alpha=a)))
+                  lambda: audit_secpe_hybrid(rho=1.0, sigma=2.0, trials=2000, rng=rng, alpha=a)))
     cases.append(("SecPE hybrid, holders vote exactly", True, lambda: audit_secpe_hybrid(
-        rho=1.0, sigma=2.0, trials=4000, rng=rng, alpha=a, scorer_factory=HoldersVoteToo)))
+        rho=1.0, sigma=2.0, trials=2000, rng=rng, alpha=a, scorer_factory=HoldersVoteToo)))
 
     print(f"{'case':48} {'mechanism':52} {'claim':>16} {'attack (CI)':>24} {'trials':>7} {'s':>5}  verdict")
     ok = True

@@ -193,7 +193,7 @@ def test_cli_end_to_end_prints_the_bound_beside_the_claim(tmp_path: Path) -> Non
     fault = PrivateTextInPrompts(texts=["x"], per_prompt=4)  # primed below with the corpus the audit writes
 
     def prime_from_disk() -> None:
-        texts = [json.loads(x)["text"] for f in (tmp_path / "w2").glob("private-*.jsonl")
+        texts = [json.loads(x)["text"] for f in (tmp_path / "w2" / "private").glob("corpus-*.jsonl")
                  for x in f.read_text().splitlines()]
         fault.prime(texts)
 

@@ -75,15 +75,15 @@ def test_power_formula_against_simulated_counts() -> None:
     claim, alpha = 1.5, 1e-3
     n = trials_for_halved_gaussian_noise(claim, alpha=alpha)
     rate = float(ndtr(-claim))
-    fp, fn = rng.binomial(n, rate, size=4000), rng.binomial(n, rate, size=4000)
+    fp, fn = rng.binomial(n, rate, size=1500), rng.binomial(n, rate, size=1500)
     caught = np.mean([mu_bounds(int(a), int(b), n, alpha)[0] > claim for a, b in zip(fp, fn, strict=True)])
-    assert caught == pytest.approx(power_mu(n, claim, rate, rate, alpha), abs=4 * math.sqrt(0.05 * 0.95 / 4000))
+    assert caught == pytest.approx(power_mu(n, claim, rate, rate, alpha), abs=4 * math.sqrt(0.05 * 0.95 / 1500))
     # the pure-ε power formula likewise
     tpr, fpr = 0.5, 0.5 * math.exp(-3.0)
-    tp, f = rng.binomial(300, tpr, size=4000), rng.binomial(300, fpr, size=4000)
+    tp, f = rng.binomial(300, tpr, size=1500), rng.binomial(300, fpr, size=1500)
     lo = [math.log(clopper_pearson(int(a), 300, alpha / 2)[0] / clopper_pearson(int(b), 300, alpha / 2)[1])
           if a else 0.0 for a, b in zip(tp, f, strict=True)]
-    assert np.mean(np.asarray(lo) > 1.5) == pytest.approx(power_epsilon(300, 1.5, tpr, fpr, alpha), abs=0.03)
+    assert np.mean(np.asarray(lo) > 1.5) == pytest.approx(power_epsilon(300, 1.5, tpr, fpr, alpha), abs=0.05)
 
 
 def test_group_size_aims_at_claim_one_and_a_half() -> None:

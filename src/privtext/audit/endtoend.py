@@ -479,8 +479,9 @@ def audit_end_to_end(
     after_run: Callable[[Path], None] | None = None,
 ) -> EndToEndResult:
     """Plant canaries in the configuration's private data, run the method once (``privtext.runner.run_config``),
-    and attack the shareable outputs (module docstring). ``workdir`` holds the audit's corpus and run (default: a
-    folder ``audit-end-to-end`` next to the configured output). ``embedder``: an embedder for the embedding score
+    and attack the shareable outputs (module docstring). ``workdir`` holds the audit's corpus (a copy of the private
+    corpus with the canaries, under ``private/``) and its run (default: a folder ``audit-end-to-end`` next to the
+    configured output). ``embedder``: an embedder for the embedding score
     (default: the run's). ``on_canaries`` is called with the canaries before the run, ``after_run`` with the run
     directory before the attack (the CLI builds ``report.html`` there)."""
     from ..config import config_from_dict
@@ -532,7 +533,8 @@ def audit_end_to_end(
     if on_canaries is not None:
         on_canaries(cans)
     token = _secrets.token_hex(4)  # a fresh corpus and run per audit: an audit never resumes or replaces one
-    corpus_path = work / f"private-{token}.jsonl"
+    (work / "private").mkdir(mode=0o700, exist_ok=True)  # a copy of the private corpus: never to be shared
+    corpus_path = work / "private" / f"corpus-{token}.jsonl"
     _write_private(cfg, private, extra, corpus_path, rng)
     raw = cfg.dump()
     raw["data"]["private"] = str(corpus_path)

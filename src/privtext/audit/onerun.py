@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from scipy.special import expit
 from scipy.stats import binom
 
@@ -40,12 +41,9 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float = 0.0) -> float
     q = float(expit(epsilon))
     tail = float(binom.sf(v - 1, r, q))  # Pr[Bin(r, q) ≥ v]
     if delta > 0 and v > 0:
-        below = float(binom.cdf(v - 1, r, q))  # Pr[Bin < v]
-        best = 0.0
-        for i in range(1, v + 1):
-            between = below - (float(binom.cdf(v - i - 1, r, q)) if v - i - 1 >= 0 else 0.0)
-            best = max(best, between / i)
-        tail += 2.0 * m * delta * best
+        i = np.arange(1, v + 1)
+        between = binom.cdf(v - 1, r, q) - binom.cdf(v - i - 1, r, q)  # Pr[v − i ≤ Bin < v] (cdf(−1) = 0)
+        tail += 2.0 * m * delta * float(np.max(between / i))
     return min(tail, 1.0)
 
 
