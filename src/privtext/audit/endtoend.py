@@ -463,7 +463,7 @@ def _write_private(config: Any, records: Any, extra: list[tuple[str, dict[str, s
     rng.shuffle(order)
     corpus = Corpus(ids=tuple(ids[i] for i in order), texts=tuple(texts[i] for i in order),
                     labels={c: tuple(labels[c][i] for i in order) for c in cols}, name="private (audit)")
-    extra_cols = {d.id_column: list(corpus.ids)} if d.id_column else None
+    extra_cols: dict[str, Sequence[Any]] | None = {d.id_column: list(corpus.ids)} if d.id_column else None
     write_corpus(corpus, path, text_column=d.text_column, include_ids=False, extra=extra_cols)
 
 
@@ -549,7 +549,7 @@ def audit_end_to_end(
     shared = read_shared(root)
     statement = json.loads((root / "privacy.json").read_text(encoding="utf-8"))
     if game == "membership":
-        eps, delta, words = stated_claim(statement)
+        eps, delta, claim_words = stated_claim(statement)
         emb = embedder
         if emb is None:
             from ..embed import build_embedder
@@ -562,7 +562,7 @@ def audit_end_to_end(
         lb, rules = membership_bound(cans, scores, delta=delta, confidence=confidence, rng=rng)
         seconds.update(attack=time.perf_counter() - t_attack, total=time.perf_counter() - t0)
         return EndToEndResult(
-            method=cfg.method, game=game, claim=eps, claim_words=words, lower_bound=lb, confidence=confidence,
+            method=cfg.method, game=game, claim=eps, claim_words=claim_words, lower_bound=lb, confidence=confidence,
             canaries=m, included=sum(c.included for c in cans), passed=lb <= eps, run_dir=str(root),
             seconds=seconds, rules=rules,
             details={"delta": delta, "statement_private": bool(statement.get("private")),

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy.special import ndtri
@@ -426,7 +426,7 @@ def audit_federated_sum(noise_multiplier: float, *, sensitivity: float, level: s
 # ------------------------------------------------------------------------------------------- Laplace audits
 
 
-def _llr(y: np.ndarray, base: np.ndarray, shift: np.ndarray, scale: float) -> np.ndarray:
+def _llr(y: np.ndarray, base: np.ndarray | float, shift: np.ndarray, scale: float) -> np.ndarray:
     """Σ_i (|y_i − h_i| − |y_i − h_i − s_i|)/b over the last axis: the log-likelihood ratio of "with" (h + s) to
     "without" (h) under Laplace(b) noise."""
     d = np.asarray(y, dtype=np.float64) - base
@@ -475,9 +475,11 @@ def plan_laplace(shift: np.ndarray, claim_epsilon: float, *, alpha: float, power
     for n_approx, t, tpr, fpr in sorted(ranked)[:3]:
         if n_approx > 4 * limit:
             continue
+        def power_at(m: int, tpr: float = tpr, fpr: float = fpr) -> float:
+            return power_epsilon(m, claim_epsilon, tpr, fpr, alpha)
+
         try:
-            n = min_trials(lambda m, tpr=tpr, fpr=fpr: power_epsilon(m, claim_epsilon, tpr, fpr, alpha),
-                           power=power, start=max(10, int(n_approx / 4)), limit=limit)
+            n = min_trials(power_at, power=power, start=max(10, int(n_approx / 4)), limit=limit)
         except ConfigError:
             continue
         if best is None or n < best[1]:
@@ -944,13 +946,13 @@ def audit_secpe_hybrid(*, rho: float, sigma: float, sample: str = "independent",
     direct = np.repeat(e[2:3], 5, axis=0)  # secret-free records: all nearest to c₂
     noise_res = _secret_noise_for(rho, sample)
     factory = scorer_factory or ClusterScorer
-    opts = SecPEOptions(voting="hybrid", sample=sample, clip_radius=1.0)
+    opts = SecPEOptions(voting="hybrid", sample=cast(Any, sample), clip_radius=1.0)
 
     def run_once(with_secret: bool, r: np.random.Generator) -> float:
         priv = holder if with_secret else np.zeros((0, d), dtype=np.float32)
         scorer = factory(clusters=cl, private_emb=priv, private_groups=np.zeros(len(priv), dtype=np.int64),
                          rho=np.full(len(priv), rho), sigma=sigma, noise=noise_res, options=opts, metric="l2",
-                         center="none", threshold=0.0, keeper=_Releases(), noise_rng=lambda key: r,
+                         center="none", threshold=0.0, keeper=cast(Any, _Releases()), noise_rng=lambda key: r,
                          direct_emb=direct, direct_groups=np.zeros(len(direct), dtype=np.int64))
         return float(scorer.score(iteration=0, population=pop, vote_emb=cand).histogram[1])
 
