@@ -167,3 +167,18 @@ def test_correct_runs_pass_the_derivation(tmp_path: Path) -> None:
     res = audit_run(run, attack=False)
     assert {r.mechanism.split(" ")[0] for r in res} == {"votes", "labels_gaussian"} and all(r.passed for r in res)
     assert all(r.check == "derivation" for r in res)
+
+
+def test_a_clustering_without_noise_or_secret_records_nothing_to_compare() -> None:
+    """SecPE with no declared secret found releases clusterings with σ = 0 that hold no private record: the
+    derivation has no recorded Δ to compare (and the statement says the run is not private)."""
+    from privtext.mechanisms.clustering import clustering_event
+
+    r = Release(key="clusters/iter_000", mechanism="secret_clustering", event=clustering_event(0.0), noise_std=0.0,
+                sensitivity=1.0, secret_events={}, meta={"sample": "independent"})
+    d = check_release(r, _config("secpe", sample="independent"), ADD)
+    assert d is not None and d.passed and math.isinf(d.claim)
+    shared = Release(key="clusters/iter_000", mechanism="secret_clustering", event=clustering_event(2.0, "shared"),
+                     noise_std=2.0, sensitivity=1.0, meta={"sample": "shared"})
+    d = check_release(shared, _config("secpe", sample="shared"), ADD)
+    assert d is not None and d.passed and d.recorded == pytest.approx(SQ2)

@@ -287,7 +287,8 @@ def check_release(release: Any, config: Any, relation: Relation) -> Derivation |
         # SecPE's event is GaussianDpEvent(σ/Δ) per composition; the ledger's sensitivity field is the per-bin 1,
         # so the recorded Δ is read off the event: σ / noise multiplier
         claim = claim_of(release)
-        recorded = float(release.noise_std) * claim if math.isfinite(claim) else math.inf
+        # no noise (SecPE with no declared secret found: nothing private enters): no Δ is recorded to compare
+        recorded = float(release.noise_std) * claim if math.isfinite(claim) else exp.sensitivity
         implied = exp.sensitivity / scale if scale > 0 else math.inf
     else:
         recorded = float(release.sensitivity)
