@@ -934,6 +934,7 @@ def audit_secpe_hybrid(*, rho: float, sigma: float, sample: str = "independent",
     from ..data.population import Population
     from ..mechanisms import clustering
     from ..methods.secpe import ClusterScorer, SecPEOptions
+    from ..privacy.relation import NeighbouringRelation
 
     g = _noise(rng)
     d = 4
@@ -952,7 +953,8 @@ def audit_secpe_hybrid(*, rho: float, sigma: float, sample: str = "independent",
         priv = holder if with_secret else np.zeros((0, d), dtype=np.float32)
         scorer = factory(clusters=cl, private_emb=priv, private_groups=np.zeros(len(priv), dtype=np.int64),
                          rho=np.full(len(priv), rho), sigma=sigma, noise=noise_res, options=opts, metric="l2",
-                         center="none", threshold=0.0, keeper=cast(Any, _Releases()), noise_rng=lambda key: r,
+                         center="none", threshold=0.0, relation=NeighbouringRelation.secret_holders(),
+                         keeper=cast(Any, _Releases()), noise_rng=lambda key: r,
                          direct_emb=direct, direct_groups=np.zeros(len(direct), dtype=np.int64))
         return float(scorer.score(iteration=0, population=pop, vote_emb=cand).histogram[1])
 
