@@ -137,11 +137,12 @@ def release_kind(mechanism: str, key: str) -> str | None:
         return "labels_laplace"
     if mechanism == "secret_clustering":
         return "clustering"
+    # (runs made before the mechanisms had one name each recorded DP-KPS's three as "laplace")
     if mechanism in ("dp_vocabulary", "laplace") and key.endswith("vocabulary"):
         return "vocabulary"
-    if mechanism == "laplace" and key == "dpkps/histogram":
+    if mechanism in ("dp_term_histogram", "laplace") and key == "dpkps/histogram":
         return "term_histogram"
-    if mechanism == "laplace" and key.startswith("dpkps/kde/"):
+    if mechanism in ("dp_rff_sketch", "laplace") and key.startswith("dpkps/kde/"):
         return "rff_sketch"
     return None
 
