@@ -47,6 +47,9 @@ def global_flags_first(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     import sys
 
+    from ..progress import hide_library_bars
+
+    hide_library_bars()  # before any heavy import reads its environment
     _mount()
     args = list(sys.argv[1:] if argv is None else argv)
     app(args=global_flags_first(args), prog_name="privtext")
