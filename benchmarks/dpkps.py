@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     from privtext.evaluate.embedding import resolve_embedder
     from privtext.generate.ngram import NgramGenerator
     from privtext.generate.prompts import load_family
-    from privtext.methods.dpkps_core import DPKPSParams, run_dpkps
+    from privtext.methods.dpkps.core import DPKPSParams, run_dpkps
     from privtext.privacy.pure import pure_epsilon
-    from privtext.rng import derive
+    from privtext.rng import derive, noise_rng
 
     dev, test = _read(DATA / "dev.csv"), _read(DATA / "test.csv")
     public = [r["text"] for r in test[:3000]]
@@ -149,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                                  sketch=args.sketch, contrast=args.contrast, term_weighting=args.term_weighting)
             t0 = time.perf_counter()
             res = run_dpkps(texts, labels, classes=classes, public_vocabulary=vocab, embedder=emb, generator=gen,
-                            params=params, n_per_class=per_class, rng=derive(args.seed, "dpkps", task, key))
+                            params=params, n_per_class=per_class, rng=derive(args.seed, "dpkps", task, key),
+                            noise_rng=lambda k, task=task, key=key: noise_rng(args.seed, "dpkps", task, key, k,
+                                                                              reproducible=True))  # seeded
             gen_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             row: dict[str, Any] = {"epsilon_vocab": e_voc, "epsilon_kde": e_kde,

@@ -170,7 +170,7 @@ def method_config(method: str, eps: float, control: bool, a: Any) -> tuple[dict[
     if method == "secpe":  # the control: r = 1.1·p (μ ≈ 0.02: noise swamps the centre votes; r = p·(1 + 1e-6)
         r = a.secpe_p * 1.1 if control else a.secpe_r  # kept SecretNoise's calibration busy for > 7 min)
         return ({"secret": {"p": a.secpe_p, "r": r}}, pe,
-                {"secpe": {"clusters": a.secpe_clusters, "detector": {"name": "random_words", "quantile": 0.2},
+                {"secpe": {"clusters": a.secpe_clusters, "detector": {"name": "random_words", "quantile": 0.2, "from_private": True},
                            "sampling": "auto"}})
     raise SystemExit(f"unknown method {method!r}")
 

@@ -105,8 +105,8 @@ def run_setting(s: Setup, setting: dict[str, Any], eps: float, seed: int, seq_on
 
     from privtext.data import Corpus
     from privtext.evaluate.downstream import downstream_accuracy
-    from privtext.methods.dpkps_core import DPKPSParams, dpkps_sequences
-    from privtext.rng import derive
+    from privtext.methods.dpkps.core import DPKPSParams, dpkps_sequences
+    from privtext.rng import derive, noise_rng
 
     kw = {"vocab_size": 400, "length": 8, "n_features": 256, "bandwidth": 0.3, "threshold": 2.0,
           **setting.get("params", {})}
@@ -114,7 +114,8 @@ def run_setting(s: Setup, setting: dict[str, Any], eps: float, seed: int, seq_on
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     kp = dpkps_sequences(s.priv_t, s.priv_y, classes=s.classes, public_vocabulary=s.vocab, embedder=s.emb,
-                         params=params, n_per_class=s.counts, rng=rng)
+                         params=params, n_per_class=s.counts, rng=rng,
+                         noise_rng=lambda key: noise_rng(seed, key, reproducible=True))  # a benchmark: seeded
     t1 = time.perf_counter()
     y = list(kp.labels)
     if seq_only:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,7 +20,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PRIVTEXT_QUIET", "1")
 # the user's private embedding cache (privtext.embed.private) and ONNX exports: a folder of this session, never ~/.cache
-os.environ.setdefault("PRIVTEXT_CACHE_HOME", tempfile.mkdtemp(prefix="privtext-test-cache-"))
+if not os.environ.get("PRIVTEXT_CACHE_HOME"):
+    os.environ["PRIVTEXT_CACHE_HOME"] = tempfile.mkdtemp(prefix="privtext-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["PRIVTEXT_CACHE_HOME"], ignore_errors=True)
 
 
 def cpu_has_bf16() -> bool:

@@ -191,3 +191,89 @@ def test_the_checker_sees_an_upward_import(bad: tuple[str, str]) -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# ------------------------------------------------------------------------------------------------ inside methods/
+
+
+#: the modules of methods/ that every method may use (the run skeleton, the parties, the Gaussian-vote base)
+SHARED_METHOD_MODULES = {"privtext.methods", "privtext.methods.base", "privtext.methods.parties",
+                         "privtext.methods.votes"}
+
+
+def _method_package(module: str) -> str | None:
+    """``privtext.methods.wasp.rounds`` → ``wasp``; None for a shared module."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] != "methods" or module in SHARED_METHOD_MODULES:
+        return None
+    return parts[2]
+
+
+def _method_package_leaks(files: list[Path]) -> list[str]:
+    out = []
+    for path in files:
+        me = _module_name(path)
+        mine = _method_package(me)
+        for target, _ in _imports(path):
+            theirs = _method_package(target)
+            if theirs is not None and theirs != mine and me != "privtext.methods":
+                out.append(f"{me} imports {target}")
+    return out
+
+
+def test_a_method_package_imports_no_other_method() -> None:
+    """Each method is a package (methods/<name>/); what methods share lives in methods/base.py, parties.py and
+    votes.py, so a method never imports another method's package (WASP once subclassed Aug-PE's class)."""
+    assert not _method_package_leaks(_all_files())
+
+
+def test_the_method_rule_sees_a_method_importing_another(tmp_path: Path) -> None:
+    assert _method_package("privtext.methods.wasp.method") == "wasp"
+    assert _method_package("privtext.methods.augpe") == "augpe" and _method_package("privtext.methods.base") is None
+
+
+def test_mechanisms_import_no_method_and_no_backend() -> None:
+    """Mechanisms are pure functions of their inputs: they import privacy/ (events, noise, relation), data
+    helpers and each other, never a method, the engine, a generator or an embedder."""
+    bad = []
+    for path in _all_files():
+        me = _module_name(path)
+        if _component(me) != "mechanisms":
+            continue
+        for target, _ in _imports(path):
+            if _component(target) in {"methods", "engine", "runner", "generate", "embed", "secrets", "guard"}:
+                bad.append(f"{me} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+_NOISE_CALL = ("rng.normal(", "rng.laplace(", ".standard_normal(")
+
+
+def test_noise_is_added_in_one_place() -> None:
+    """privacy/noise.py is the one place a release's noise is drawn (add_gaussian, add_laplace): no mechanism,
+    method or federated party draws Gaussian or Laplace values itself. (audit/ and testing/ simulate attacks and
+    data; kde.py draws the PUBLIC random Fourier features with standard_normal, not noise.)"""
+    allowed = {"privtext.privacy.noise", "privtext.mechanisms.kde"}
+    bad = []
+    for path in _all_files():
+        me = _module_name(path)
+        if me in allowed or _component(me) in {"audit", "testing", "evaluate", "report", "cli", "demo"}:
+            continue
+        text = path.read_text(encoding="utf-8")
+        bad += [f"{me}: {c}" for c in _NOISE_CALL if c in text]
+    assert not bad, "noise drawn outside privtext.privacy.noise:\n" + "\n".join(bad)
+
+
+def test_releases_are_described_by_the_builders_only() -> None:
+    """A method never writes ``Release(...)`` by hand (nine hand-built descriptions once named one mechanism
+    three ways): it calls privacy.release.gaussian_release / laplace_release, whose Δ comes from the relation."""
+    bad = []
+    for path in _all_files():
+        me = _module_name(path)
+        if _component(me) != "methods":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Release":
+                bad.append(f"{me}:{node.lineno}")
+    assert not bad, "hand-built releases in methods/: " + ", ".join(bad)

@@ -15,8 +15,7 @@ from privtext.data.vocabulary import PublicVocabulary, term_tokens, vocabulary_f
 from privtext.embed.hashing import HashingEmbedder
 from privtext.errors import ConfigError, DataError, InvalidPrivacyParameter
 from privtext.generate.ngram import NgramGenerator
-from privtext.methods.dpkps_core import (
-    DirectReleases,
+from privtext.methods.dpkps.core import (
     DPKPSParams,
     dpkps_event,
     dpkps_plan,
@@ -25,6 +24,7 @@ from privtext.methods.dpkps_core import (
 )
 from privtext.privacy.accounting import epsilon_for_delta
 from privtext.privacy.pure import pure_epsilon
+from privtext.privacy.release import DirectReleases
 from tests.conftest import shared_file
 
 A, B = "Business Category: Restaurants", "Business Category: Beauty & Spas"
@@ -166,14 +166,17 @@ def test_sequences_carry_their_class_at_large_epsilon(yelp: dict[str, Any], any_
 
 def test_sequences_ignore_the_labels_at_tiny_epsilon(yelp: dict[str, Any], any_seed: int) -> None:
     """At ε = 1e-6 the released noise is ~10⁸ times the data's contribution: shuffling the private labels does
-    not change the sampled sequences (same randomness), while at ε = ∞ it does."""
+    not change the sampled sequences (same randomness: the noise is seeded, the explicit opt-in), while at
+    ε = ∞ it does."""
+    from privtext.rng import noise_rng
     perm = np.random.default_rng(any_seed + 1).permutation(len(yelp["labels"]))
     shuffled = [yelp["labels"][i] for i in perm]
 
     def run(eps: float, labels: list[str]) -> np.ndarray:
         kp = dpkps_sequences(yelp["texts"], labels, classes=[A, B], public_vocabulary=yelp["vocab"],
                              embedder=HashingEmbedder(dim=256), params=_params(eps, n_features=512),
-                             n_per_class=60, rng=np.random.default_rng(any_seed))
+                             n_per_class=60, rng=np.random.default_rng(any_seed),
+                             noise_rng=lambda key: noise_rng(any_seed, key, reproducible=True))
         return np.array(kp.sequences)
 
     assert (run(1e-6, yelp["labels"]) == run(1e-6, shuffled)).mean() > 0.99
@@ -252,3 +255,36 @@ def test_bad_parameters_name_the_value() -> None:
     with pytest.raises(ConfigError, match="vocab_size=10 exceeds"):
         dpkps_sequences(["w1"], ["x"], classes=["x"], n_per_class=1,
                         **{**kw, "public_vocabulary": PublicVocabulary(("w1", "w2"))})
+
+
+# -------------------------------------------------------------------------------------------- noise source
+
+
+def _tiny_run(**kw: Any) -> Any:
+    p = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=4, length=2, n_features=8, max_terms=4)
+    vocab = PublicVocabulary(("alpha", "beta", "gamma", "delta", "eps", "zeta"))
+    return dpkps_sequences(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"], ["x", "y", "x"],
+                           classes=["x", "y"], public_vocabulary=vocab, embedder=HashingEmbedder(dim=8), params=p,
+                           n_per_class=2, rng=np.random.default_rng(0), **kw)
+
+
+def test_noise_comes_from_os_entropy_unless_reproducible_noise_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21 bug 5: without ``noise_rng`` the Laplace noise must not be a function of the caller's ``rng``
+    (whoever knows that seed could subtract it). Two calls with the same seeded ``rng`` draw different noise; the
+    explicit opt-in (``noise_rng`` from a seed) draws the same noise twice."""
+    from privtext import rng as prng
+
+    calls: list[int] = []
+    real = prng.secure_rng
+
+    def counting() -> np.random.Generator:
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(prng, "secure_rng", counting)
+    a, b = _tiny_run(), _tiny_run()
+    assert len(calls) == 2 * len(a.releases), "each release's noise must come from a fresh OS-entropy CSPRNG"
+    assert not np.array_equal(a.vocabulary.noisy_counts, b.vocabulary.noisy_counts)
+    seeded = {"noise_rng": lambda key: prng.noise_rng(7, key, reproducible=True)}
+    c, d = _tiny_run(**seeded), _tiny_run(**seeded)
+    assert np.array_equal(c.vocabulary.noisy_counts, d.vocabulary.noisy_counts)

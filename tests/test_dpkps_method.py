@@ -15,7 +15,7 @@ from privtext.data import Corpus
 from privtext.data.vocabulary import vocabulary_from_corpus
 from privtext.errors import ConfigError
 from privtext.mechanisms.vocabulary import term_histogram
-from privtext.methods.dpkps_core import DPKPSParams, as_release, dpkps_event, dpkps_plan
+from privtext.methods.dpkps.core import DPKPSParams, dpkps_event, dpkps_plan
 from privtext.privacy.events import event_from_dict, event_key
 from privtext.runner import resume_run
 from privtext.testing.tinyrun import tiny_run, toy_corpora
@@ -62,7 +62,7 @@ def test_ledger_holds_the_planned_events_and_the_statement_is_pure(tmp_path: Pat
     led = _ledger(run)
     assert [e["key"] for e in led] == [p.key for p in dpkps_plan(params)]
     events = [event_from_dict(e["event"]) for e in led]
-    assert [event_key(e) for e in events] == [event_key(as_release(p).event) for p in dpkps_plan(params)]
+    assert [event_key(e) for e in events] == [event_key(p.event) for p in dpkps_plan(params)]
     import dp_accounting
 
     assert event_key(dp_accounting.ComposedDpEvent([events[0], dp_accounting.ComposedDpEvent(events[1:])])) == \
@@ -196,7 +196,7 @@ def test_prompt_audit_catches_private_text_planted_in_a_dpkps_prompt(tmp_path: P
     """The end-of-run audit must be able to fail: a private record copied into one keyphrase sequence (a bug that
     would leak it into a seeded prompt) is flagged in privacy.json; the clean run passes. With the n-gram
     generator and its retrieval (the offline default), whose index is the public corpus only."""
-    import privtext.methods.dpkps as m
+    import privtext.methods.dpkps.method as m
 
     priv, _pub = _corpora()
     secret = "zorblax quintessa marmaduke lives at 42 wobblestone lane near the old quarry gate"

@@ -188,8 +188,11 @@ def test_a_source_is_never_carried_by_a_derived_array() -> None:
     tiers, _ = _tiers(mid=False)
     v = tiers.embed(["a b c", "d e f", "g h i"])
     assert isinstance(v, TieredVectors) and row_source(v) is not None and row_source(v).texts[1] == "d e f"
+    # the voting layer reads the source duck-typed (mechanisms import no embedder): it sees the same one
+    assert exact_votes.row_source(v) is row_source(v)
     for derived in (v[1:], v[[0, 2]], v * 1.0, v.mean(axis=0), np.asarray(v), np.concatenate([v, v]), v.copy()):
-        assert row_source(derived) is None
+        assert row_source(derived) is None and exact_votes.row_source(derived) is None
+    assert exact_votes.row_source([[0.0]]) is None and exact_votes.row_source(np.zeros((1, 48))) is None
     with pytest.raises(ConfigError, match="2 vectors for 3 texts"):
         with_source(np.zeros((2, 48)), RowSource(tiers, ("a", "b", "c")))
     plain = np.asarray(v)

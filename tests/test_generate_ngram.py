@@ -424,15 +424,23 @@ def test_options_are_validated(corpus: Corpus) -> None:
         build_generator({"backend": "ngramm"}, ctx)
 
 
-def test_training_and_sampling_are_fast_enough(corpus: Corpus) -> None:
-    """Loose guard against accidental O(V) work per word (the benchmark measures the real rate)."""
+def _hundred_samples(corpus: Corpus) -> list[str]:
     lm = NgramLM(list(corpus.texts) * 2, order=4)
     u = _Uniforms(np.random.default_rng(0))
+    return [lm.sample(u, length=60, exact_length=True) for _ in range(100)]
+
+
+def test_exact_length_samples_have_that_many_words(corpus: Corpus) -> None:
+    assert all(sum(t[0].isalnum() for t in tokenize(x)) == 60 for x in _hundred_samples(corpus))
+
+
+@pytest.mark.timing
+def test_training_and_sampling_are_fast_enough(corpus: Corpus) -> None:
+    """Loose guard against accidental O(V) work per word (the benchmark measures the real rate)."""
     t0 = time.perf_counter()
-    texts = [lm.sample(u, length=60, exact_length=True) for _ in range(100)]
+    _hundred_samples(corpus)
     dt = time.perf_counter() - t0
-    assert all(sum(t[0].isalnum() for t in tokenize(x)) == 60 for x in texts)
-    assert dt < 5.0, f"100 sixty-word samples took {dt:.1f} s"
+    assert dt < 5.0, f"training and 100 sixty-word samples took {dt:.1f} s"
 
 
 def test_kn_model_rejects_bad_arguments() -> None:

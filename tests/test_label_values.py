@@ -104,7 +104,7 @@ def test_auto_pool_is_shared_for_an_ngram_model_of_unlabelled_text(tmp_path: Pat
     sc = _run(tmp_path / "sc", "augpe", evolution=evo)
     groups = RunView(sc).candidates(0).groupby(["category", "mood"])["text"].apply(sorted)
     assert len(groups) == 4 and len(groups.iloc[0]) == 9 and groups.iloc[0] != groups.iloc[1]
-    raw = yaml.safe_load((sc / "config.yaml").read_text())
+    raw = yaml.safe_load((sc / "private" / "config.yaml").read_text())
     raw["generator"] = {"backend": "ngram", "order": 3}
     raw["output"] = str(tmp_path / "ng")
     ng = run_config(config_from_dict(raw))

@@ -134,19 +134,21 @@ def test_release_is_recorded_before_private_text_is_read(tmp_path: Any) -> None:
     """Through the keeper (the only path a run uses): an over-budget vocabulary release is refused by the ledger
     before the mechanism reads a single private text."""
     from privtext.errors import BudgetExceededError
-    from privtext.methods.dpkps_core import PlannedRelease, as_release
+    from privtext.mechanisms.vocabulary import vocabulary_contribution
     from privtext.privacy import Budget, Ledger
-    from privtext.privacy.release import ReleaseKeeper
+    from privtext.privacy.relation import NeighbouringRelation
+    from privtext.privacy.release import ReleaseKeeper, laplace_release
 
     class Exploding(list):
         def __iter__(self):  # type: ignore[override]
             raise AssertionError("private text read before the release was recorded")
 
     keeper = ReleaseKeeper(Ledger(None, Budget.pure(0.5)), lambda r: tmp_path / "v.npz")
-    planned = PlannedRelease(key="dpkps/vocabulary", mechanism="laplace", event=vocabulary_event(2, 1.0),
-                             epsilon=1.0, noise_scale=2.0, sensitivity=2.0, description="")
+    planned = laplace_release("dpkps/vocabulary", mechanism="laplace", epsilon=1.0,
+                              contribution=vocabulary_contribution(2), relation=NeighbouringRelation.add_remove())
+    assert planned.sensitivity == 2.0 and planned.meta["laplace_scale"] == 2.0
     with pytest.raises(BudgetExceededError):
-        keeper.release(as_release(planned), lambda: dp_vocabulary(Exploding(["w1"]), VOCAB, r=2, epsilon=1.0, size=3,
+        keeper.release(planned, lambda: dp_vocabulary(Exploding(["w1"]), VOCAB, r=2, epsilon=1.0, size=3,
                                                                    rng=np.random.default_rng(0)))  # type: ignore[arg-type,return-value]
 
 

@@ -13,12 +13,9 @@ from privtext.errors import ConfigError, DataError, InvalidPrivacyParameter
 from privtext.mechanisms.kde import (
     BlockProjections,
     RandomFourierFeatures,
-    TermScorer,
-    contrast_weights,
     dp_kde_sketch,
     dp_kde_sketch_terms,
     dp_term_histogram,
-    draw_rows,
     ensemble_blocks,
     gaussian_kde,
     gaussian_kernel,
@@ -28,11 +25,16 @@ from privtext.mechanisms.kde import (
     record_windows,
     rff_error_bound,
     rff_kde,
+    sketch_sensitivity,
+)
+from privtext.methods.dpkps.sampling import (
+    TermScorer,
+    contrast_weights,
+    draw_rows,
     sample_histogram_sequences,
     sample_sequences,
     score_noise_std,
     sketch_for_step,
-    sketch_sensitivity,
 )
 from privtext.privacy.accounting import epsilon_for_delta
 from privtext.privacy.pure import pure_epsilon

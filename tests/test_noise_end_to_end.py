@@ -180,7 +180,7 @@ def test_secpe_counts_and_centres_carry_the_recorded_noise(tmp_path: Path) -> No
 
 
 def test_a_mechanism_that_spends_another_event_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import privtext.methods.augpe as augpe
+    import privtext.methods.augpe.scorers as augpe
     from privtext.privacy.events import gaussian_event
 
     real = augpe.dp_vote_histogram

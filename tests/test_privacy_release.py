@@ -64,3 +64,64 @@ def test_recorded_but_never_saved_is_drawn_once_under_its_single_event(tmp_path:
         led2.record(_release("b", 2.0))
         ReleaseKeeper(led2, lambda r: tmp_path / "v2" / "b.npz").release(
             _release("b", 3.0), lambda: ({"x": np.zeros(1)}, gaussian_event(3.0)))
+
+
+# ------------------------------------------------------------------ redraw after a crash (issue 21, bug 6)
+
+
+def _party_sum(key: str, sigma: float, **kw: object) -> Release:
+    return Release(key=key, mechanism="federated_nn_vote_sum", event=gaussian_event(sigma), noise_std=sigma,
+                   sensitivity=1.0, meta={"parties": 3, "aggregation": "secagg", "min_survivors": 3}, **kw)
+
+
+def test_a_federated_release_recorded_but_not_saved_is_not_redrawn_under_one_entry(tmp_path: Path) -> None:
+    """The aggregator saw the first draw (the SecAgg+ sum) before the process died: drawing again under the
+    single ledger entry would release two independent noisy sums for one event. A party sum records a second
+    event for the redraw (budget permitting)."""
+    keeper, led = _keeper(tmp_path, Budget.gdp(3.0))
+    led.record(_party_sum("votes/iter_001", 2.0))  # recorded; the process died before the value was saved
+    out = keeper.release(_party_sum("votes/iter_001", 2.0), lambda: ({"x": np.array([3.0])}, gaussian_event(2.0)))
+    assert out["x"].tolist() == [3.0]
+    keys = [e.key for e in led.entries]
+    assert keys == ["votes/iter_001", "votes/iter_001#redraw-1"], keys
+    assert led.get("votes/iter_001#redraw-1").release.meta["redraw_of"] == "votes/iter_001"
+    assert led.spent()["mu"] == pytest.approx(np.sqrt(2) / 2.0)  # both draws are accounted
+    # a resumed process reads the saved value back: no third event
+    again = ReleaseKeeper(Ledger.load(tmp_path / "ledger.jsonl", Budget.gdp(3.0)), keeper.path_for)
+    assert again.release(_party_sum("votes/iter_001", 2.0), lambda: ({"x": np.zeros(1)}, gaussian_event(2.0)))[
+        "x"].tolist() == [3.0]
+    assert len(again.ledger) == 2
+
+
+def test_redraw_refused_or_over_budget_draws_nothing(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.zeros(1)}, gaussian_event(1.0)
+
+    keeper, led = _keeper(tmp_path, Budget.gdp(1.2))
+    led.record(_party_sum("a", 1.0))
+    with pytest.raises(BudgetExceededError):  # the second event would exceed μ = 1.2
+        keeper.release(_party_sum("a", 1.0), compute)
+    keeper2, led2 = _keeper(tmp_path / "r", Budget.gdp(5.0))
+    led2.record(_release("b", 1.0))
+    from privtext.errors import ResumeError
+
+    with pytest.raises(ResumeError, match="refuse"):
+        keeper2.release(Release(key="b", mechanism="test", event=gaussian_event(1.0), noise_std=1.0,
+                                sensitivity=1.0, redraw="refuse"), compute)
+    assert calls == [] and len(led) == 1 and len(led2) == 1
+
+
+def test_redraw_policy_defaults_and_round_trip() -> None:
+    assert _release("a", 1.0).redraw_policy == "same_event"
+    assert _party_sum("a", 1.0).redraw_policy == "new_event"
+    plain = Release(key="a", mechanism="t", event=gaussian_event(1.0), noise_std=1.0, sensitivity=1.0,
+                    meta={"parties": 3, "aggregation": "plain"})
+    assert plain.redraw_policy == "same_event"  # one process: no aggregator saw the first draw
+    r = _party_sum("a", 1.0, redraw="refuse")
+    assert r.redraw_policy == "refuse" and Release.from_dict(r.to_dict()).redraw == "refuse"
+    with pytest.raises(PrivacyError, match="redraw"):
+        Release(key="a", mechanism="t", event=gaussian_event(1.0), noise_std=1.0, sensitivity=1.0,
+                redraw="sometimes").validate()

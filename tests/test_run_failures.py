@@ -16,7 +16,7 @@ import yaml
 
 from privtext.config import config_from_dict
 from privtext.data import write_corpus
-from privtext.errors import ConfigError, DataError, PrivtextError, RunError
+from privtext.errors import BackendError, ConfigError, DataError, PrivtextError, RunError
 from privtext.rundir import RunDir
 from privtext.runner import run_config
 from privtext.testing.tinyrun import toy_corpora
@@ -56,9 +56,12 @@ def _raw(tmp_path: Path, files: dict[str, Path], **kw: object) -> dict:
     ("delta_too_large", ConfigError, "too large for this data"),
     ("public_equals_private", DataError, "contains records equal to private records"),
     ("unwritable_output", RunError, "cannot create the run directory"),
+    ("undeclared_label", DataError, "not in data.label_values"),
+    ("model_not_cached_offline", BackendError, "models--no-such-org--no-such-model"),
+    ("wasp_duplicate_generator_names", ConfigError, "generator names must be distinct"),
 ])
 def test_a_bad_start_writes_nothing(tmp_path: Path, data: dict[str, Path], case: str, error: type,
-                                    needle: str) -> None:
+                                    needle: str, monkeypatch: pytest.MonkeyPatch) -> None:
     kw: dict[str, object] = {
         "missing_file": {"data": {"private": str(tmp_path / "no-such.csv")}},
         "empty_file": {"data": {"private": str(data["empty"])}},
@@ -69,8 +72,15 @@ def test_a_bad_start_writes_nothing(tmp_path: Path, data: dict[str, Path], case:
         "delta_too_large": {"privacy": {"epsilon": 4.0, "delta": 0.05}},  # 40 private records: δ ≥ 1/N
         "public_equals_private": {"data": {"public": str(data["private"])}},
         "unwritable_output": {"output": str(data["private"] / "run")},  # under a file
+        "undeclared_label": {"data": {"label_values": {"category": ["food"], "mood": ["good", "bad"]}}},
+        "model_not_cached_offline": {"generator": {"backend": "transformers", "model": "no-such-org/no-such-model"}},
+        "wasp_duplicate_generator_names": {"method": "wasp", "generators": [{"backend": "scripted", "name": "a"},
+                                                                            {"backend": "scripted", "name": "a"}]},
     }[case]
     raw = _raw(tmp_path, data, **kw)
+    if case == "model_not_cached_offline":
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     with pytest.raises(PrivtextError) as e:
         run_config(config_from_dict(raw))
     assert isinstance(e.value, error) and needle in str(e.value), str(e.value)

@@ -13,6 +13,7 @@ from privtext.mechanisms.clustering import public_kmeans
 from privtext.mechanisms.nn import brute_force_nn
 from privtext.methods.secpe import ClusterScorer, SecPEOptions, _NoSecrets, auto_clusters
 from privtext.privacy import Budget, Ledger, ReleaseKeeper
+from privtext.privacy.relation import NeighbouringRelation
 from privtext.rng import derive
 
 
@@ -35,7 +36,7 @@ def _scorer(tmp_path: Path, seed: int, *, sigma: float, holders: int, voting: st
     opts = SecPEOptions(voting=voting)
     sc = ClusterScorer(clusters=cl, private_emb=priv, private_groups=rng.integers(0, 2, holders),
                        rho=np.zeros(holders), sigma=sigma, noise=_NoSecrets(), options=opts, metric="l2",
-                       center="none", threshold=0.0, keeper=keeper, noise_rng=lambda k: derive(seed, "noise", k),
+                       center="none", threshold=0.0, relation=NeighbouringRelation.secret_holders(), keeper=keeper, noise_rng=lambda k: derive(seed, "noise", k),
                        direct_emb=free if voting == "hybrid" else None,
                        direct_groups=free_g if voting == "hybrid" else None)
     return sc, pop, free, free_g, cl

@@ -127,7 +127,7 @@ def test_a_run_searches_the_private_set_once_for_all_its_clusterings(demo_data: 
     search once, and the run (seeded noise, for the comparison) releases and writes exactly what a run that
     searches the private set at every release does."""
     import privtext.mechanisms.clustering as C
-    import privtext.methods.secpe as S
+    import privtext.methods.secpe.scorer as S
 
     calls: list[int] = []
     real = S.assign_records

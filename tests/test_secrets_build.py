@@ -29,7 +29,7 @@ TEXTS = [
 LIGHT_SPECS = [
     "regex",
     {"name": "explicit", "secrets": ["Project Falcon", "cafe"]},
-    {"name": "random_words", "quantile": 0.5, "num_secrets": 3, "min_length": 4},
+    {"name": "random_words", "quantile": 0.5, "num_secrets": 3, "min_length": 4, "from_private": True},
     ["regex", {"name": "explicit", "secrets": ["falcon"]}],
 ]
 
@@ -71,7 +71,7 @@ def test_union_is_the_union_of_its_parts() -> None:
 def test_names_and_aliases_resolve() -> None:
     assert set(SECRET_DETECTORS.names()) >= {"regex", "explicit", "random_words", "presidio", "hf", "union"}
     assert build_detector("pii").name == "regex"
-    assert build_detector({"name": "Random-Words"}).name == "random_words"
+    assert build_detector({"name": "Random-Words", "from_private": True}).name == "random_words"
     assert "phone_mode" in detector_options("regex")
     det = build_detector("regex")
     assert build_detector(det) is det

@@ -27,8 +27,10 @@ def test_secret_starting_with_punctuation_matches_after_a_word() -> None:
 def test_case_sensitivity() -> None:
     texts = ["ALICE was here", "alice", "Alice"]
     assert ExplicitDetector(secrets=["Alice"]).detect(texts).private_mask().tolist() == [True, True, True]
-    m = ExplicitDetector(secrets=["Alice"], case_sensitive=True).detect(texts)
-    assert m.private_mask().tolist() == [False, False, True]
+    d = ExplicitDetector(secrets=["Alice"], case_sensitive=True)
+    assert d.detect_raw(texts).private_mask().tolist() == [False, False, True]
+    # detect() then makes every record holding the value, case-folded, a holder too (the conservative side)
+    assert d.detect(texts).private_mask().tolist() == [True, True, True]
     # case-insensitive duplicates are one secret, named as first listed
     m2 = ExplicitDetector(secrets=["Alice", "ALICE"]).detect(texts)
     assert m2.secrets == ("Alice",) and m2.holders(0).tolist() == [0, 1, 2]

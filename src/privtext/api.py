@@ -67,7 +67,12 @@ def _overrides(config: ConfigLike, overrides: Mapping[str, Any]) -> Config:
             cur[last] = {**cur[last], **value}
         else:
             cur[last] = dict(value) if isinstance(value, Mapping) else value
-    return config_from_dict(raw, source=source)
+    cfg = config_from_dict(raw, source=source)
+    if not isinstance(config, (Config, Mapping)):
+        cfg._source_path = base.source_path
+    elif isinstance(config, Config):
+        cfg._source_path = config.source_path
+    return cfg
 
 
 def run(config: ConfigLike, *, output: str | os.PathLike[str] | None = None, force: bool = False,
@@ -137,7 +142,8 @@ class Run:
                 self.dir.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
 
     def evaluate(self, real: Any, **options: Any) -> dict[str, Any]:
-        """:func:`privtext.evaluate.evaluate_run` on this run (writes ``evaluation.json``)."""
+        """:func:`privtext.evaluate.evaluate_run` on this run (writes ``evaluation.json``, the shareable part, and
+        ``private/evaluation.json``, the whole; returns the whole)."""
         from .evaluate import evaluate_run
 
         return evaluate_run(self.path, real=real, **options)

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError
 
@@ -85,6 +93,10 @@ class GeneratorConfig(OpenSection):
     backend: str = "ngram"
     name: str | None = None
     prompt_family: str = "auto"
+    target_words: int | list[int] | None = Field(
+        default=None, description="target length of generated texts in words: N (about N) or [low, high]; a public "
+        "parameter (state what you know of the domain, never a length computed from the private data): it "
+        "replaces the prompt family's length prior, and 1.5 × high caps every text (privtext.generate.length)")
 
 
 class EmbedderConfig(OpenSection):
@@ -260,6 +272,9 @@ class MethodSection(OpenSection):
 
 
 class Config(Section):
+    #: the YAML file this configuration was read from (None when built in code); never dumped
+    _source_path: str | None = PrivateAttr(default=None)
+
     method: str = "augpe"
     seed: int | None = 0
     name: str | None = None
@@ -307,8 +322,29 @@ class Config(Section):
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=False)
 
+    @property
+    def source_path(self) -> str | None:
+        """The YAML file this configuration was read from, if any."""
+        return self._source_path
+
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.dump(), sort_keys=False, allow_unicode=True)
+
+    def shareable_yaml(self) -> str:
+        """The configuration for a run's release (``config.yaml``): every absolute path (the data files, a cache
+        folder, the output) reduced to its file name, so no local folder layout leaves with the run; the full
+        configuration stays in ``private/config.yaml`` (what ``privtext resume`` reads)."""
+
+        def strip(x: Any) -> Any:
+            if isinstance(x, dict):
+                return {k: strip(v) for k, v in x.items()}
+            if isinstance(x, list):
+                return [strip(v) for v in x]
+            if isinstance(x, str) and (os.path.isabs(x) or x.startswith("~")) and "\n" not in x:
+                return os.path.basename(os.path.normpath(os.path.expanduser(x))) or x
+            return x
+
+        return yaml.safe_dump(strip(self.dump()), sort_keys=False, allow_unicode=True)
 
 
 # ----------------------------------------------------------------------------------------------------- loading
@@ -358,13 +394,30 @@ def yaml_positions(text: str) -> dict[tuple[Any, ...], tuple[int, int]]:
     return out
 
 
+def _override_for(loc: Sequence[Any], overrides: Mapping[tuple[str, ...], str]) -> str | None:
+    """The ``--set`` that set the value at ``loc`` (or a section above or below it), if any."""
+    key = tuple(str(p) for p in loc)
+    best = None
+    for path, text in overrides.items():
+        n = min(len(path), len(key))
+        if path[:n] == key[:n] and (best is None or len(path) > len(best[0])):
+            best = (path, text)
+    return best[1] if best else None
+
+
 def format_validation_error(err: ValidationError, *, source: str = "config",
-                            positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None) -> str:
+                            positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None,
+                            overrides: Mapping[tuple[str, ...], str] | None = None) -> str:
+    """One line naming every invalid key: where the file holds it (line, column), or the ``--set`` that gave it
+    (``overrides``: key path → the ``--set`` text), never a line of the file that holds something else."""
     msgs = []
     for e in err.errors():
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
         where = ".".join(str(p) for p in loc) or "(top level)"
-        if positions:  # point into the file: the deepest key of the path that the file holds
+        given = _override_for(loc, overrides) if overrides and loc else None
+        if given is not None:
+            where = f"{where} (from --set {given})"
+        elif positions:  # point into the file: the deepest key of the path that the file holds
             for n in range(len(loc), 0, -1):
                 pos = positions.get(tuple(loc[:n]))
                 if pos is not None:
@@ -442,14 +495,16 @@ def config_from_dict(
     positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None,
 ) -> Config:
     d = _deepcopy(dict(raw))
-    for k, v in parse_overrides(overrides):
+    given: dict[tuple[str, ...], str] = {}
+    for (k, v), text in zip(parse_overrides(overrides), overrides, strict=True):
         _set_path(d, k, v)
+        given[tuple(k.split("."))] = text.strip()
     if base_dir is not None:
         _resolve_paths(d, base_dir)
     try:
         return Config.model_validate(d)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source=source, positions=positions)) from None
+        raise ConfigError(format_validation_error(e, source=source, positions=positions, overrides=given)) from None
 
 
 def _deepcopy(x: Any) -> Any:
@@ -493,4 +548,6 @@ def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = ()) 
         raise ConfigError(f"{p}: not valid UTF-8") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level, got {type(raw).__name__}")
-    return config_from_dict(raw, overrides=overrides, source=str(p), positions=yaml_positions(text))
+    cfg = config_from_dict(raw, overrides=overrides, source=str(p), positions=yaml_positions(text))
+    cfg._source_path = str(p.resolve())
+    return cfg

@@ -1,22 +1,33 @@
-"""Proof that private text never reaches a generator.
+"""Proof that private text never reaches a generator, and that no detected secret value comes out.
 
 :class:`PrivateGuard` is built once per run from the private corpus (and the public one). It keeps only salted
 hashes, never text:
 
-* the hash of every private record (normalised whitespace and case), and
+* the hash of every private record (normalised: its words, runs of letters and digits, lower-cased), with,
+  for the records of at least ``n`` words, the hash of their first and last ``n``-gram (to find a whole record
+  inside a longer text in one pass);
 * the hashes of every word ``n``-gram (default n = 8) that occurs in some private record and in *no* public
-  record, split into those holding a *private-only word* (a word that occurs in no public text: a name, a
-  number, a rare term — content that can only have come from private data) and the rest.
+  text, with which of them hold a *private-only word* (a word that occurs in no public text);
+* optionally (``secret_values=``) the detected secret values of the run (SecPE, Aug-PE's secret groups), as a
+  :class:`~privtext.secrets.values.SecretValueIndex` (hashes too): canonical matching, so ``467-3395`` is the
+  value ``467 3395``.
 
-Two uses:
+Uses:
 
 * :meth:`assert_public` — the offline n-gram generator calls it on its training corpus and refuses to train on
   any record equal to a private one;
-* :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds a whole
-  private record, or a private-only 8-gram with a private-only word. ``privacy.json`` (``prompt_audit``) gives
-  both counts; zero is what the run proves. Private-only 8-grams made only of public words are counted too
-  (``prompts_with_recombined_ngram``) but not flagged: a generator trained on similar public text recombines
-  public phrases, and some recombinations happen to occur in a private record (common in templated text).
+* :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds a private
+  record's whole text (any length), or any ``n``-gram of a private record that no public text holds, or a
+  detected secret value. ``privacy.json`` (``prompt_audit``) says whether none was; the counts go to
+  ``private/diagnostics.json``. Zero flagged is what the run proves. (Before issue 21 only n-grams with a
+  private-only word were flagged, and whole records only under n words: a 30-word private record of ordinary
+  words, verbatim in every prompt, passed.)
+* :meth:`scan_texts` — the synthetic texts: flagged when one holds a detected secret value.
+
+Cost: one keyed BLAKE2b hash per word n-gram of a prompt, plus, at the positions whose n-gram opens a private
+record of ≥ n words, a dictionary look-up per distinct length of such records (and a hash of the window only
+when its last n-gram also closes one); windows for the records shorter than n; and the secret scan (one
+``hash`` per token). ``benchmarks/guard.py`` prints the rates.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ import re
 import secrets as _secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import PrivacyError
 
@@ -37,35 +48,64 @@ def _norm_words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+class ValueFinder(Protocol):
+    """What the guard needs of the detected secret values: :class:`privtext.secrets.values.SecretValueIndex`."""
+
+    def find(self, text: str) -> Sequence[Any]: ...
+
+
 @dataclass
 class AuditResult:
+    """Counts of flagged texts (prompts or synthetic texts) and their 1-based line numbers; never their text."""
+
     prompts: int = 0
     record_hits: int = 0
     ngram_hits: int = 0
+    rare_hits: int = 0
     recombined_hits: int = 0
+    secret_hits: int = 0
+    secrets_found: set[int] = field(default_factory=set)
     flagged: list[int] = field(default_factory=list)
+    what: str = "prompts"
 
     @property
     def clean(self) -> bool:
-        return self.record_hits == 0 and self.ngram_hits == 0
+        return self.record_hits == 0 and self.ngram_hits == 0 and self.secret_hits == 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "prompts_checked": self.prompts,
-            "prompts_with_private_record": self.record_hits,
-            "prompts_with_private_only_ngram": self.ngram_hits,
-            "prompts_with_recombined_ngram": self.recombined_hits,
-            "flagged_prompt_lines": self.flagged[:50],
-            "clean": self.clean,
-        }
+        if self.what == "prompts":
+            out: dict[str, Any] = {
+                "prompts_checked": self.prompts,
+                "prompts_with_private_record": self.record_hits,
+                "prompts_with_private_only_ngram": self.ngram_hits,
+                "prompts_with_private_only_word_ngram": self.rare_hits,
+                "prompts_with_recombined_ngram": self.recombined_hits,
+                "prompts_with_secret_value": self.secret_hits,
+                "flagged_prompt_lines": self.flagged[:50],
+            }
+        else:
+            out = {f"{self.what}_checked": self.prompts, f"{self.what}_with_secret_value": self.secret_hits,
+                   f"flagged_{self.what}_lines": self.flagged[:50]}
+        out["distinct_secrets_found"] = len(self.secrets_found)
+        out["clean"] = self.clean
+        return out
 
 
 class PrivateGuard:
-    def __init__(self, private_texts: Iterable[str], public_texts: Iterable[str] = (), *, n: int = 8):
+    """Salted hashes of the private records and their private-only n-grams (module docstring).
+
+    ``secret_values``: the run's detected secrets — a :class:`~privtext.secrets.SecretMatrix` (its
+    :meth:`~privtext.secrets.SecretMatrix.value_index` is taken) or any object with ``find(text)`` returning
+    hits with a ``secret`` column (a :class:`~privtext.secrets.values.SecretValueIndex`)."""
+
+    def __init__(self, private_texts: Iterable[str], public_texts: Iterable[str] = (), *, n: int = 8,
+                 secret_values: Any = None):
         self.n = n
         self._salt = _secrets.token_bytes(16)
         self._records: set[bytes] = set()
         self._short_lengths: set[int] = set()
+        self._heads: dict[bytes, set[int]] = {}  # first n-gram of a record of ≥ n words → its lengths
+        self._tails: set[bytes] = set()          # last n-gram of a record of ≥ n words
         pub: set[bytes] = set()
         pub_words: set[bytes] = set()
         for t in public_texts:
@@ -81,14 +121,29 @@ class PrivateGuard:
             self._records.add(self._h(" ".join(words)))
             if len(words) < n:
                 self._short_lengths.add(len(words))
+                continue
+            grams = [self._h(" ".join(words[i:i + n])) for i in range(len(words) - n + 1)]
+            self._heads.setdefault(grams[0], set()).add(len(words))
+            self._tails.add(grams[-1])
             rare = [self._h(w) not in pub_words for w in words]
-            for i in range(len(words) - n + 1):
-                g = self._h(" ".join(words[i:i + n]))
+            for i, g in enumerate(grams):
                 if g in pub:
                     continue
                 (self._grams_rare if any(rare[i:i + n]) else self._grams_only).add(g)
         self._grams_only -= self._grams_rare
         self.private_records = len(self._records)
+        self.secret_values: ValueFinder | None = None
+        self.set_secret_values(secret_values)
+
+    def set_secret_values(self, secret_values: Any) -> None:
+        """Give the guard the run's detected secrets (a SecretMatrix or a value index; None: no secret scan) —
+        for a method that detects them after the guard is built (Aug-PE's secret groups)."""
+        if secret_values is not None and hasattr(secret_values, "value_index"):
+            secret_values = secret_values.value_index()
+        if secret_values is not None and not callable(getattr(secret_values, "find", None)):
+            raise TypeError(f"secret_values must be a SecretMatrix or have find(text), got "
+                            f"{type(secret_values).__name__}")
+        self.secret_values = secret_values
 
     def _h(self, s: str) -> bytes:
         return hashlib.blake2b(s.encode("utf-8"), key=self._salt, digest_size=12).digest()
@@ -110,37 +165,68 @@ class PrivateGuard:
                 )
 
     def hits(self, text: str) -> tuple[bool, bool, bool]:
-        """(holds a whole private record, holds a private-only n-gram with a private-only word,
-        holds a private-only n-gram of public words).
+        """(holds a private record's whole text, holds a private n-gram that no public text holds, holds such an
+        n-gram with a private-only word in it).
 
-        Whole-record containment is checked for every window whose length equals a private record shorter than
-        ``n`` words (longer records are caught by their private-only n-grams) and for the whole text.
-        """
+        Whole records: every window whose length is that of a private record shorter than ``n`` words; for the
+        longer records, every position where a record's first n-gram starts, at each length of the records that
+        start so, when the window's last n-gram ends one of them (then the window's hash is compared)."""
         words = _norm_words(text)
+        W, n = len(words), self.n
         record = bool(words) and self._h(" ".join(words)) in self._records
         if not record:
             for L in self._short_lengths:
-                if L < len(words) and any(
-                    self._h(" ".join(words[i:i + L])) in self._records for i in range(len(words) - L + 1)
-                ):
+                if L < W and any(self._h(" ".join(words[i:i + L])) in self._records for i in range(W - L + 1)):
                     record = True
                     break
-        grams = self._grams(words) if len(words) >= self.n else set()
+        grams = [self._h(" ".join(words[i:i + n])) for i in range(W - n + 1)]
+        if not record and self._heads:
+            for i, g in enumerate(grams):
+                for L in self._heads.get(g, ()):
+                    if i + L <= W and grams[i + L - n] in self._tails and \
+                            self._h(" ".join(words[i:i + L])) in self._records:
+                        record = True
+                        break
+                if record:
+                    break
         rare = any(g in self._grams_rare for g in grams)
-        recombined = any(g in self._grams_only for g in grams)
-        return record, rare, recombined
+        ngram = rare or any(g in self._grams_only for g in grams)
+        return record, ngram, rare
+
+    def secrets_in(self, text: str) -> set[int]:
+        """The columns of the detected secret values ``text`` holds (empty without ``secret_values``)."""
+        if self.secret_values is None:
+            return set()
+        return {int(h.secret) for h in self.secret_values.find(text)}
 
     def scan(self, prompts: Iterable[Any]) -> AuditResult:
-        """Audit prompts (strings, chat message lists, or prompts.jsonl records)."""
+        """Audit prompts (strings, chat message lists, or prompts.jsonl records): whole private records, private
+        n-grams no public text holds, detected secret values."""
         res = AuditResult()
         for i, p in enumerate(prompts):
             res.prompts += 1
             text = _prompt_text(p)
-            rec, gram, recombined = self.hits(text)
+            rec, gram, rare = self.hits(text)
+            found = self.secrets_in(text)
             res.record_hits += rec
             res.ngram_hits += gram
-            res.recombined_hits += recombined
-            if rec or gram:
+            res.rare_hits += rare
+            res.recombined_hits += gram and not rare
+            res.secret_hits += bool(found)
+            res.secrets_found |= found
+            if rec or gram or found:
+                res.flagged.append(i + 1)
+        return res
+
+    def scan_texts(self, texts: Iterable[str], *, what: str = "synthetic_texts") -> AuditResult:
+        """Audit released texts (the synthetic output) for detected secret values."""
+        res = AuditResult(what=what)
+        for i, t in enumerate(texts):
+            res.prompts += 1
+            found = self.secrets_in(t)
+            res.secret_hits += bool(found)
+            res.secrets_found |= found
+            if found:
                 res.flagged.append(i + 1)
         return res
 

@@ -17,6 +17,14 @@ def quiet() -> bool:
     return os.environ.get("PRIVTEXT_QUIET", "") not in ("", "0", "false", "False")
 
 
+def hide_library_bars() -> None:
+    """The libraries' own progress bars (tqdm, the Hugging Face hub, transformers' "Loading weights") are hidden
+    on the command line whether quiet or not: privtext's one display shows where the time goes. Their warnings
+    are kept (only :func:`silence_libraries` hides those)."""
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def silence_libraries() -> None:
     """Quiet means quiet: also the progress bars of tqdm, the Hugging Face hub and transformers (model loading).
     tqdm reads its environment when it is first imported, so this runs before any heavy import (``privtext``'s
@@ -35,22 +43,91 @@ class _Bar:
         if self.prog is not None:
             self.prog.advance(self.task, n)
 
+    def update(self, **kw: Any) -> None:
+        if self.prog is not None:
+            self.prog.update(self.task, **kw)
+
+
+#: the live display of a run (one rich Progress: a second live display would be refused), and the bars on it
+_DISPLAY: list[Any] = []
+_BARS: list[_Bar] = []
+
+
+def _shown() -> bool:
+    return not quiet() and sys.__stderr__ is not None and sys.__stderr__.isatty()
+
+
+def _columns() -> list[Any]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn()]
+
+
+@contextlib.contextmanager
+def display() -> Iterator[None]:
+    """One live display for a whole run: every :func:`progress` bar opened inside it is a line of it (the run's
+    iterations, and under them the stage at work: generation, embedding, voting), each with its ETA. Nothing is
+    shown when quiet or when stderr is not a terminal."""
+    if not _shown() or _DISPLAY:
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog:
+        _DISPLAY.append(prog)
+        try:
+            yield
+        finally:
+            _DISPLAY.pop()
+
+
+@contextlib.contextmanager
+def _opened(bar: _Bar) -> Iterator[_Bar]:
+    _BARS.append(bar)
+    try:
+        yield bar
+    finally:
+        _BARS.pop()
+
 
 @contextlib.contextmanager
 def progress(description: str, total: float | None) -> Iterator[_Bar]:
-    """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``."""
-    if quiet() or not sys.stderr.isatty():
-        yield _Bar(None, None)
+    """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``; a line of
+    the run's :func:`display` when one is live, else a display of its own. Code deeper down (an embedder's
+    batches) advances the innermost bar with :func:`advance` without knowing about it."""
+    if not _DISPLAY and not _shown():  # (inside a live display rich proxies stderr, which is then no tty)
+        with _opened(_Bar(None, None)) as bar:
+            yield bar
+        return
+    if _DISPLAY:
+        prog = _DISPLAY[-1]
+        task = prog.add_task(description, total=total)
+        try:
+            with _opened(_Bar(prog, task)) as bar:
+                yield bar
+        finally:
+            prog.remove_task(task)
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    ) as prog:
-        task = prog.add_task(description, total=total)
-        yield _Bar(prog, task)
+    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog, \
+            _opened(_Bar(prog, prog.add_task(description, total=total))) as bar:
+        yield bar
+
+
+def advance(n: float = 1) -> None:
+    """Advance the innermost open bar by ``n`` (nothing when none is open or nothing is shown)."""
+    if _BARS:
+        _BARS[-1].advance(n)
 
 
 class _Steps:
@@ -86,11 +163,14 @@ def steps(total: int, *, title: str, quiet: bool | None = None) -> Iterator[_Ste
 
 
 def say(message: str) -> None:
-    """A one-line message on stderr (unless quiet)."""
+    """A one-line message on stderr (unless quiet); above the live display when one is shown."""
     if not quiet():
+        if _DISPLAY:
+            _DISPLAY[-1].console.print(message, highlight=False)
+            return
         from rich.console import Console
 
         Console(stderr=True).print(message, highlight=False)
 
 
-__all__ = ["progress", "quiet", "say", "silence_libraries", "steps"]
+__all__ = ["advance", "display", "hide_library_bars", "progress", "quiet", "say", "silence_libraries", "steps"]

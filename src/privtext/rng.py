@@ -45,9 +45,16 @@ RELEASE_DIGITS = 4
 
 
 def _chacha(key: int) -> np.random.Generator:
+    """ChaCha20 with ``key`` (an integer in [0, 2**256)) as the cipher key itself.
+
+    ``ChaCha(key=...)``, not ``ChaCha(seed=...)``: a seed goes through numpy's SeedSequence, whose entropy pool is
+    128 bits, so a 256-bit seed would carry at most 128 bits into the cipher."""
     from randomgen import ChaCha  # a core dependency (pyproject.toml)
 
-    return np.random.Generator(ChaCha(seed=int(key), rounds=20))
+    k = int(key)
+    if not 0 <= k < 2**256:
+        raise ValueError(f"a ChaCha20 key is an integer in [0, 2**256), got one of {k.bit_length()} bits")
+    return np.random.Generator(ChaCha(key=k, counter=0, rounds=20))
 
 
 def secure_rng() -> np.random.Generator:

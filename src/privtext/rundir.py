@@ -31,6 +31,8 @@ import datetime as _dt
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,14 +58,24 @@ LEDGER = f"{PRIVATE}/ledger.jsonl"
 CHECKPOINTS = f"{PRIVATE}/checkpoints"
 METRICS = f"{PRIVATE}/metrics.json"
 LOG = f"{PRIVATE}/log.txt"
+#: the full resolved configuration (absolute paths): what resume reads; config.yaml is its shareable form
+PRIVATE_CONFIG = f"{PRIVATE}/config.yaml"
 DIAGNOSTICS = f"{PRIVATE}/diagnostics.json"
 CACHE = f"{PRIVATE}/cache"
 EMBED_CACHE = f"{CACHE}/embeddings"
+#: written last when a run directory is created: how privtext recognises a folder it made (``--force``)
+MARKER = f"{PRIVATE}/RUNDIR"
+MARKER_TEXT = "privtext run directory\n"
+#: the run's OS file lock (``RunDir.lock``)
+LOCK = f"{PRIVATE}/lock"
 
 #: files every finished run holds (relative to the run directory)
 RUN_FILES = (CONFIG, PRIVACY, PROMPTS, SYNTHETIC, LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS)
 #: the shareable part of a run
 RELEASE_FILES = (CONFIG, SYNTHETIC, PRIVACY, PROMPTS, HELDOUT, REPORT, EVALUATION, KEYPHRASES)
+#: what privtext writes in ``private/`` (the first part of each path); anything else there is not privtext's
+PRIVATE_FILES = (LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS, CACHE, MARKER, LOCK, PRIVATE_CONFIG,
+                 f"{PRIVATE}/{REPORT}", f"{PRIVATE}/{EVALUATION}")
 
 
 @dataclass
@@ -132,6 +144,14 @@ class RunDir:
     @property
     def config(self) -> Path:
         return self.root / CONFIG
+
+    @property
+    def private_config(self) -> Path:
+        return self.root / PRIVATE_CONFIG
+
+    def resolved_config(self) -> Path:
+        """The full configuration of the run: ``private/config.yaml`` (runs made before it existed: config.yaml)."""
+        return self.private_config if self.private_config.exists() else self.config
 
     @property
     def ledger(self) -> Path:
@@ -212,24 +232,31 @@ class RunDir:
             return IterationStore(self, t)
         return IterationStore(self, t, labels.values, labels.columns)
 
-    def create(self, *, config_text: str | None = None, force: bool = False) -> RunDir:
-        """Create the run directory atomically: its skeleton (and ``config.yaml``) is built in a temporary sibling
-        folder and renamed into place, so a run either has a complete start or no folder at all.
+    def create(self, *, config_text: str | None = None, force: bool = False,
+               protect: Sequence[str | os.PathLike[str]] = (), private_config_text: str | None = None) -> RunDir:
+        """Create the run directory: its skeleton (``private/`` mode 0700, the ledger, the prompt log, the log,
+        ``config.yaml``) and, written last, the marker by which privtext recognises a folder it made
+        (``private/RUNDIR``). A new folder is built in a temporary sibling and renamed into place, so it either
+        has a complete start or does not exist; an existing EMPTY folder (a container's mount point, say) is
+        written into, and whatever was created there is removed again when the start fails.
 
-        An existing non-empty folder is refused (``privtext resume`` continues it), unless ``force`` and it never
-        released anything (its ledger is empty): such a folder — a failed start — is replaced."""
-        import shutil
-        import tempfile
-
+        A non-empty folder is refused (``privtext resume`` continues a run), unless ``force`` and every one of:
+        it is a run directory privtext made (its marker), its ledger holds no release, it holds nothing privtext
+        did not write (:meth:`strays`), it holds none of the ``protect`` paths (the inputs and the configuration
+        file), and no other process holds its lock. Then only privtext's own entries are removed and the folder
+        itself is kept. Callers check the configuration, the data and the backends BEFORE calling this: nothing
+        is removed for a run that would fail its checks."""
+        if self.root.exists() and not self.root.is_dir():
+            raise RunError(f"cannot create the run directory {self.root}: a file of that name exists")
         if self.root.exists() and any(self.root.iterdir()):
             if not force:
-                hint = (" it released nothing yet: pass --force to replace it" if not self.has_releases() else "")
-                raise RunError(f"run directory {self.root} already exists and is not empty; use `privtext resume "
-                               f"{self.root}` or choose another output" + (f" ({hint.strip()})" if hint else ""))
-            if self.has_releases():
-                raise RunError(f"run directory {self.root} holds noisy releases (private/ledger.jsonl): --force only "
-                               "replaces a run that never released anything; use `privtext resume` or another output")
-            shutil.rmtree(self.root)
+                raise RunError(self._occupied_message())
+            self._check_replaceable(protect)
+            with self.lock(purpose="replacing a failed start (--force)"):
+                self._remove_own_entries()
+        if self.root.exists():
+            self._create_in_place(config_text, private_config_text)
+            return self
         try:
             self.root.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{self.root.name}.starting-", dir=self.root.parent))
@@ -237,21 +264,160 @@ class RunDir:
             raise RunError(f"cannot create the run directory {self.root}: {e.strerror or e}") from None
         try:
             os.chmod(tmp, 0o755)
-            staged = RunDir(tmp)
-            staged.private.mkdir(mode=0o700)
-            os.chmod(staged.private, 0o700)  # mkdir's mode is filtered by the umask
-            staged.checkpoints.mkdir(parents=True)
-            for name in (LEDGER, PROMPTS, LOG):
-                (tmp / name).touch(mode=0o600)
-            if config_text is not None:
-                atomic_write_text(staged.config, config_text)
-            if self.root.exists():
-                self.root.rmdir()  # an empty folder: replaced by the staged one
+            RunDir(tmp)._write_skeleton(config_text, private_config_text)
             os.rename(tmp, self.root)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return self
+
+    def _write_skeleton(self, config_text: str | None, private_config_text: str | None = None) -> list[Path]:
+        """The skeleton's entries, in the order written (the marker last); returns them."""
+        made: list[Path] = []
+        self.private.mkdir(mode=0o700)
+        made.append(self.private)
+        os.chmod(self.private, 0o700)  # mkdir's mode is filtered by the umask
+        self.checkpoints.mkdir(parents=True)
+        for name in (LEDGER, PROMPTS, LOG):
+            (self.root / name).touch(mode=0o600)
+            made.append(self.root / name)
+        if config_text is not None:
+            atomic_write_text(self.config, config_text)
+            made.append(self.config)
+        if private_config_text is not None:
+            atomic_write_text(self.private_config, private_config_text)
+        atomic_write_text(self.marker, MARKER_TEXT)
+        return made
+
+    def _create_in_place(self, config_text: str | None, private_config_text: str | None = None) -> None:
+        try:
+            self._write_skeleton(config_text, private_config_text)
+        except OSError as e:
+            for name in (MARKER, CONFIG, PROMPTS, PRIVATE):
+                p = self.root / name
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+            raise RunError(f"cannot create the run directory {self.root}: {e.strerror or e}") from None
+
+    @property
+    def marker(self) -> Path:
+        return self.root / MARKER
+
+    def is_privtext_run(self) -> bool:
+        """Whether privtext made this folder (its marker holds privtext's text)."""
+        try:
+            return self.marker.read_text(encoding="utf-8") == MARKER_TEXT
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def is_complete(self) -> bool:
+        return self.synthetic.exists() and self.privacy.exists()
+
+    def _occupied_message(self) -> str:
+        where = f"run directory {self.root} already exists and is not empty"
+        if not self.is_privtext_run():
+            return (f"{where}, and privtext did not make it: choose a new or empty folder for the run (privtext "
+                    "never replaces a folder it did not make)")
+        if self.is_complete():
+            return f"{where}: it holds a finished run; choose another output"
+        if self.has_releases():
+            return f"{where}: it holds an unfinished run; `privtext resume {_quote(self.root)}` continues it"
+        return f"{where}: it holds a run that released nothing (a failed start); pass --force to replace it"
+
+    def strays(self) -> list[str]:
+        """Entries privtext did not write: anything at the top other than the run's files, anything in
+        ``private/`` other than its files (the checkpoints and cache folders are privtext's). Leftover temporary
+        files of an atomic write (``.NAME.*.tmp``) count as privtext's."""
+        out: list[str] = []
+
+        def own_tmp(name: str, known: Sequence[str]) -> bool:
+            return name.startswith(".") and name.endswith(".tmp") and any(
+                name.startswith(f".{k}.") for k in known)
+
+        top = {Path(f).name for f in (*RELEASE_FILES, PRIVATE)}
+        for p in self.root.iterdir():
+            if p.name in top or own_tmp(p.name, tuple(top)):
+                continue
+            out.append(p.name)
+        if self.private.is_dir():
+            known = {Path(f).relative_to(PRIVATE).parts[0] for f in PRIVATE_FILES}
+            for p in self.private.iterdir():
+                if p.name in known or own_tmp(p.name, tuple(known)):
+                    continue
+                out.append(f"{PRIVATE}/{p.name}")
+        return sorted(out)
+
+    def _check_replaceable(self, protect: Sequence[str | os.PathLike[str]]) -> None:
+        if not self.is_privtext_run():
+            raise RunError(f"--force replaces only a run directory privtext made; {self.root} is not one "
+                           f"(no {MARKER}): nothing was removed. Choose a new or empty folder for the run")
+        if self.has_releases():
+            raise RunError(f"run directory {self.root} holds noisy releases (private/ledger.jsonl): --force only "
+                           "replaces a run that never released anything; use `privtext resume` or another output")
+        root = self.root.resolve()
+        for p in protect:
+            q = Path(p).resolve()
+            if q == root or root in q.parents:
+                raise RunError(f"--force would remove {p}, an input of this run, which lies in {self.root}: "
+                               "nothing was removed; choose another output folder")
+        if root == Path.cwd().resolve() or root in Path.cwd().resolve().parents:
+            raise RunError(f"--force would empty {self.root}, which holds the working directory: nothing was "
+                           "removed; choose another output folder")
+        strays = self.strays()
+        if strays:
+            shown = ", ".join(strays[:5]) + (f" and {len(strays) - 5} more" if len(strays) > 5 else "")
+            raise RunError(f"--force replaces only what privtext wrote, but {self.root} also holds {shown}: "
+                           "nothing was removed; move those files or choose another output folder")
+
+    def _remove_own_entries(self) -> None:
+        """Remove privtext's entries (after :meth:`_check_replaceable`); the marker goes last and the folder
+        itself stays (it may be a mount point or the parent of a shell's working directory)."""
+        for p in sorted(self.root.iterdir(), key=lambda x: x.name == PRIVATE):
+            if p.name == PRIVATE:
+                continue
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        if self.private.is_dir():
+            for p in self.private.iterdir():
+                if p.name in (Path(MARKER).name, Path(LOCK).name):
+                    continue
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            self.marker.unlink(missing_ok=True)
+            shutil.rmtree(self.private)
+
+    @contextlib.contextmanager
+    def lock(self, *, purpose: str = "a run") -> Iterator[None]:
+        """Hold the run directory's lock (an OS file lock, ``fcntl.flock`` on ``private/lock``) for the block.
+        A second process is refused at once with who holds the lock (pid, host, since when, what for). The lock
+        goes with the process: a killed run leaves no stale lock."""
+        import fcntl
+        import socket
+
+        self.private.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    holder = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+                except (OSError, ValueError):
+                    holder = {}
+                who = (f"process {holder.get('pid', '?')} on {holder.get('host', '?')} since "
+                       f"{holder.get('since', '?')} ({holder.get('purpose', 'a run')})") if holder else "another process"
+                raise RunError(f"run directory {self.root} is in use by {who}: wait for it to finish or stop it "
+                               "first") from None
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "purpose": purpose,
+                    "since": _dt.datetime.now().isoformat(timespec="seconds")}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def has_releases(self) -> bool:
         """Whether the ledger holds at least one recorded release."""
@@ -302,6 +468,12 @@ def _write_parquet(df: Any, path: Path) -> None:
 def _write_npy(arr: np.ndarray, path: Path) -> None:
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.save(f, arr, allow_pickle=False)
+
+
+def _quote(path: Path | str) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
 
 
 def read_npy(path: Path) -> np.ndarray:

@@ -56,6 +56,14 @@ def _backend(cfg: EmbedderConfig) -> tuple[Any, Any]:
     return cls, parse_options(cls.Options, raw, where=where)
 
 
+def check_embedder(cfg: EmbedderConfig | Mapping[str, Any]) -> None:
+    """Before a run directory exists: the embedder's options, and (backends with a ``preflight``) its model."""
+    cls, options = _backend(_as_config(cfg))
+    check = getattr(cls, "preflight", None)
+    if check is not None:
+        check(options)
+
+
 def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path | str | None = None,
                    cluster: Any = None) -> Embedder:
     """Build the backend named by ``cfg.backend``; cache it on disk when ``cfg.cache`` and ``cache_dir``.
@@ -89,4 +97,4 @@ def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path |
 
 
 __all__ = ["EMBEDDERS", "CachedEmbedder", "Embedder", "EmbeddingStore", "TieredEmbedder", "build_embedder",
-           "embed_private", "l2_normalize", "private_cache_dir", "text_key"]
+           "check_embedder", "embed_private", "l2_normalize", "private_cache_dir", "text_key"]

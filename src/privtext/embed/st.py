@@ -149,6 +149,15 @@ class SentenceTransformerEmbedder:
         self.calls = 0
 
     @classmethod
+    def preflight(cls, options: STOptions) -> None:
+        """Before a run directory exists: the model loads here (the packaged MiniLM always does)."""
+        if options.model.lower() in MINILM_NAMES:
+            return
+        from ..backends.hub import check_model_available
+
+        check_model_available(options.model, what="embedder (sentence-transformers)")
+
+    @classmethod
     def from_options(cls, options: STOptions) -> SentenceTransformerEmbedder:
         """The embedder ``options`` describe; ``runtime: auto`` is torch fp32 here — tiers with exact votes are
         built by :func:`privtext.embed.build_embedder` (in this process), not on a Ray worker."""

@@ -40,7 +40,7 @@ from ..embed.base import Embedder
 from ..embed.tiers import attach_texts, row_source
 from ..errors import ConfigError, PrivtextError
 from ..generate.base import Generator
-from ..progress import progress, say
+from ..progress import progress
 from ..rng import derive
 from ..rundir import RunDir, StageMetrics
 
@@ -214,8 +214,10 @@ class Engine:
                      "votes are the fast vectors' votes)")
 
     def _embed(self, t: int, texts: list[str]) -> np.ndarray:
-        with self.metrics.stage("embedding", iteration=t) as st, self._counted(st):
+        with self.metrics.stage("embedding", iteration=t) as st, self._counted(st), \
+                progress(f"iter {t}: embedding", len(texts)) as bar:
             emb = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), dtype=np.float32)
+            bar.update(completed=len(texts))
             st.count("texts", len(texts))
         return np.asarray(emb, dtype=np.float32)
 
@@ -359,70 +361,74 @@ class Engine:
     # ------------------------------------------------------------------ main loop
     def run(self) -> tuple[Population, list[dict[str, Any]]]:
         T = self.evo.iterations
-        private = getattr(self.embedder, "private_stats", None)  # what embed_private did (read from the cache or not)
-        if isinstance(private, dict):
-            for k, v in private.items():
-                self.metrics.counters[f"private_embedding_{k}"] = round(float(v), 3)
         prev: Population | None = None
         prev_sel: np.ndarray | None = None
         reuse: dict[str, tuple[list[str], np.ndarray]] = {}
         summaries: list[dict[str, Any]] = []
-        for t in range(T):
-            store = self.run_dir.iteration(t, self.labels)
-            if store.is_complete():
-                prev, _, prev_sel, state = store.load_complete()
-                summaries.append(state)
-                reuse = store.load_lookahead()
-                self.log(f"iteration {t}: complete in checkpoint, reused")
-                continue
-            t0 = time.perf_counter()
-            if store.has_population():
-                pop, vote_emb = store.load_population()
-                reuse_next = store.load_lookahead()
-                self.log(f"iteration {t}: candidates reloaded from checkpoint ({len(pop)})")
-            else:
-                if t == 0:
-                    pop = self._initial()
-                else:
-                    assert prev is not None and prev_sel is not None
-                    pop = self._children(t, prev, prev_sel, reuse)
-                vote_emb, reuse_next = self._lookahead(t, pop)
-                store.save_lookahead(reuse_next)
-                store.save_population(pop, vote_emb if self.evo.lookahead > 0 else None)
-                self.log(f"iteration {t}: {len(pop)} candidates generated and embedded")
-            if vote_emb is None or self.evo.lookahead <= 0:
-                # the candidates' own vectors: a tiered embedder's votes are re-decided in fp32 (their texts known)
-                vote_emb = attach_texts(pop.emb, self.embedder, pop.texts)
-            elif row_source(vote_emb) is None and getattr(self.embedder, "tiered", None) is not None:
-                self._warn_lookahead()
-            say(f"[dim]iteration {t + 1}/{T}: voting over {len(pop)} candidates[/]")
-            with self.metrics.stage("voting", iteration=t) as st, self._counted(st):
-                result = self.scorer.score(iteration=t, population=pop, vote_emb=vote_emb)
-                st.count("candidates", len(pop))
-            hist = np.asarray(result.histogram, dtype=np.float64)
-            if hist.shape != (len(pop),):
-                raise PrivtextError(f"scorer {self.scorer.name} returned {hist.shape} votes for {len(pop)} candidates")
-            with self.metrics.stage("selection", iteration=t):
-                sel = select(hist, pop.group, self.counts, mode=self.evo.selection, rng=self._rng("select", t))
-            state = {
-                "iteration": t,
-                "n_candidates": len(pop),
-                "n_selected": len(sel),
-                "n_unique_selected": len(np.unique(sel)),
-                "selection": self.evo.selection,
-                "votes_total": float(hist.sum()),
-                "votes_nonzero": int((hist > 0).sum()),
-                "seconds": round(time.perf_counter() - t0, 3),
-                **result.meta,
-            }
-            store.finish(pop, hist, sel, state)
-            summaries.append(state)
-            if self.callbacks:
-                done = IterationResult(iteration=t, state=dict(state), selected=pop.take(sel), histogram=hist)
-                for cb in self.callbacks:
-                    cb(done)
-            self.log(f"iteration {t}: selected {len(sel)} ({state['n_unique_selected']} distinct)")
-            prev, prev_sel, reuse = pop, sel, reuse_next
+        with progress("iterations", T) as iterations:
+            for t in range(T):
+                prev, prev_sel, reuse = self._iteration(t, prev, prev_sel, reuse, summaries)
+                iterations.advance(1)
         assert prev is not None and prev_sel is not None
         final = prev.take(prev_sel)
         return final, summaries
+
+    def _iteration(self, t: int, prev: Population | None, prev_sel: np.ndarray | None,
+                   reuse: dict[str, tuple[list[str], np.ndarray]], summaries: list[dict[str, Any]]
+                   ) -> tuple[Population, np.ndarray, dict[str, tuple[list[str], np.ndarray]]]:
+        """One iteration (module docstring): candidates, embedding, the vote, selection, the checkpoint."""
+        store = self.run_dir.iteration(t, self.labels)
+        if store.is_complete():
+            prev, _, prev_sel, state = store.load_complete()
+            summaries.append(state)
+            self.log(f"iteration {t}: complete in checkpoint, reused")
+            return prev, prev_sel, store.load_lookahead()
+        t0 = time.perf_counter()
+        if store.has_population():
+            pop, vote_emb = store.load_population()
+            reuse_next = store.load_lookahead()
+            self.log(f"iteration {t}: candidates reloaded from checkpoint ({len(pop)})")
+        else:
+            if t == 0:
+                pop = self._initial()
+            else:
+                assert prev is not None and prev_sel is not None
+                pop = self._children(t, prev, prev_sel, reuse)
+            vote_emb, reuse_next = self._lookahead(t, pop)
+            store.save_lookahead(reuse_next)
+            store.save_population(pop, vote_emb if self.evo.lookahead > 0 else None)
+            self.log(f"iteration {t}: {len(pop)} candidates generated and embedded")
+        if vote_emb is None or self.evo.lookahead <= 0:
+            # the candidates' own vectors: a tiered embedder's votes are re-decided in fp32 (their texts known)
+            vote_emb = attach_texts(pop.emb, self.embedder, pop.texts)
+        elif row_source(vote_emb) is None and getattr(self.embedder, "tiered", None) is not None:
+            self._warn_lookahead()
+        with self.metrics.stage("voting", iteration=t) as st, self._counted(st), \
+                progress(f"iter {t}: voting", 1) as bar:
+            result = self.scorer.score(iteration=t, population=pop, vote_emb=vote_emb)
+            bar.advance(1)
+            st.count("candidates", len(pop))
+        hist = np.asarray(result.histogram, dtype=np.float64)
+        if hist.shape != (len(pop),):
+            raise PrivtextError(f"scorer {self.scorer.name} returned {hist.shape} votes for {len(pop)} candidates")
+        with self.metrics.stage("selection", iteration=t):
+            sel = select(hist, pop.group, self.counts, mode=self.evo.selection, rng=self._rng("select", t))
+        state = {
+            "iteration": t,
+            "n_candidates": len(pop),
+            "n_selected": len(sel),
+            "n_unique_selected": len(np.unique(sel)),
+            "selection": self.evo.selection,
+            "votes_total": float(hist.sum()),
+            "votes_nonzero": int((hist > 0).sum()),
+            "seconds": round(time.perf_counter() - t0, 3),
+            **result.meta,
+        }
+        store.finish(pop, hist, sel, state)
+        summaries.append(state)
+        if self.callbacks:
+            done = IterationResult(iteration=t, state=dict(state), selected=pop.take(sel), histogram=hist)
+            for cb in self.callbacks:
+                cb(done)
+        self.log(f"iteration {t}: selected {len(sel)} ({state['n_unique_selected']} distinct)")
+        return pop, sel, reuse_next

@@ -40,12 +40,13 @@ class RunView:
     def config(self) -> dict[str, Any]:
         import yaml
 
+        path = self.dir.resolved_config()  # the full one where it is here (the run's owner evaluates it)
         try:
-            raw = yaml.safe_load(self.dir.config.read_text(encoding="utf-8"))
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise RunError(f"{self.dir.config}: unreadable ({e})") from None
+            raise RunError(f"{path}: unreadable ({e})") from None
         if not isinstance(raw, dict):
-            raise RunError(f"{self.dir.config}: expected a mapping at the top level")
+            raise RunError(f"{path}: expected a mapping at the top level")
         return raw
 
     def _json(self, path: Path) -> dict[str, Any]:
@@ -72,10 +73,21 @@ class RunView:
 
     @property
     def evaluation_path(self) -> Path:
+        """``evaluation.json``: the shareable evaluation (release)."""
         return self.dir.evaluation
 
+    @property
+    def private_evaluation_path(self) -> Path:
+        """``private/evaluation.json``: the whole evaluation, private diagnostics included."""
+        return self.dir.private / "evaluation.json"
+
     def evaluation(self) -> dict[str, Any]:
+        """The shareable evaluation (``evaluation.json``)."""
         return self._json(self.evaluation_path)
+
+    def private_evaluation(self) -> dict[str, Any]:
+        """The whole evaluation (``private/evaluation.json``; falls back to ``evaluation.json``)."""
+        return self._json(self.private_evaluation_path) or self.evaluation()
 
     # ------------------------------------------------------------------------------------------ config bits
     @property

@@ -352,6 +352,7 @@ def secure_sum(
     reproducible: bool = False,
     drop: Mapping[int, str] | None = None,
     observe: bool = False,
+    collusion: int = 0,
 ) -> SecureSumResult:
     """Σ_l (clip(local_fn(party_l), ±B) + N(0, σ²/t)) over the surviving parties, by one SecAgg+ round.
 
@@ -362,7 +363,8 @@ def secure_sum(
     (2 ≤ t ≤ L; default L); ``num_shares`` — SecAgg+ neighbourhood size (default L: everyone shares with
     everyone); ``timeout`` — seconds the server waits for the replies of one stage; ``reproducible``/``seed`` —
     seeded noise (NOT private; tests); ``drop`` — {party index: stage} makes that party crash on receiving the
-    stage (tests); ``observe`` — keep every raw reply the server received (tests).
+    stage (tests); ``observe`` — keep every raw reply the server received (tests); ``collusion`` — c: each party
+    adds σ/√(t − c) (:mod:`privtext.federated.noise`, "Collusion").
     """
     _require_flwr()
     L = len(parties)
@@ -378,7 +380,7 @@ def secure_sum(
         if stage not in STAGES or not (0 <= k < L):
             raise ConfigError(f"drop: party {k!r} at stage {stage!r}; parties are 0..{L - 1}, stages {STAGES}")
     plan = plan_quantisation(n_parties=L, dim=dim, sigma=sigma, value_bound=value_bound, min_survivors=t,
-                             beta=beta)
+                             beta=beta, collusion=collusion)
 
     from flwr.common import ConfigRecord, RecordDict, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.common import Context as FlwrContext

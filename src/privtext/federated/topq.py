@@ -93,7 +93,8 @@ def federated_topq(
     """Σ over the surviving parties of (clip(party_topq(...), ±B) + N(0, σ²/t)), quantised (module docstring).
 
     ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — :func:`~privtext.federated.aggregate.federated_sum`'s
-    options (``aggregation``, ``min_survivors``, ``seed``, ``key``, ``reproducible``, ``drop``, ``timeout``)."""
+    options (``aggregation``, ``min_survivors``, ``collusion``, ``seed``, ``key``, ``reproducible``, ``drop``,
+    ``timeout``)."""
     n = len(candidate_emb)
     if n == 0:
         raise ConfigError("federated Top-Q voting needs at least one candidate")

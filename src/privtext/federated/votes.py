@@ -78,7 +78,8 @@ def federated_nn_votes(
     histogram is ``values``.
 
     ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — :func:`~privtext.federated.aggregate.federated_sum`'s
-    options (``aggregation``, ``min_survivors``, ``seed``, ``key``, ``reproducible``, ``drop``, ``timeout``)."""
+    options (``aggregation``, ``min_survivors``, ``collusion``, ``seed``, ``key``, ``reproducible``, ``drop``,
+    ``timeout``)."""
     n = len(candidate_emb)
     if n == 0:
         raise ConfigError("federated nearest-neighbour voting needs at least one candidate")

@@ -30,6 +30,7 @@ from .base import (
     GeneratorContext,
     VariationSpec,
 )
+from .length import LengthTarget, cap_words
 from .prompts import (
     Prompt,
     PromptFamily,
@@ -53,6 +54,17 @@ def _as_config(cfg: GeneratorConfig | Mapping[str, Any]) -> GeneratorConfig:
     return section_config(GeneratorConfig, cfg, source="generator")
 
 
+def check_generator(cfg: GeneratorConfig | Mapping[str, Any]) -> None:
+    """What can be checked of a generator before a run directory exists: its options, and (backends with a
+    ``preflight``) that its model loads here — offline, a model missing from the cache fails at once."""
+    cfg = _as_config(cfg)
+    cls = GENERATORS.get(cfg.backend)
+    options = parse_options(cls.Options, cfg.options(), where=f"generator (backend {GENERATORS.canonical(cfg.backend)!r})")
+    check = getattr(cls, "preflight", None)
+    if check is not None:
+        check(options)
+
+
 def build_generator(cfg: GeneratorConfig | Mapping[str, Any], ctx: GeneratorContext | None = None) -> Generator:
     """Build the backend named by ``cfg.backend`` with its options (the config section's other keys)."""
     cfg = _as_config(cfg)
@@ -63,6 +75,14 @@ def build_generator(cfg: GeneratorConfig | Mapping[str, Any], ctx: GeneratorCont
     requested = cfg.prompt_family if cfg.prompt_family != "auto" else ctx.family
     family = resolve_family(requested or "auto", label_columns=ctx.label_columns, public=ctx.public)
     gen = cls.from_options(options, ctx, family=family, name=cfg.name)
+    # target lengths: released (ctx.length) > configured (generator.target_words) > the family's public prior
+    # (a fallback for generators that lack length knowledge: see BaseGenerator.wants_prior)
+    if ctx.length is not None:
+        gen.length = ctx.length
+    elif cfg.target_words is not None:
+        gen.length = LengthTarget.parse(cfg.target_words, source="configured (generator.target_words)")
+    elif family.length is not None and gen.wants_prior(family.length):
+        gen.length = family.length
     return gen  # type: ignore[no-any-return]
 
 
@@ -73,10 +93,13 @@ __all__ = [
     "Generator",
     "GeneratorContext",
     "LabelInfo",
+    "LengthTarget",
     "Prompt",
     "PromptFamily",
     "VariationSpec",
     "build_generator",
+    "cap_words",
+    "check_generator",
     "detect_family",
     "family_names",
     "load_family",

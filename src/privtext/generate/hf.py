@@ -94,6 +94,15 @@ class TransformersGenerator(PromptedGenerator):
         self.use_chat = has_template and o.chat_template != "never"
 
     @classmethod
+    def preflight(cls, options: TransformersOptions) -> None:
+        """Before a run directory exists: the model (and tokenizer) can be loaded here, offline included."""
+        from ..backends.hub import check_model_available
+
+        check_model_available(options.model, what="generator (transformers)")
+        if options.tokenizer:
+            check_model_available(options.tokenizer, what="generator tokenizer (transformers)")
+
+    @classmethod
     def from_options(cls, options: TransformersOptions, ctx: GeneratorContext, *, family: Any,
                      name: str | None) -> TransformersGenerator:
         return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)

@@ -75,6 +75,15 @@ class LocalGenerator:
     Options = LocalOptions
 
     @classmethod
+    def preflight(cls, options: Any) -> None:
+        """Before a run directory exists: the model (and tokenizer) can be loaded here, offline included."""
+        from ..backends.hub import check_model_available
+
+        check_model_available(options.model, what="generator (local)")
+        if options.tokenizer:
+            check_model_available(options.tokenizer, what="generator tokenizer (local)")
+
+    @classmethod
     def from_options(cls, options: LocalOptions, ctx: GeneratorContext, *, family: Any, name: str | None) -> Any:
         engine, why = choose_engine(options.engine)
         o = options

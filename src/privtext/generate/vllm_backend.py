@@ -100,6 +100,15 @@ class VLLMGenerator(PromptedGenerator):
         self.use_chat = has_template and o.chat_template != "never"
 
     @classmethod
+    def preflight(cls, options: Any) -> None:
+        """Before a run directory exists: the model (and tokenizer) can be loaded here, offline included."""
+        from ..backends.hub import check_model_available
+
+        check_model_available(options.model, what="generator (vllm)")
+        if options.tokenizer:
+            check_model_available(options.tokenizer, what="generator tokenizer (vllm)")
+
+    @classmethod
     def from_options(cls, options: VLLMOptions, ctx: GeneratorContext, *, family: Any,
                      name: str | None) -> VLLMGenerator:
         return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)

@@ -63,6 +63,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian
+from ..privacy.relation import Contribution, NeighbouringRelation
+from ..privacy.release import Release
 from .labels import allocate
 from .nn import Backend, Metric, nearest
 
@@ -216,6 +219,29 @@ def clustering_event(sigma: float, sample: str = "independent") -> Any:
     return gaussian_event(float(sigma) / plan.release_sensitivity, count=plan.per_release)
 
 
+def clustering_release(key: str, *, sigma: float, sample: str, noise: Any, clusters: int, radius: float,
+                       relation: NeighbouringRelation, iteration: int | None = None) -> Release:
+    """The description of one clustering release (counts and centres: ONE release carrying every event it spends):
+    the record-level event :func:`clustering_event`, the per-secret events :func:`clustering_secret_events`, noise
+    std σ on the counts (the centres carry (2R/n_k)·σ), and the per-record Δ = 1 of the run's relation (each
+    sampled holder adds 1 to one count and a clipped shift to one centre; the mixture events carry how many are
+    sampled)."""
+    # per unit of σ a sampled holder moves one count by 1 and one centre by ≤ 1 (its clipped shift scaled by the
+    # centre noise's 2R/n_k): two releases of Δ = 1 (independent samples), or one of Δ = √2 (shared sample)
+    plan = clustering_plan(1, sample)
+    delta = relation.sensitivity(Contribution(plan.release_sensitivity, "l2", True,
+                                              "one sampled holder: one count and one clipped centre shift"))
+    return Release(
+        key=key, mechanism="secret_clustering", event=clustering_event(sigma, sample), noise_std=float(sigma),
+        sensitivity=delta, iteration=iteration,
+        description=(f"noisy sizes ñ_k and centres ẽ_k of {clusters} clusters (Eq 7): counts N(0, σ²), centres "
+                     f"(2R/n_k)·N(0, σ² I); Bernoulli(ρ) sample "
+                     f"{'per release' if sample == 'independent' else 'shared by both (Δ = √2)'}"),
+        secret_events=clustering_secret_events(noise, sigma, sample),
+        meta={"clusters": clusters, "clip_radius": radius, "sample": sample, "relation": relation.to_dict()},
+    )
+
+
 def clustering_secret_events(noise: Any, sigma: float, sample: str = "independent") -> dict[str, Any]:
     """Per secret group: the :class:`~privtext.privacy.SecretEvent` of ONE clustering (counts and centres)."""
     plan = clustering_plan(1, sample)
@@ -333,7 +359,7 @@ def secret_clustering(
             raise ConfigError(f"the record assignment lacks {int((~assignment.searched[rho > 0]).sum())} records "
                               "that can be sampled (ρ > 0)")
     event = clustering_event(sigma, sample)
-    K, d = clusters.centres.shape
+    K = clusters.centres.shape[0]
     keep_counts = rng.random(len(rho)) < rho
     keep_centres = keep_counts if sample == "shared" else rng.random(len(rho)) < rho
     n = clusters.sizes.astype(np.float64)
@@ -346,9 +372,8 @@ def secret_clustering(
     m_counts = m if sample == "shared" else _counts(owner, keep_counts, K)
     centres = (clusters.centres.astype(np.float64) * n[:, None] + sums) / (n + m)[:, None]
     counts = n + m_counts
-    if sigma > 0:
-        centres = centres + (2 * radius / n)[:, None] * rng.normal(0.0, sigma, size=(K, d))
-        counts = counts + rng.normal(0.0, sigma, size=K)
+    centres = add_gaussian(centres, sigma, rng, factor=(2 * radius / n)[:, None])
+    counts = add_gaussian(counts, sigma, rng)
     return ClusterRelease(centres=centres, counts=counts, sampled=int(keep_centres.sum()),
                           noise_std_counts=float(sigma), noise_std_centres=(2 * radius / n) * float(sigma)), event
 

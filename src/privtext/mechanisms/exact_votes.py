@@ -68,8 +68,9 @@ directly and are not re-decided here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -86,6 +87,30 @@ CALIBRATION_PER_VOTE = 16  # new ones at every later vote (the earlier ones are 
 CALIBRATION_POOL = 256  # the most kept
 MIN_CALIBRATION = 8  # fewer calibration rows than this: no bound is trusted, every vote is decided at the reference
 _BLOCK = 1 << 24
+
+
+class VectorSource(Protocol):
+    """Where the rows of an embeddings array came from, so a vote can fetch any row at a slower, more exact tier
+    (:class:`privtext.embed.tiers.RowSource` is the implementation; mechanisms import no embedder, so it is named
+    here by what it does). ``embedder`` has ``tier_vectors(texts, tier)`` and may have ``counters`` and
+    ``calibration``."""
+
+    embedder: Any
+    texts: tuple[str, ...]
+
+    @property
+    def n_tiers(self) -> int: ...
+
+    def vectors(self, rows: np.ndarray | Sequence[int], tier: int) -> np.ndarray: ...
+
+
+def row_source(x: Any) -> VectorSource | None:
+    """The source an embeddings array carries (an ndarray subclass with a ``source`` attribute: the arrays a
+    tiered embedder returns, :class:`privtext.embed.tiers.TieredVectors`), else None. A plain ndarray has none;
+    arrays derived from a tiered one (slices, means, copies) have ``source = None``."""
+    if not isinstance(x, np.ndarray) or type(x) is np.ndarray:
+        return None
+    return getattr(x, "source", None)
 
 
 def vote_space(x: np.ndarray, center: np.ndarray | None, metric: Metric) -> np.ndarray:
@@ -316,8 +341,6 @@ def exact_nearest(private_emb: np.ndarray, candidate_emb: np.ndarray, *, metric:
     """Each record's reference vote (an index into the candidates), no label groups: what
     :func:`~privtext.mechanisms.nn.nearest` returns on the reference vectors (centred on ``center``). Both arrays
     must come from one :class:`~privtext.embed.tiers.TieredEmbedder`."""
-    from ..embed.tiers import row_source
-
     ps, cs = row_source(private_emb), row_source(candidate_emb)
     if ps is None or cs is None:
         from ..errors import ConfigError
@@ -358,4 +381,5 @@ def _observe(stats: Any, fast: np.ndarray, exact: np.ndarray, rec: np.ndarray, b
                     "records decided by their fast vectors alone may not match the fp32 votes", ratio, bound)
 
 
-__all__ = ["CALIBRATION_ROWS", "FLOOR", "SAFETY", "Bounds", "calibrate", "exact_nearest", "refine_group", "vote_space"]
+__all__ = ["CALIBRATION_ROWS", "FLOOR", "SAFETY", "Bounds", "VectorSource", "calibrate", "exact_nearest", "refine_group",
+           "row_source", "vote_space"]

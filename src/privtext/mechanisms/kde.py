@@ -87,20 +87,26 @@ The budget ε_kde is split equally over the K sketches of the ensemble (ε_kde/K
 K pure-DP releases, ε = Σ = ε_kde. The classes inside each sketch compose in parallel (above).
 
 Speed: scoring every term of Ṽ for N prefixes uses cos(a + p) = cos a·cos p − sin a·sin p, so a step is two
-(N × I)·(I × |Ṽ|) products with the block projections P_b = E_Ṽ·W_b precomputed once (:class:`TermScorer`).
+(N × I)·(I × |Ṽ|) products with the block projections P_b = E_Ṽ·W_b precomputed once
+(:class:`privtext.methods.dpkps.sampling.TermScorer`).
+
+This module holds the releases (the sketches and the term histogram, their sensitivities and events); scoring
+and sampling sequences from them — post-processing — is DP-KPS's, in :mod:`privtext.methods.dpkps.sampling`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import ConfigError, DataError, InvalidPrivacyParameter
-from .vocabulary import Neighbouring, check_epsilon, check_neighbouring, laplace_event
+from ..errors import ConfigError, DataError
+from ..privacy.noise import add_laplace
+from ..privacy.relation import Contribution, NeighbouringRelation
+from .vocabulary import Neighbouring, check_epsilon, check_neighbouring, laplace_event, relation_name
 
 NoiseMode = Literal["sum", "paper"]
 Weighting = Literal["mean", "sum"]
@@ -240,26 +246,42 @@ def sketch_sensitivity(
     max_points: int | None = None,
     neighbouring: Neighbouring = "add_remove",
 ) -> float:
-    """Δ₁ of the released (C × I) sketch (module docstring): √2·c_w·I (sum, add/remove), 2√2·c_w·I (sum,
-    replace one), 2√2·I (paper)."""
+    """Δ₁ of the released (C × I) sketch (module docstring) under the relation (:mod:`privtext.privacy.relation`):
+    √2·c_w·I (sum, add/remove), 2√2·c_w·I (sum, replace one: the contribution is signed), k·√2·c_w·I (a group of
+    k records); 2√2·I (paper: the paper's own bound for its class-mean sketch, one-record relations only)."""
     n_features = _check_pos_int("n_features", n_features)
-    check_neighbouring(neighbouring)
+    rel = NeighbouringRelation.of(check_neighbouring(neighbouring))
     if weighting not in ("mean", "sum"):
         raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
-    if noise == "paper":
-        if weighting != "mean":
-            raise ConfigError("noise='paper' (the class-mean sketch of App A.2) needs weighting='mean'")
-        return 2.0 * SQRT2 * n_features
-    if noise != "sum":
-        raise ConfigError(f"noise must be 'sum' or 'paper', got {noise!r}")
+    return rel.sensitivity(sketch_contribution(n_features, noise=noise, weighting=weighting, max_points=max_points))
+
+
+def _points_cap(weighting: str, max_points: int | None) -> int:
+    """c_w: a record's total point weight (1 with ``weighting="mean"``, the cap ``max_points`` with ``"sum"``)."""
+    if weighting == "mean":
+        return 1
     if weighting == "sum":
         if max_points is None:
             raise ConfigError("weighting='sum' needs max_points (the per-record cap that bounds the sensitivity)")
-        c_w = _check_pos_int("max_points", max_points)
-    else:
-        c_w = 1
-    per_record = SQRT2 * c_w * n_features
-    return per_record if neighbouring == "add_remove" else 2.0 * per_record
+        return _check_pos_int("max_points", max_points)
+    raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
+
+
+def sketch_contribution(n_features: int, *, noise: NoiseMode = "sum", weighting: Weighting = "mean",
+                        max_points: int | None = None) -> Contribution:
+    """One record's contribution to the summed sketch: c_w unit points, each a vector of I features of
+    magnitude ≤ √2 (√2·cos): L1 norm ≤ √2·c_w·I, signed. ``noise="paper"``: the paper's own bound 2√2·I for its
+    class-mean sketch (App A.2), which it states for one-record neighbours (add/remove or replace)."""
+    if noise == "paper":
+        if weighting != "mean":
+            raise ConfigError("noise='paper' (the class-mean sketch of App A.2) needs weighting='mean'")
+        return Contribution(2.0 * SQRT2 * _check_pos_int("n_features", n_features), "l1", False,
+                            "the paper's class-mean sketch bound", fixed_for=("add_remove", "replace_one"))
+    if noise != "sum":
+        raise ConfigError(f"noise must be 'sum' or 'paper', got {noise!r}")
+    c_w = _points_cap(weighting, max_points)
+    return Contribution(SQRT2 * c_w * _check_pos_int("n_features", n_features), "l1", False,
+                        f"{c_w} point(s) of {n_features} random features")
 
 
 def kde_event(epsilon: float) -> Any:
@@ -358,10 +380,10 @@ def _release(
         n_c = np.bincount(record_classes[has_points], minlength=n_classes).astype(np.float64)
         sums = sums / np.maximum(n_c, 1.0)[:, None]
     scale = 0.0 if math.isinf(epsilon) else sensitivity / epsilon
-    noisy = sums + (rng.laplace(0.0, scale, size=sums.shape) if scale > 0 else 0.0)
+    noisy = add_laplace(sums, scale, rng)
     return KDESketch(features=features, blocks=blocks, block_dim=block_dim, noisy=noisy, epsilon=epsilon,
                      scale=scale, sensitivity=sensitivity, noise=noise, weighting=weighting,
-                     neighbouring=neighbouring)
+                     neighbouring=relation_name(neighbouring))
 
 
 def _weights(counts: np.ndarray, weighting: Weighting, max_points: int | None) -> np.ndarray:
@@ -439,7 +461,7 @@ def dp_kde_sketch(
 
     sketch = _release(chunks(), features=features, blocks=blocks, block_dim=features.dim // blocks,
                       n_classes=n_classes, record_classes=cls, epsilon=eps, rng=rng, noise=noise,
-                      weighting=weighting, sensitivity=delta1, neighbouring=neighbouring)
+                      weighting=weighting, sensitivity=delta1, neighbouring=relation_name(neighbouring))
     return sketch, event
 
 
@@ -567,7 +589,7 @@ def dp_kde_sketch_terms(
 
     sketch = _release(chunks(), features=features, blocks=m, block_dim=projections.block_dim,
                       n_classes=n_classes, record_classes=cls, epsilon=eps, rng=rng, noise=noise,
-                      weighting=weighting, sensitivity=delta1, neighbouring=neighbouring)
+                      weighting=weighting, sensitivity=delta1, neighbouring=relation_name(neighbouring))
     return sketch, event
 
 
@@ -592,14 +614,6 @@ def ensemble_blocks(length: int, *, sequence: SequenceMode = "independent", ense
     return tuple(min(2**j, length) for j in range(1, n + 1))
 
 
-def sketch_for_step(step: int, blocks: Sequence[int]) -> int:
-    """Index of the sketch that scores step ``step`` (1-based): the smallest m ≥ step."""
-    for k, m in enumerate(blocks):
-        if m >= step:
-            return k
-    raise ConfigError(f"no sketch covers step {step} (blocks {tuple(blocks)})")
-
-
 def ensemble_epsilons(epsilon_kde: float, n_sketches: int) -> list[float]:
     """ε_kde split equally over the ensemble's sketches (sequential composition: they sum to ε_kde)."""
     eps = check_epsilon(epsilon_kde, name="epsilon_kde")
@@ -614,192 +628,19 @@ def kde_ensemble_event(epsilon_kde: float, n_sketches: int) -> Any:
     return dp_accounting.ComposedDpEvent([kde_event(e) for e in ensemble_epsilons(epsilon_kde, n_sketches)])
 
 
-class TermScorer:
-    """Scores of prefix ⊕ v for every term v of Ṽ under one sketch (see 'Speed' in the module docstring)."""
-
-    def __init__(self, sketch: KDESketch, projections: BlockProjections):
-        if projections.features is not sketch.features or projections.blocks != sketch.blocks:
-            raise ConfigError("projections were built for other features than the sketch's")
-        self.sketch, self.proj = sketch, projections
-
-    def scores(self, class_index: int | None, prefixes: np.ndarray) -> np.ndarray:
-        """(N, |Ṽ|): K̃_c(pad(prefix_n ⊕ v)) for every prefix row (i − 1 term ids) and term v; ``class_index=None``
-        scores the sum of all class rows (the all-class estimate Σ_c K̃_c, scores being linear in the sketch)."""
-        prefixes = np.asarray(prefixes, dtype=np.int64)
-        if prefixes.ndim != 2:
-            raise DataError(f"prefixes must be a 2-d array of term ids, got shape {prefixes.shape}")
-        j = prefixes.shape[1]
-        if j >= self.sketch.blocks:
-            raise ConfigError(f"a prefix of {j} terms leaves no block for the next term in a {self.sketch.blocks}-"
-                              "block sketch")
-        s = self.sketch.noisy.sum(axis=0) if class_index is None else self.sketch.noisy[class_index]
-        uniq, inverse = np.unique(prefixes, axis=0, return_inverse=True)  # rows sharing a prefix: one score row
-        c = self.proj.window_projection(uniq) + self.sketch.features.offsets
-        cos_p, sin_p = self.proj.trig(j)
-        a = np.cos(c) * s
-        b = np.sin(c) * s
-        out = SQRT2 * (a @ cos_p.T - b @ sin_p.T) / self.sketch.features.n_features
-        return out[np.asarray(inverse).reshape(-1)]
-
-
-def score_noise_std(sketch: KDESketch) -> float:
-    """The standard deviation of the Laplace noise in a score K̃_c(q): (1/I)·Σ_t Λ_t z_t(q) has variance
-    (2b²/I²)·Σ_t z_t(q)², and Σ_t z_t(q)² ≈ I (E z_t² = 1, the mean of I bounded terms), so σ ≈ √2·b/√I.
-    Public: it depends on b and I only."""
-    return SQRT2 * sketch.scale / math.sqrt(sketch.features.n_features)
-
-
-def sampling_weights(scores: np.ndarray, *, floor: float = 0.0) -> np.ndarray:
-    """max(score − floor, 0): the unnormalised sampling distribution (post-processing; rows of zeros mean
-    uniform). ``floor`` = κ·:func:`score_noise_std` drops terms whose score does not rise κ noise deviations
-    above 0 (the noise floor; Aug-PE's threshold H plays the same role for vote histograms)."""
-    return np.maximum(np.asarray(scores, dtype=np.float64) - floor, 0.0)
-
-
-def contrast_weights(weights: np.ndarray, background: np.ndarray, contrast: float) -> np.ndarray:
-    """w_c(v)·lift(v)^α with lift = (p_c(v) + s)/(p_all(v) + s): ``weights`` (rows: one class's clipped scores
-    max(K̃_c − κσ, 0)), ``background`` (the same for the all-class scores Σ_c K̃_c), p = each row normalised to
-    sum 1 (a zero row: uniform), s = 1/|Ṽ| (smoothing: a term the background misses is not boosted without
-    bound). α = ``contrast`` ≥ 0; α = 0 returns ``weights``. Terms every class uses (lift ≈ 1 for the class that
-    dominates the corpus, < 1 for the others) lose probability to terms over-represented in the class. Both
-    inputs are released values: post-processing."""
-    w = np.asarray(weights, dtype=np.float64)
-    if contrast == 0:
-        return w
-    b = np.broadcast_to(np.asarray(background, dtype=np.float64), w.shape)
-    n = w.shape[-1]
-
-    def norm(x: np.ndarray) -> np.ndarray:
-        t = x.sum(axis=-1, keepdims=True)
-        return np.where(t > 0, x / np.where(t > 0, t, 1.0), 1.0 / n)
-
-    s = 1.0 / n
-    return w * ((norm(w) + s) / (norm(b) + s)) ** contrast
-
-
-def draw_rows(weights: np.ndarray, rng: np.random.Generator, *, allowed: np.ndarray | None = None) -> np.ndarray:
-    """One index per row, ∝ the row's weights restricted to ``allowed``; uniform over ``allowed`` when the row's
-    allowed weights sum to 0."""
-    w = np.array(weights, dtype=np.float64, copy=True)
-    if w.ndim != 2:
-        raise DataError(f"weights must be 2-d, got shape {w.shape}")
-    if allowed is not None:
-        w = np.where(allowed, w, 0.0)
-    tot = w.sum(axis=1)
-    empty = tot <= 0
-    if empty.any():
-        w[empty] = 1.0 if allowed is None else allowed[empty].astype(np.float64)
-        tot = w.sum(axis=1)
-    if (tot <= 0).any():
-        raise ConfigError("no term left to draw (every term is excluded); allow repeats or use a larger vocabulary")
-    cdf = np.cumsum(w, axis=1)
-    u = rng.random(len(w)) * cdf[:, -1]
-    return np.argmax(cdf > u[:, None], axis=1)
-
-
-def sample_sequences(
-    sketches: Sequence[KDESketch],
-    projections: Sequence[BlockProjections],
-    *,
-    counts: Sequence[int],
-    length: int,
-    sequence: SequenceMode,
-    rng: np.random.Generator,
-    allow_repeats: bool = False,
-    threshold: float = 0.0,
-    contrast: float = 0.0,
-) -> list[np.ndarray]:
-    """Draw ``counts[c]`` term-id sequences of ``length`` per class from the released sketches (post-processing).
-
-    ``sketches``/``projections`` are those of :func:`ensemble_blocks` (one per block count, same order).
-    Independent: L draws from one distribution; iterative: step i draws from the scores of prefix ⊕ v under the
-    sketch :func:`sketch_for_step` picks. Without repeats a drawn term is excluded from later steps of its row.
-    ``threshold`` κ ≥ 0 subtracts κ·:func:`score_noise_std` from every score before clipping at 0 (κ = 0: the
-    paper's distribution, clipped). ``contrast`` α ≥ 0 multiplies a class's weights by its lift over the
-    all-class estimate to the power α (:func:`contrast_weights`; the all-class threshold is κ·σ·√C, the noise
-    deviation of a sum of C independent rows). Returns one (counts[c], length) int64 array per class."""
-    length = _check_sampling(length, threshold, contrast)
-    if len(sketches) != len(projections) or not sketches:
-        raise ConfigError(f"{len(sketches)} sketches for {len(projections)} projection sets")
-    n_classes = sketches[0].n_classes
-    if len(counts) != n_classes:
-        raise ConfigError(f"{len(counts)} sequence counts for {n_classes} classes")
-    blocks = [s.blocks for s in sketches]
-    n_terms = projections[0].n_terms
-    if not allow_repeats and n_terms < length:
-        raise ConfigError(f"sequences of {length} distinct terms need at least {length} terms, Ṽ has {n_terms}")
-    if sequence not in ("independent", "iterative"):
-        raise ConfigError(f"sequence must be 'independent' or 'iterative', got {sequence!r}")
-    if sequence == "independent" and blocks[0] != 1:
-        raise ConfigError("independent sequences need a single-block sketch")
-    if sequence == "iterative" and max(blocks) < length:
-        raise InvalidPrivacyParameter(f"the sketches cover {max(blocks)} steps, the sequences have {length}")
-    scorers = [TermScorer(s, p) for s, p in zip(sketches, projections, strict=True)]
-    out = [np.zeros((int(n), length), dtype=np.int64) for n in counts]
-    floors = [threshold * score_noise_std(s) for s in sketches]
-    for i in range(1, length + 1):
-        k = 0 if sequence == "independent" else sketch_for_step(i, blocks)
-        for c in range(n_classes):
-            seq = out[c]
-            n = len(seq)
-            if n == 0:
-                continue
-            prefix = np.zeros((1, 0), dtype=np.int64) if sequence == "independent" else seq[:, : i - 1]
-            scorer = scorers[k]
-            w = _class_weights(scorer.scores(c, prefix), lambda s=scorer, p=prefix: s.scores(None, p),
-                               floor=floors[k], n_classes=n_classes, contrast=contrast)
-            _draw_step(seq, i - 1, np.broadcast_to(w, (n, n_terms)), rng, allow_repeats=allow_repeats)
-    return out
-
-
-def _check_sampling(length: Any, threshold: Any, contrast: Any) -> int:
-    """The sampling options of both samplers, checked: L ≥ 1, κ ≥ 0 and α ≥ 0 finite."""
-    for name, v, what in (("threshold", threshold, "in noise standard deviations"),
-                          ("contrast", contrast, "the lift exponent")):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-            raise ConfigError(f"{name} must be a finite number ≥ 0 ({what}), got {v!r}")
-    return _check_pos_int("length", length)
-
-
-def _class_weights(class_scores: np.ndarray, all_scores: Callable[[], np.ndarray], *, floor: float,
-                   n_classes: int, contrast: float) -> np.ndarray:
-    """A class's sampling weights max(score − κσ, 0), times its lift over the all-class estimate to the power α
-    (:func:`contrast_weights`; the all-class threshold κ·σ·√C is the noise deviation of a sum of C independent
-    rows). ``all_scores`` is only called when α > 0."""
-    w = sampling_weights(class_scores, floor=floor)
-    if not contrast:
-        return w
-    return contrast_weights(w, sampling_weights(all_scores(), floor=floor * math.sqrt(n_classes)), contrast)
-
-
-def _draw_step(seq: np.ndarray, i: int, weights: np.ndarray, rng: np.random.Generator, *,
-               allow_repeats: bool) -> None:
-    """Column i of ``seq``: one draw per row ∝ ``weights`` (rows × |Ṽ|), without repeats excluding the row's
-    earlier terms."""
-    allowed = None
-    if not allow_repeats and i > 0:
-        allowed = np.ones(weights.shape, dtype=bool)
-        np.put_along_axis(allowed, seq[:, :i], False, axis=1)
-    seq[:, i] = draw_rows(weights, rng, allowed=allowed)
-
-
-# --------------------------------------------------------------------------------- the discrete-kernel sketch
-
-
 def histogram_sensitivity(*, weighting: Weighting = "mean", max_points: int | None = None,
                           neighbouring: Neighbouring = "add_remove") -> float:
-    """Δ₁ of the released (C × |Ṽ|) term histogram (:func:`dp_term_histogram`): c_w (add/remove), 2·c_w
-    (replace one), c_w = 1 (``weighting="mean"``) or ``max_points`` (``"sum"``)."""
-    check_neighbouring(neighbouring)
-    if weighting == "mean":
-        c_w = 1
-    elif weighting == "sum":
-        if max_points is None:
-            raise ConfigError("weighting='sum' needs max_points (the per-record cap that bounds the sensitivity)")
-        c_w = _check_pos_int("max_points", max_points)
-    else:
-        raise ConfigError(f"weighting must be 'mean' or 'sum', got {weighting!r}")
-    return float(c_w if neighbouring == "add_remove" else 2 * c_w)
+    """Δ₁ of the released (C × |Ṽ|) term histogram (:func:`dp_term_histogram`) under the relation: c_w
+    (add/remove), 2·c_w (replace one), k·c_w (a group of k); c_w = 1 (``weighting="mean"``) or ``max_points``
+    (``"sum"``)."""
+    rel = NeighbouringRelation.of(check_neighbouring(neighbouring))
+    return rel.sensitivity(histogram_contribution(weighting=weighting, max_points=max_points))
+
+
+def histogram_contribution(*, weighting: Weighting = "mean", max_points: int | None = None) -> Contribution:
+    """One record adds non-negative weights of total c_w to its class's row: L1 norm ≤ c_w."""
+    c_w = _points_cap(weighting, max_points)
+    return Contribution(float(c_w), "l1", True, f"term weights summing to ≤ {c_w}")
 
 
 @dataclass(frozen=True)
@@ -866,67 +707,32 @@ def dp_term_histogram(
     hist = np.zeros((n_classes, n_terms))
     np.add.at(hist, (cls[rec], ids[:, 0]), w)
     scale = 0.0 if math.isinf(eps) else delta1 / eps
-    noisy = hist + (rng.laplace(0.0, scale, size=hist.shape) if scale > 0 else 0.0)
+    noisy = add_laplace(hist, scale, rng)
     return TermHistogram(noisy=noisy, epsilon=eps, scale=scale, sensitivity=delta1, weighting=weighting,
-                         neighbouring=neighbouring), event
+                         neighbouring=relation_name(neighbouring)), event
 
-
-def sample_histogram_sequences(
-    histogram: TermHistogram,
-    *,
-    counts: Sequence[int],
-    length: int,
-    rng: np.random.Generator,
-    allow_repeats: bool = False,
-    threshold: float = 0.0,
-    contrast: float = 0.0,
-) -> list[np.ndarray]:
-    """Independent sequences from a released :class:`TermHistogram` (post-processing): L draws per sequence
-    ∝ max(H̃_c(v) − κ·σ, 0), σ = √2·b the public deviation of a bin's noise, times the lift over the all-class
-    histogram Σ_c H̃_c to the power ``contrast`` (:func:`contrast_weights`; its threshold is κ·σ·√C). Without
-    repeats a drawn term is excluded from the rest of its sequence. One (counts[c], length) array per class."""
-    length = _check_sampling(length, threshold, contrast)
-    n_classes, n_terms = histogram.noisy.shape
-    if len(counts) != n_classes:
-        raise ConfigError(f"{len(counts)} sequence counts for {n_classes} classes")
-    if not allow_repeats and n_terms < length:
-        raise ConfigError(f"sequences of {length} distinct terms need at least {length} terms, Ṽ has {n_terms}")
-    w = _class_weights(histogram.noisy, lambda: histogram.noisy.sum(axis=0, keepdims=True),
-                       floor=threshold * histogram.noise_std, n_classes=n_classes, contrast=contrast)
-    out = [np.zeros((int(n), length), dtype=np.int64) for n in counts]
-    for i in range(length):
-        for c in range(n_classes):
-            seq = out[c]
-            if len(seq):
-                _draw_step(seq, i, np.broadcast_to(w[c], (len(seq), n_terms)), rng, allow_repeats=allow_repeats)
-    return out
 
 
 __all__ = [
+    "SQRT2",
     "BlockProjections",
     "KDESketch",
     "RandomFourierFeatures",
     "TermHistogram",
-    "TermScorer",
-    "contrast_weights",
     "dp_kde_sketch",
     "dp_kde_sketch_terms",
     "dp_term_histogram",
-    "draw_rows",
     "ensemble_blocks",
     "ensemble_epsilons",
     "gaussian_kde",
     "gaussian_kernel",
+    "histogram_contribution",
     "histogram_sensitivity",
     "kde_ensemble_event",
     "kde_event",
     "record_windows",
     "rff_error_bound",
     "rff_kde",
-    "sample_histogram_sequences",
-    "sample_sequences",
-    "sampling_weights",
-    "score_noise_std",
-    "sketch_for_step",
+    "sketch_contribution",
     "sketch_sensitivity",
 ]

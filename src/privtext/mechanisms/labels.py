@@ -2,7 +2,8 @@
 
 Sensitivity: each private record falls in exactly one label group, so adding or removing a record changes one
 bin by one — L2 sensitivity Δ = 1 — and N(0, σ²) per bin is the Gaussian mechanism with noise multiplier σ
-(``GaussianDpEvent(σ)``). Under a group relation (Aug-PE's ``sensitivity: secret_group``: removing a secret
+(``GaussianDpEvent(σ)``); replacing one record moves one count between two bins: Δ = √2 (the run's relation
+decides, :mod:`privtext.privacy.relation`). Under a group relation (Aug-PE's ``sensitivity: secret_group``: removing a secret
 removes every one of the k records holding it) the k records may all sit in one label, so Δ = k and the noise
 std is σ·k — the same noise multiplier σ = std/Δ, the same event. The noisy counts are clipped at 0 and
 normalised (post-processing).
@@ -10,12 +11,14 @@ normalised (post-processing).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian, add_laplace
 
 
 def dp_label_histogram(
@@ -31,25 +34,30 @@ def dp_label_histogram(
     g = np.asarray(private_groups)
     counts = np.bincount(g[g >= 0], minlength=n_groups).astype(np.float64)
     std = float(noise_multiplier) * float(sensitivity)
-    if std > 0:
-        counts = counts + rng.normal(0.0, std, size=n_groups)
+    counts = add_gaussian(counts, std, rng)
     return counts, gaussian_event(noise_multiplier)
 
 
 def laplace_label_histogram(
     private_groups: np.ndarray, n_groups: int, *, epsilon: float, rng: np.random.Generator,
+    sensitivity: float = 1.0,
 ) -> tuple[np.ndarray, Any]:
-    """Noisy counts of private records per label group with Laplace(1/ε) per bin (DP-KPS's pure-DP label shares).
+    """Noisy counts of private records per label group with Laplace(Δ₁/ε) per bin (DP-KPS's pure-DP label shares).
 
-    Sensitivity: adding or removing one record changes one count by 1, so Δ₁ = 1 and Laplace(Δ₁/ε) on every bin
-    is ε-DP (Dwork et al. 2006). Records with group −1 are not counted. Returns ``(noisy, LaplaceDpEvent(1/ε))``."""
-    from .vocabulary import check_epsilon, laplace_event
+    Sensitivity: one record adds 1 to one count (:data:`privtext.privacy.relation.ONE_COUNT_L1`), so Δ₁ = 1 when
+    one record is added or removed, 2 when one is replaced (the count of its old label falls by one, that of its
+    new label rises by one), k for a group of k records: ``sensitivity`` is the run relation's Δ₁. Laplace(Δ₁/ε) on
+    every bin is ε-DP (Dwork et al. 2006). Records with group −1 are not counted. Returns
+    ``(noisy, LaplaceDpEvent(1/ε))``."""
+    from ..privacy.conversions import check_epsilon
+    from ..privacy.events import laplace_event
 
-    eps = check_epsilon(epsilon, name="epsilon_labels")
+    eps = float(check_epsilon(epsilon, name="epsilon_labels", positive=True))
+    if not (sensitivity > 0 and np.isfinite(sensitivity)):
+        raise ConfigError(f"sensitivity must be a positive number, got {sensitivity}")
     g = np.asarray(private_groups)
     counts = np.bincount(g[g >= 0], minlength=n_groups).astype(np.float64)
-    if np.isfinite(eps):
-        counts = counts + rng.laplace(0.0, 1.0 / eps, size=n_groups)
+    counts = add_laplace(counts, 0.0 if math.isinf(eps) else float(sensitivity) / eps, rng)
     return counts, laplace_event(eps)
 
 

@@ -51,6 +51,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian
+from ..privacy.relation import Contribution
 from .voting import label_groups
 
 MAX_Q = 64
@@ -72,6 +74,19 @@ def topq_sensitivity(q: int) -> float:
     """Exact L2 sensitivity of the pair (Hⁿ, Hᶠ) under add/remove one sample: √(2·Σ_{j<q} 4^−j)."""
     w = topq_weights(q)
     return float(math.sqrt(2.0 * float(np.sum(w * w))))
+
+
+def topq_contribution(q: int) -> Contribution:
+    """One sample's contribution to the pair (Hⁿ, Hᶠ): weights 4^−j on its q nearest and its q furthest
+    candidates, all ≥ 0, L2 norm √(2·Σ_{j<q} 4^−j) = :func:`topq_sensitivity` (so Δ_Q under add/remove one, √2·Δ_Q
+    under replace one, m·Δ_Q for a user capped at m samples: :mod:`privtext.privacy.relation`)."""
+    return Contribution(topq_sensitivity(q), "l2", True, f"Top-{q} nearest and furthest votes of one sample")
+
+
+def paper_contribution(q: int) -> Contribution:
+    """The paper's per-sample bound Δ = 4 (:func:`paper_sensitivity`), as a contribution (``calibration: paper``
+    only sets the noise std with it; the ledger accounts the exact :func:`topq_contribution`)."""
+    return Contribution(paper_sensitivity(q), "l2", True, "the paper's bound (Thm D.2)")
 
 
 def paper_sensitivity(q: int) -> float:
@@ -158,8 +173,9 @@ def add_topq_noise(hn: np.ndarray, hf: np.ndarray, *, noise_std: float,
     if noise_std < 0 or not np.isfinite(noise_std):
         raise ConfigError(f"noise std must be a finite number ≥ 0, got {noise_std}")
     n = len(hn)
-    z = rng.normal(0.0, noise_std, size=2 * n) if noise_std > 0 else np.zeros(2 * n)
-    return np.asarray(hn, dtype=np.float64) + z[:n], np.asarray(hf, dtype=np.float64) + z[n:]
+    noisy = add_gaussian(np.concatenate([np.asarray(hn, dtype=np.float64), np.asarray(hf, dtype=np.float64)]),
+                         noise_std, rng)
+    return noisy[:n], noisy[n:]
 
 
 def dp_topq_histograms(
@@ -194,5 +210,6 @@ def dp_topq_histograms(
     return TopQRelease(nearest=nn, furthest=nf, noise_std=std, sensitivity=delta, q=q), event
 
 
-__all__ = ["MAX_Q", "TopQRelease", "add_topq_noise", "dp_topq_histograms", "paper_sensitivity",
-           "topq_event", "topq_histograms", "topq_sensitivity", "topq_weights"]
+__all__ = ["MAX_Q", "TopQRelease", "add_topq_noise", "dp_topq_histograms", "paper_contribution",
+           "paper_sensitivity", "topq_contribution", "topq_event", "topq_histograms", "topq_sensitivity",
+           "topq_weights"]

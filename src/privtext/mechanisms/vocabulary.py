@@ -36,25 +36,35 @@ import numpy as np
 
 from ..data.vocabulary import PublicVocabulary
 from ..errors import ConfigError, DataError, InvalidPrivacyParameter
+from ..privacy.conversions import check_epsilon as _check_epsilon
+from ..privacy.events import laplace_event
+from ..privacy.noise import add_laplace
+from ..privacy.relation import Contribution, NeighbouringRelation
 
 Neighbouring = Literal["add_remove", "replace_one"]
 NEIGHBOURING: tuple[str, ...] = ("add_remove", "replace_one")
 
 
-def check_neighbouring(neighbouring: str) -> str:
+def check_neighbouring(neighbouring: Any) -> Any:
+    """A one-record relation's name (``add_remove``, ``replace_one``) or a
+    :class:`~privtext.privacy.relation.NeighbouringRelation`; returned as given."""
+    if isinstance(neighbouring, NeighbouringRelation):
+        return neighbouring
     if neighbouring not in NEIGHBOURING:
         raise ConfigError(f"neighbouring must be one of {', '.join(NEIGHBOURING)}; got {neighbouring!r}")
     return neighbouring
 
 
+def relation_name(neighbouring: Any) -> str:
+    """The relation's kind (for the released objects' ``neighbouring`` field)."""
+    return neighbouring.kind if isinstance(neighbouring, NeighbouringRelation) else str(neighbouring)
+
+
 def check_epsilon(epsilon: Any, *, name: str = "epsilon") -> float:
-    """ε > 0 (``math.inf`` allowed: no noise, a non-private release)."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
+    """ε > 0 (``math.inf`` allowed: no noise, a non-private release): :func:`privtext.privacy.conversions.check_epsilon`."""
+    if np.ndim(epsilon) != 0:
         raise InvalidPrivacyParameter(f"{name} must be a positive number, got {epsilon!r}")
-    e = float(epsilon)
-    if math.isnan(e) or e <= 0:
-        raise InvalidPrivacyParameter(f"{name} must be > 0 (ε = 0 would need infinite noise), got {epsilon!r}")
-    return e
+    return float(_check_epsilon(epsilon, name=name, positive=True))
 
 
 def _check_positive_int(name: str, v: Any) -> int:
@@ -63,18 +73,15 @@ def _check_positive_int(name: str, v: Any) -> int:
     return int(v)
 
 
-def laplace_event(epsilon: float) -> Any:
-    """``LaplaceDpEvent(1/ε)``: a Laplace mechanism with scale b = Δ₁/ε (``LaplaceDpEvent(0)`` at ε = ∞)."""
-    import dp_accounting
-
-    e = check_epsilon(epsilon)
-    return dp_accounting.LaplaceDpEvent(noise_multiplier=0.0 if math.isinf(e) else 1.0 / e)
+def vocabulary_contribution(r: int) -> Contribution:
+    """One document adds 1 to at most r distinct bins: a non-negative vector of L1 norm ≤ r."""
+    return Contribution(float(_check_positive_int("r", r)), "l1", True, f"≤ {r} distinct terms, one count each")
 
 
-def vocabulary_sensitivity(r: int, neighbouring: Neighbouring = "add_remove") -> float:
-    """Δ₁ of the first-r-terms histogram: r (add/remove one document), 2r (replace one)."""
-    r = _check_positive_int("r", r)
-    return float(r if check_neighbouring(neighbouring) == "add_remove" else 2 * r)
+def vocabulary_sensitivity(r: int, neighbouring: Neighbouring | NeighbouringRelation = "add_remove") -> float:
+    """Δ₁ of the first-r-terms histogram under the relation (:mod:`privtext.privacy.relation`): r (add/remove one
+    document), 2r (replace one), k·r (a secret's group of k documents)."""
+    return NeighbouringRelation.of(check_neighbouring(neighbouring)).sensitivity(vocabulary_contribution(r))
 
 
 def vocabulary_event(r: int, epsilon: float, *, neighbouring: Neighbouring = "add_remove") -> Any:
@@ -167,7 +174,7 @@ def dp_vocabulary(
     h = term_histogram(matcher.find_all(texts, max_terms=None if priority is not None else r), len(vocabulary), r,
                        priority)
     scale = 0.0 if math.isinf(eps) else delta1 / eps
-    noisy = h.astype(np.float64) + (rng.laplace(0.0, scale, size=len(h)) if scale > 0 else 0.0)
+    noisy = add_laplace(h, scale, rng)
     del h
     order = np.argsort(-noisy, kind="stable")[:size]
     release = VocabularyRelease(
@@ -178,11 +185,12 @@ def dp_vocabulary(
         r=r,
         scale=scale,
         sensitivity=delta1,
-        neighbouring=neighbouring,
+        neighbouring=relation_name(neighbouring),
         public_size=len(vocabulary),
     )
     return release, event
 
 
 __all__ = ["NEIGHBOURING", "VocabularyRelease", "check_epsilon", "check_neighbouring", "dp_vocabulary",
-           "laplace_event", "term_histogram", "vocabulary_event", "vocabulary_sensitivity"]
+           "laplace_event", "relation_name", "term_histogram", "vocabulary_contribution", "vocabulary_event",
+           "vocabulary_sensitivity"]

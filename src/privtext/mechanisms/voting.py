@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.tiers import row_source
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian
+from .exact_votes import row_source
 from .nn import APPROX, Backend, Metric, center_rows, nearest
 
 _log = logging.getLogger("privtext.embed")
@@ -215,7 +216,7 @@ def dp_vote_histogram(
         metric=metric, backend=backend, center=center, **nn_kwargs,
     )
     std = float(noise_multiplier) * float(sensitivity)
-    raw = counts.astype(np.float64) + (rng.normal(0.0, std, size=len(counts)) if std > 0 else 0.0)
+    raw = add_gaussian(counts, std, rng)
     release = VoteRelease(
         noisy=threshold_histogram(raw, threshold),
         raw_noisy=raw,

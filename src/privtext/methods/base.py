@@ -1,35 +1,53 @@
-"""What every method shares: loading data, the label plan, backends, the ledger and the run directory's files.
+"""The one run skeleton every method runs on, and what every method shares.
 
-A method subclasses :class:`MethodRun` and implements :meth:`MethodRun.prepare_privacy` (calibrate noise, build
-the scorer) and, if it needs to, :meth:`MethodRun.split_data` (SecPE decides public/private by secrets).
+:meth:`MethodRun.execute` owns a run's start and finish, for every method alike (no method overrides it;
+``tests/test_method_contract.py`` checks that):
+
+1. **inputs** — the corpora (:func:`read_inputs`), the method's split (:meth:`MethodRun.split_data`: SecPE and
+   Aug-PE's secret groups detect secrets here), the held-out slice written out;
+2. **label space** — the public label groups and each private record's group; a record outside the declared
+   schema is refused for every method (:func:`private_groups`);
+3. **neighbouring relation** — :meth:`MethodRun.neighbouring` returns the run's
+   :class:`~privtext.privacy.relation.NeighbouringRelation`, fixed before the first release; every release's Δ is
+   derived from it (:meth:`RunContext.gaussian` / :meth:`RunContext.laplace`);
+4. **guard, ledger, keeper, prompt log** — the guard holds salted hashes of the private texts and every detected
+   secret value; the ledger enforces the budget (:meth:`MethodRun.budget`); the keeper records each release before
+   it is computed and keeps it for resume;
+5. **backends** — the generators (:meth:`MethodRun.generator_configs`: one, or WASP's several) and the embedder;
+6. **generation** — the method's policy, :meth:`MethodRun.generate`, the only part a method writes: an evolution
+   loop on the engine (Aug-PE, SecPE: :class:`EvolutionMethod`), WASP's rounds, DP-KPS's one shot;
+7. **finish** — the synthetic output, the audit of every prompt and of the synthetic text (private records,
+   detected secret values), the private diagnostics, the statement (:meth:`MethodRun.privacy_statement`: NOT
+   PRIVATE after reproducible noise, a release without noise or a failed audit), the metrics.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel
 
-from ..atomicio import PromptLog, atomic_write_json, read_jsonl
+from ..atomicio import PromptLog, atomic_write_json, atomic_write_text, dumps, read_jsonl
 from ..backends import BackendOptions, parse_options
-from ..config import Config
+from ..config import Config, GeneratorConfig
 from ..data import Corpus, load_corpus, split_corpus, write_corpus
 from ..data.labels import LabelSpace
 from ..embed.base import Embedder
-from ..engine.loop import Engine, Scorer
+from ..embed.private import embed_private
 from ..errors import ConfigError, DataError
 from ..generate.base import Generator
 from ..guard import PrivateGuard
-from ..mechanisms.labels import allocate, dp_label_histogram
-from ..privacy.events import gaussian_event
-from ..privacy.release import Release, ReleaseKeeper
-from ..progress import say
+from ..mechanisms.labels import allocate, dp_label_histogram, laplace_label_histogram
+from ..privacy.relation import ONE_COUNT_L1, ONE_VOTE_L2, Contribution, NeighbouringRelation
+from ..privacy.release import Release, ReleaseKeeper, gaussian_release, laplace_release
+from ..progress import display, progress, say
 from ..rng import derive, noise_rng
 from ..rundir import RunDir, StageMetrics
 
@@ -75,19 +93,225 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
     return Inputs(private=private, public=public, heldout=heldout, extra={"subsampled": subsampled})
 
 
+# ------------------------------------------------------------------------------------------------ label space
+
+
+def label_space(config: Config, public: Corpus | None) -> LabelSpace:
+    """The run's public label groups: every combination of the declared values (``data.label_values``), the
+    weights' keys (``label_distribution: given``), or the combinations of the public corpus."""
+    columns = tuple(config.data.label_columns)
+    if not columns:
+        return LabelSpace.unlabeled()
+    ld = config.evolution.label_distribution
+    declared = config.data.label_values
+    if declared is not None:
+        values = tuple(itertools.product(*(tuple(declared[c]) for c in columns)))
+        if ld.kind == "public" and not _has_labels(public, columns):
+            raise ConfigError(
+                "evolution.label_distribution.kind=public needs labelled public text, but the public corpus has "
+                f"no column(s) {list(columns)}; with data.label_values use uniform, given or dp")
+        return LabelSpace(columns, values)
+    if ld.kind == "given":
+        if not ld.weights:
+            raise ConfigError("evolution.label_distribution.kind=given needs weights: {'a|b': w, ...}")
+        values = tuple(tuple(k.split("|")) for k in ld.weights)
+        bad = [k for k, v in zip(ld.weights, values, strict=True) if len(v) != len(columns)]
+        if bad:
+            raise ConfigError(f"label weights keys {bad} do not have {len(columns)} '|'-separated parts")
+        return LabelSpace(columns, values)
+    if public is None:
+        raise ConfigError(
+            "labelled runs need the label values from public information: give data.public (with the label "
+            "columns) or evolution.label_distribution: {kind: given, weights: {...}}"
+        )
+    return LabelSpace(columns, tuple(sorted(set(public.label_tuples(columns)))))
+
+
+def private_groups(config: Config, space: LabelSpace, private: Corpus) -> tuple[np.ndarray, int]:
+    """The label group of each private record (−1: outside the public label space, casts no vote) and how many
+    are outside. With ``data.label_values`` a record outside the declared schema is a :class:`DataError` — for
+    every method (the runner calls this before a run directory exists)."""
+    groups = (space.groups_of(private.label_tuples(space.columns)) if space.columns
+              else np.zeros(len(private), dtype=np.int64))
+    outside = int((groups < 0).sum())
+    if outside and config.data.label_values is not None:
+        # the declared values are public, an undeclared one is private: neither it nor the count is printed
+        raise DataError("a private record has a label not in data.label_values: declare every label value "
+                        f"of the columns {list(space.columns)} (values as they appear in the private file)")
+    return groups, outside
+
+
+def public_label_weights(config: Config, space: LabelSpace, public: Corpus | None) -> np.ndarray:
+    """Samples per label group from public information: uniform, the configured weights, or the public corpus's
+    label counts (``label_distribution: public``)."""
+    ld = config.evolution.label_distribution
+    if not space.columns:
+        return np.ones(1)
+    if ld.kind in ("uniform", "dp"):
+        return np.ones(len(space))
+    if ld.kind == "given":
+        assert ld.weights is not None
+        missing = [" | ".join(v) for v in space.values
+                   if " | ".join(v) not in ld.weights and "|".join(v) not in ld.weights]
+        if missing:
+            raise ConfigError(f"evolution.label_distribution.weights has no weight for {missing[:5]}")
+        w = np.array([float(ld.weights[" | ".join(v)] if " | ".join(v) in ld.weights else ld.weights["|".join(v)])
+                      for v in space.values])
+        if (w < 0).any():
+            raise ConfigError(f"label weights must be ≥ 0, got {list(w)}")
+        return w
+    assert public is not None
+    groups = space.groups_of(public.label_tuples(space.columns))
+    return np.bincount(groups[groups >= 0], minlength=len(space)).astype(np.float64)
+
+
+# ------------------------------------------------------------------------------------------------ the method API
+
+
+@dataclass(frozen=True)
+class LabelNoise:
+    """How a method releases the DP label histogram (``evolution.label_distribution.kind: dp``): a Gaussian with
+    noise multiplier ``sigma`` (Aug-PE) or a Laplace at ``epsilon`` (DP-KPS). Δ comes from the run's relation."""
+
+    kind: Literal["gaussian", "laplace"]
+    sigma: float | None = None
+    epsilon: float | None = None
+
+
+@dataclass
+class Synthetic:
+    """What a method's generation returns: the synthetic texts, each one's label group, and (DP-KPS) the keyphrase
+    sequence behind each text (post-processing of its releases; written to ``keyphrases.jsonl``)."""
+
+    texts: list[str]
+    groups: np.ndarray
+    keyphrases: list[list[str]] | None = None
+
+
+@dataclass
+class RunContext:
+    """What the skeleton built for a method's :meth:`MethodRun.generate`: the inputs, the label space, the
+    relation, the keeper, the guard, the prompt log and the backends."""
+
+    method: MethodRun
+    inputs: Inputs
+    space: LabelSpace
+    private_groups: np.ndarray
+    relation: NeighbouringRelation
+    ledger: Any
+    keeper: ReleaseKeeper
+    guard: PrivateGuard
+    prompt_log: PromptLog
+    generators: list[Generator]
+    embedder: Embedder
+
+    @property
+    def generator(self) -> Generator:
+        return self.generators[0]
+
+    @property
+    def public(self) -> Corpus | None:
+        return self.inputs.public
+
+    # the releases: Δ from the relation, never from the method
+    def gaussian(self, key: str, *, mechanism: str, noise_multiplier: float, contribution: Contribution,
+                 compute: Callable[[Release], tuple[dict[str, np.ndarray], Any]], iteration: int | None = None,
+                 description: str = "", meta: dict[str, Any] | None = None,
+                 secret_events: Any = None) -> dict[str, np.ndarray]:
+        """Describe a Gaussian release (Δ = the relation's sensitivity for ``contribution``, noise std σ·Δ), record
+        it, then ``compute(release)`` (which reads private data and draws the noise with ``release.noise_std`` /
+        ``release.sensitivity``) and keep it."""
+        release = gaussian_release(key, mechanism=mechanism, noise_multiplier=noise_multiplier,
+                                   contribution=contribution, relation=self.relation, iteration=iteration,
+                                   description=description, meta=meta, secret_events=secret_events)
+        return self.keeper.release(release, lambda: compute(release))
+
+    def laplace(self, key: str, *, mechanism: str, epsilon: float, contribution: Contribution,
+                compute: Callable[[Release], tuple[dict[str, np.ndarray], Any]], iteration: int | None = None,
+                description: str = "", meta: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """Describe a Laplace release (Δ₁ from the relation, scale Δ₁/ε), record it, compute it, keep it."""
+        release = laplace_release(key, mechanism=mechanism, epsilon=epsilon, contribution=contribution,
+                                  relation=self.relation, iteration=iteration, description=description, meta=meta)
+        return self.keeper.release(release, lambda: compute(release))
+
+    def embed_private(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of private texts (float32, one row per text), for every method: through the user's private
+        embedding cache (:func:`privtext.embed.private.embed_private`; ``embedder: {private_cache: false}`` turns
+        it off), so a later run on the same private file embeds none of it. What the cache did is counted in the
+        run's private metrics (``private_embedding_texts``/``cached``/``embedded``/``seconds``). With exact votes
+        (``runtime: auto``) the rows keep their source (the array is returned as it is, not copied), so the vote
+        can re-decide a record's near-tie with its fp32 vector."""
+        m = self.method
+        with m.metrics.stage("embedding_private") as st, \
+                progress("embedding the private texts", len(texts)) as bar:
+            emb = (embed_private(self.embedder, texts) if len(texts)
+                   else np.zeros((0, self.embedder.dim), dtype=np.float32))
+            bar.update(completed=len(texts))
+            st.count("texts", len(texts))
+            stats = getattr(self.embedder, "private_stats", None)
+            if isinstance(stats, dict):
+                for k, v in stats.items():
+                    m.metrics.counters[f"private_embedding_{k}"] = round(float(v), 3)
+        if len(emb) != len(texts):
+            raise ConfigError("embedder returned the wrong number of private embeddings")
+        return emb
+
+    def label_counts(self, noise: LabelNoise | None, *, total: int | None = None) -> np.ndarray:
+        """Synthetic samples per label group: from public information, or (``label_distribution: dp``) from a DP
+        label histogram released with ``noise`` (one count per record: Δ from the relation; clipped at 0 and
+        allocated by largest remainder — post-processing)."""
+        m = self.method
+        config = m.config
+        n = config.evolution.num_samples if total is None else int(total)
+        ld = config.evolution.label_distribution
+        space = self.space
+        if ld.kind != "dp" or not space.columns:
+            w = public_label_weights(config, space, self.public)
+            return allocate(w, n, min_each=1 if n >= len(space) else 0)
+        if noise is None:
+            raise ConfigError(f"method {m.name} cannot release a DP label histogram")
+        key = "labels/histogram"
+        groups = self.private_groups
+        if noise.kind == "gaussian":
+            assert noise.sigma is not None
+            sigma = noise.sigma
+
+            def compute_g(r: Release) -> tuple[dict[str, np.ndarray], Any]:
+                noisy, event = dp_label_histogram(groups, len(space), noise_multiplier=sigma,
+                                                  sensitivity=r.sensitivity, rng=m.noise_rng(key))
+                return {"noisy": noisy}, event
+
+            vals = self.gaussian(key, mechanism="dp_label_histogram", noise_multiplier=sigma,
+                                 contribution=ONE_VOTE_L2, compute=compute_g,
+                                 description="noisy count of private records per public label group")
+        else:
+            assert noise.epsilon is not None
+            eps = noise.epsilon
+
+            def compute_l(r: Release) -> tuple[dict[str, np.ndarray], Any]:
+                noisy, event = laplace_label_histogram(groups, len(space), epsilon=eps, sensitivity=r.sensitivity,
+                                                       rng=m.noise_rng(key))
+                return {"noisy": noisy}, event
+
+            vals = self.laplace(key, mechanism="laplace_label_histogram", epsilon=eps, contribution=ONE_COUNT_L1,
+                                compute=compute_l,
+                                description="noisy count of private records per public label group (Laplace)")
+        from ..privacy.statement import released_number
+
+        m.released["label_histogram"] = {space.key(g): released_number(v) for g, v in enumerate(vals["noisy"])}
+        return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
+
+
 class Method(Protocol):
-    """What the runner needs of a method: a registry name, an options model for its config section, and a
-    constructor over (config, run directory) whose :meth:`execute` writes the run and returns its folder.
-    :class:`MethodRun` implements it for the evolution methods (Aug-PE, SecPE); a method with another loop
-    (DP-KPS: one prompt per record) implements it directly."""
+    """What the runner needs of a method: a registry name, an options model for its config section, static
+    checks, and a constructor over (config, run directory) whose ``execute`` writes the run. Every registered
+    method is a :class:`MethodRun` subclass and runs on its skeleton."""
 
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
 
     @classmethod
-    def check_config(cls, config: Config, options: Any) -> None:
-        """Static checks of a configuration for this method (budget form, detectors that must load), run before
-        any run directory exists. Raise :class:`ConfigError` naming the key."""
+    def check_config(cls, config: Config, options: Any) -> None: ...
 
     @classmethod
     def parse_options(cls, config: Config) -> Any: ...
@@ -98,7 +322,8 @@ class Method(Protocol):
 
 
 class MethodRun:
-    """One run of a method in a run directory (fresh or resumed)."""
+    """One run of a method in a run directory (fresh or resumed). Subclasses write :meth:`generate` and
+    :meth:`statement_parts` and, where they need to, the other hooks below; never :meth:`execute`."""
 
     name: ClassVar[str] = "method"
     #: the model of the method's own config section (``config.<name>``)
@@ -110,6 +335,11 @@ class MethodRun:
         section = getattr(config, cls.name, None)
         raw = section.options() if section is not None else {}
         return parse_options(cls.Options, raw, where=cls.name)
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        """Static checks of a configuration for this method (budget form, detectors that must load), run before
+        any run directory exists. Raise :class:`ConfigError` naming the key."""
 
     def __init__(self, config: Config, run: RunDir, *, callbacks: Sequence[Callable[[Any], None]] = ()):
         self.config = config
@@ -133,12 +363,16 @@ class MethodRun:
         self.label_columns = tuple(config.data.label_columns)
         self.privacy_notes: dict[str, Any] = {}
         self.subsampled = False
+        #: the run's neighbouring relation (set by the skeleton before the first release)
+        self.relation: NeighbouringRelation = NeighbouringRelation.add_remove()
+        #: the secrets the run detected (a SecretMatrix; SecPE, Aug-PE's secret groups): the guard scans every
+        #: prompt and the synthetic output for their values
+        self.secret_matrix: Any = None
         #: noisy values published in privacy.json (rounded; see privtext.privacy.statement)
         self.released: dict[str, Any] = {}
         #: exact statistics of the private data (private diagnostics: never in a shareable output)
         self.diagnostics: dict[str, Any] = {}
-        #: σ·Δ of the DP label histogram is σ_label·label_sensitivity (Aug-PE's secret-group mode sets Δ = k)
-        self.label_sensitivity = 1.0
+        self.budget: Any = None
 
     # ------------------------------------------------------------------ helpers
     def log(self, msg: str) -> None:
@@ -160,7 +394,13 @@ class MethodRun:
         else:
             self.diagnostics.setdefault(name, {})[key] = value
 
-    # ------------------------------------------------------------------ data
+    # ------------------------------------------------------------------ hooks (a method overrides these)
+    def budget_of(self) -> Any:
+        """The budget the ledger enforces (default: the configured one)."""
+        from ..privacy import Budget
+
+        return Budget.from_config(self.config.privacy)
+
     def load_inputs(self) -> Inputs:
         d = self.config.data
         with self.metrics.stage("loading"):
@@ -175,174 +415,22 @@ class MethodRun:
         return Inputs(private=private, public=public, heldout=heldout)
 
     def split_data(self, inputs: Inputs) -> Inputs:
-        """Hook: SecPE moves secret-free records to the public side. Aug-PE keeps the split as configured."""
+        """Hook: SecPE moves secret-free records to the public side. Others keep the split as configured."""
         return inputs
 
-    def label_space(self, public: Corpus | None) -> LabelSpace:
-        if not self.label_columns:
-            return LabelSpace.unlabeled()
-        ld = self.config.evolution.label_distribution
-        declared = self.config.data.label_values
-        if declared is not None:  # the public schema: every combination of the declared values
-            import itertools
+    def neighbouring(self, inputs: Inputs) -> NeighbouringRelation:
+        """Hook: the run's neighbouring relation, fixed before the first release (default add/remove one)."""
+        return NeighbouringRelation.add_remove()
 
-            values = tuple(itertools.product(*(tuple(declared[c]) for c in self.label_columns)))
-            if ld.kind == "public" and not _has_labels(public, self.label_columns):
-                raise ConfigError(
-                    "evolution.label_distribution.kind=public needs labelled public text, but the public corpus has "
-                    f"no column(s) {list(self.label_columns)}; with data.label_values use uniform, given or dp")
-            return LabelSpace(self.label_columns, values)
-        if ld.kind == "given":
-            if not ld.weights:
-                raise ConfigError("evolution.label_distribution.kind=given needs weights: {'a|b': w, ...}")
-            values = tuple(tuple(k.split("|")) for k in ld.weights)
-            bad = [k for k, v in zip(ld.weights, values, strict=True) if len(v) != len(self.label_columns)]
-            if bad:
-                raise ConfigError(f"label weights keys {bad} do not have {len(self.label_columns)} '|'-separated parts")
-            return LabelSpace(self.label_columns, values)
-        if public is None:
-            raise ConfigError(
-                "labelled runs need the label values from public information: give data.public (with the label "
-                "columns) or evolution.label_distribution: {kind: given, weights: {...}}"
-            )
-        values = tuple(sorted(set(public.label_tuples(self.label_columns))))
-        return LabelSpace(self.label_columns, values)
+    def generator_configs(self) -> list[GeneratorConfig]:
+        """Hook: the generator sections the run builds (one by default; WASP: several)."""
+        return [self.config.generator]
 
-    def private_groups(self, space: LabelSpace, private: Corpus) -> np.ndarray:
-        """The label group of each private record (−1: outside the public label space, casts no vote). With
-        ``data.label_values`` a record outside the declared schema is a :class:`DataError`."""
-        groups = (space.groups_of(private.label_tuples(space.columns)) if space.columns
-                  else np.zeros(len(private), dtype=np.int64))
-        outside = int((groups < 0).sum())
-        if outside and self.config.data.label_values is not None:
-            # the declared values are public, an undeclared one is private: neither it nor the count is printed
-            raise DataError("a private record has a label not in data.label_values: declare every label value "
-                            f"of the columns {list(space.columns)} (values as they appear in the private file)")
-        if outside:
-            self.log(f"{outside} private records have label combinations absent from the public label space; "
-                     "they cast no vote")
-        self.diagnostic("private_records_outside_label_space", None, outside)
-        return groups
-
-    def public_label_weights(self, space: LabelSpace, public: Corpus | None) -> np.ndarray:
-        ld = self.config.evolution.label_distribution
-        if not space.columns:
-            return np.ones(1)
-        if ld.kind == "uniform":
-            return np.ones(len(space))
-        if ld.kind == "given":
-            assert ld.weights is not None
-            missing = [" | ".join(v) for v in space.values
-                       if " | ".join(v) not in ld.weights and "|".join(v) not in ld.weights]
-            if missing:
-                raise ConfigError(f"evolution.label_distribution.weights has no weight for {missing[:5]}")
-            w = np.array([float(ld.weights[" | ".join(v)] if " | ".join(v) in ld.weights else ld.weights["|".join(v)])
-                          for v in space.values])
-            if (w < 0).any():
-                raise ConfigError(f"label weights must be ≥ 0, got {list(w)}")
-            return w
-        assert public is not None
-        groups = space.groups_of(public.label_tuples(space.columns))
-        return np.bincount(groups[groups >= 0], minlength=len(space)).astype(np.float64)
-
-    def label_counts(self, space: LabelSpace, public: Corpus | None, private_groups: np.ndarray,
-                     keeper: ReleaseKeeper, label_sigma: float | None) -> np.ndarray:
-        n = self.config.evolution.num_samples
-        ld = self.config.evolution.label_distribution
-        if ld.kind != "dp" or not space.columns:
-            w = self.public_label_weights(space, public)
-            return allocate(w, n, min_each=1 if n >= len(space) else 0)
-        if label_sigma is None:
-            raise ConfigError(f"method {self.name} cannot release a DP label histogram")
-        key = "labels/histogram"
-        delta = float(self.label_sensitivity)
-        release = Release(key=key, mechanism="dp_label_histogram", event=gaussian_event(label_sigma),
-                          noise_std=label_sigma * delta, sensitivity=delta, iteration=None,
-                          description=f"noisy count of private records per public label group (Δ={delta:g})")
-
-        def compute() -> tuple[dict[str, np.ndarray], Any]:
-            noisy, event = dp_label_histogram(private_groups, len(space), noise_multiplier=label_sigma,
-                                              sensitivity=delta, rng=self.noise_rng(key))
-            return {"noisy": noisy}, event
-
-        vals = keeper.release(release, compute)
-        from ..privacy.statement import released_number
-
-        self.released["label_histogram"] = {space.key(g): released_number(v) for g, v in enumerate(vals["noisy"])}
-        return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
-
-    # ------------------------------------------------------------------ backends
-    def build_backends(self, public: Corpus | None, guard: PrivateGuard,
-                       prompt_log: PromptLog) -> tuple[Generator, Embedder]:
-        from ..embed import build_embedder
-        from ..generate import GeneratorContext, build_generator
-
-        with self.metrics.stage("setup_generator"):
-            gen = build_generator(
-                self.config.generator,
-                GeneratorContext(public=public, label_columns=self.label_columns, prompt_log=prompt_log,
-                                 family=self.config.generator.prompt_family, guard=guard, seed=self.seed,
-                                 cache_dir=self.run.cache),
-            )
-        ec = self.config.embedder
-        cache = (Path(ec.cache_dir) if ec.cache_dir else self.run.embed_cache) if ec.cache else None
-        emb = build_embedder(ec, cache_dir=cache, cluster=self.config.cluster)
-        return gen, emb
-
-    # ------------------------------------------------------------------ method hooks
-    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Embedder,
-                        keeper: ReleaseKeeper) -> tuple[Scorer, float | None]:
-        """Return (the scorer, σ of a DP label histogram or None when the method cannot release one)."""
+    def generate(self, ctx: RunContext) -> Synthetic:
+        """Hook: the method's generation policy — the only place a method touches private data, and only through
+        ``ctx.gaussian`` / ``ctx.laplace`` releases."""
         raise NotImplementedError
 
-    def make_ledger(self) -> Any:
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ the run
-    def execute(self) -> Path:
-        t_start = time.perf_counter()
-        run = self.run
-        inputs = self.split_data(self.load_inputs())
-        if inputs.heldout is not None and not run.heldout.exists():
-            write_corpus(inputs.heldout, run.heldout)
-        public = inputs.public
-        space = self.label_space(public)
-        private_groups = self.private_groups(space, inputs.private)
-        guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
-        ledger = self.make_ledger()
-        keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
-        prompt_log = PromptLog(run.prompts)
-        try:
-            gen, emb = self.build_backends(public, guard, prompt_log)
-            scorer, label_sigma = self.prepare_privacy(inputs, space, private_groups, emb, keeper)
-            counts = self.label_counts(space, public, private_groups, keeper, label_sigma)
-            shown = ", ".join(f"{space.key(g)}={c}" for g, c in list(enumerate(counts))[:12])
-            more = f", ... ({len(counts)} label groups)" if len(counts) > 12 else ""
-            self.log(f"samples per label: {shown}{more}")
-            engine = Engine(run=run, evolution=self.config.evolution, generator=gen, embedder=emb, scorer=scorer,
-                            labels=space, counts=counts, metrics=self.metrics, seed=self.seed,
-                            secure=self.secure, log=self.log, callbacks=self.callbacks)
-            final, summaries = engine.run()
-        finally:
-            prompt_log.close()
-            self._save_metrics(t_start, locals().get("gen"))
-        out = Corpus(
-            ids=tuple(f"syn-{i}" for i in range(len(final))),
-            texts=tuple(final.texts),
-            labels={c: tuple(space.values[g][j] for g in final.group) for j, c in enumerate(space.columns)},
-            name="synthetic",
-        )
-        write_corpus(out, run.synthetic, include_ids=True)
-        audit = guard.scan(rec for rec in read_jsonl(run.prompts))
-        self.write_diagnostics(ledger, audit)
-        statement = self.privacy_statement(ledger, audit)
-        atomic_write_json(run.privacy, statement)
-        self._save_metrics(t_start, gen, final=True, records=len(out))
-        run.log(f"done: {len(out)} synthetic records; prompt audit clean={audit.clean}")
-        say(f"[green]done[/]: {len(out)} records → {run.synthetic}")
-        return run.root
-
-    # ------------------------------------------------------------------ the statement (release) and diagnostics
     def statement_parts(self, ledger: Any) -> dict[str, Any]:
         """Method hook: ``guarantee`` (dict), ``headline`` (the guarantee in one sentence, as if private),
         ``parameters``, ``assumed_public`` (list of :class:`~privtext.privacy.statement.Assumption`),
@@ -357,7 +445,83 @@ class MethodRun:
                 "selection": ev.selection, "label_distribution": ev.label_distribution.kind,
                 "calibration": self.config.privacy.calibration}
 
-    def privacy_statement(self, ledger: Any, audit: Any) -> dict[str, Any]:
+    def metrics_extra(self) -> dict[str, Any]:
+        """Hook: more private metrics for ``private/metrics.json`` (WASP: its rounds)."""
+        return {}
+
+    # ------------------------------------------------------------------ backends
+    def build_backends(self, public: Corpus | None, guard: PrivateGuard,
+                       prompt_log: PromptLog) -> tuple[list[Generator], Embedder]:
+        from ..embed import build_embedder
+        from ..generate import GeneratorContext, build_generator
+
+        gens: list[Generator] = []
+        with self.metrics.stage("setup_generator"):
+            for cfg in self.generator_configs():
+                gens.append(build_generator(cfg, GeneratorContext(
+                    public=public, label_columns=self.label_columns, prompt_log=prompt_log,
+                    family=cfg.prompt_family, guard=guard, seed=self.seed, cache_dir=self.run.cache)))
+        ec = self.config.embedder
+        cache = (Path(ec.cache_dir) if ec.cache_dir else self.run.embed_cache) if ec.cache else None
+        emb = build_embedder(ec, cache_dir=cache, cluster=self.config.cluster)
+        return gens, emb
+
+    # ------------------------------------------------------------------ the run (every method's)
+    def execute(self) -> Path:
+        """The run skeleton (module docstring). Methods do not override this."""
+        from ..privacy import Ledger
+
+        t_start = time.perf_counter()
+        run = self.run
+        inputs = self.split_data(self.load_inputs())
+        if inputs.heldout is not None and not run.heldout.exists():
+            write_corpus(inputs.heldout, run.heldout)
+        space = label_space(self.config, inputs.public)
+        groups, outside = private_groups(self.config, space, inputs.private)
+        if outside:
+            self.log(f"{outside} private records have label combinations absent from the public label space; "
+                     "they cast no vote")
+        self.diagnostic("private_records_outside_label_space", None, outside)
+        self.relation = self.neighbouring(inputs)
+        guard = PrivateGuard(inputs.private.texts, inputs.public.texts if inputs.public else (),
+                             secret_values=self.secret_matrix)
+        self.budget = self.budget_of()
+        ledger = Ledger.load(run.ledger, self.budget)
+        keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
+        prompt_log = PromptLog(run.prompts)
+        gens: list[Generator] = []
+        try:
+            gens, emb = self.build_backends(inputs.public, guard, prompt_log)
+            ctx = RunContext(method=self, inputs=inputs, space=space, private_groups=groups, relation=self.relation,
+                             ledger=ledger, keeper=keeper, guard=guard, prompt_log=prompt_log, generators=gens,
+                             embedder=emb)
+            with display():
+                out = self.generate(ctx)
+        finally:
+            prompt_log.close()
+            self._save_metrics(t_start, gens)
+        synthetic = Corpus(
+            ids=tuple(f"syn-{i}" for i in range(len(out.texts))), texts=tuple(out.texts),
+            labels={c: tuple(space.values[g][j] for g in out.groups) for j, c in enumerate(space.columns)},
+            name="synthetic")
+        write_corpus(synthetic, run.synthetic, include_ids=True)
+        if out.keyphrases is not None:
+            atomic_write_text(run.keyphrases, "".join(
+                dumps({"id": synthetic.ids[i], "keyphrases": list(seq),
+                       **{c: synthetic.labels[c][i] for c in space.columns}}) + "\n"
+                for i, seq in enumerate(out.keyphrases)))
+        audit = guard.scan(rec for rec in read_jsonl(run.prompts))
+        output_audit = guard.scan_texts(synthetic.texts)
+        self.write_diagnostics(ledger, audit, output_audit)
+        atomic_write_json(run.privacy, self.privacy_statement(ledger, audit, output_audit))
+        self._save_metrics(t_start, gens, final=True, records=len(synthetic))
+        run.log(f"done: {len(synthetic)} synthetic records; prompt audit clean={audit.clean}; output audit "
+                f"clean={output_audit.clean}")
+        say(f"[green]done[/]: {len(synthetic)} records → {run.synthetic}")
+        return run.root
+
+    # ------------------------------------------------------------------ the statement (release) and diagnostics
+    def privacy_statement(self, ledger: Any, audit: Any, output_audit: Any = None) -> dict[str, Any]:
         from ..privacy.events import event_to_dict
         from ..privacy.statement import PRIVATE_FOLDER_WORDS, RUN_FILES_RELEASE, PrivacyStatement
 
@@ -384,6 +548,11 @@ class MethodRun:
             private = False
             headline = ("NOT PRIVATE: the prompt audit found private text in prompts sent to a generator "
                         f"(details in private/diagnostics.json). {headline}")
+        output_clean = output_audit is None or output_audit.clean
+        if not output_clean:
+            private = False
+            headline = ("NOT PRIVATE: a detected secret value (or a whole private record) appears in the synthetic "
+                        f"output (details in private/diagnostics.json). {headline}")
         noise = {
             "source": ("derived from the seed (reproducible, NOT private)" if reproducible else
                        "ChaCha20 CSPRNG keyed with 256 bits of OS entropy per release; keys are never stored"),
@@ -395,17 +564,28 @@ class MethodRun:
             "Every prompt sent to a generator was checked against the private records (whole records and "
             "private-only 8-word sequences): none was found." if audit.clean else
             "The prompt audit FOUND private text in prompts (counts and lines in private/diagnostics.json).")
+        if not audit.clean and parts.get("audit_words"):
+            audit_words = "The prompt audit FOUND private text in prompts (counts and lines in private/diagnostics.json)."
         releases = [{"key": e.key, "mechanism": e.release.mechanism, "iteration": e.release.iteration,
                      "noise_std": e.release.noise_std, "sensitivity": e.release.sensitivity,
                      "event": event_to_dict(e.release.event), "description": e.release.description}
                     for e in ledger.entries]
+        guarantee = dict(parts["guarantee"])
+        guarantee.setdefault("neighbouring_relation", self.relation.words())
+        if parts.get("threat_model"):
+            guarantee["threat_model"] = parts["threat_model"]
         st = PrivacyStatement(
-            method=self.name, private=private, headline=headline, guarantee=parts["guarantee"],
+            method=self.name, private=private, headline=headline, guarantee=guarantee,
             parameters={**self.statement_parameters(), **parts.get("parameters", {})},
             treated_as_public=list(parts.get("treated_as_public", [])), coverage=self._coverage(parts),
             assumed_public=list(parts.get("assumed_public", [])), released=dict(self.released),
             releases=releases, noise=noise,
-            prompt_audit={"passed": audit.clean, "words": audit_words},
+            prompt_audit={"passed": audit.clean, "words": audit_words,
+                          "output_passed": output_clean,
+                          "output_words": ("The synthetic text was checked for every detected secret value and "
+                                           "every whole private record: none was found." if output_clean else
+                                           "The synthetic text HOLDS a detected secret value or a whole private "
+                                           "record (counts in private/diagnostics.json).")},
             files={**RUN_FILES_RELEASE, "private/": PRIVATE_FOLDER_WORDS},
         )
         return st.to_dict()
@@ -419,30 +599,65 @@ class MethodRun:
                        "of the input file.")
         return cov
 
-    def write_diagnostics(self, ledger: Any, audit: Any | None = None) -> None:
+    def write_diagnostics(self, ledger: Any, audit: Any | None = None, output_audit: Any | None = None) -> None:
         """Exact private statistics for ``private/diagnostics.json`` (mode 0600; never shared)."""
-        from ..atomicio import atomic_write_json as _write
-
         d = {"method": self.name, **self.diagnostics, "notes": self.privacy_notes,
              "ledger": ledger.account() if ledger is not None and len(ledger) else None}
         if audit is not None:
             d["prompt_audit"] = audit.to_dict()
-        _write(self.run.diagnostics, d)
+        if output_audit is not None:
+            d["output_audit"] = output_audit.to_dict()
+        atomic_write_json(self.run.diagnostics, d)
 
-    def _save_metrics(self, t_start: float, gen: Any, *, final: bool = False, records: int | None = None) -> None:
+    def _save_metrics(self, t_start: float, gens: Sequence[Any], *, final: bool = False,
+                      records: int | None = None) -> None:
+        from ..generate.base import GenerationStats
+
         d = self.metrics.to_dict()
         d["method"] = self.name
         d["wall_seconds"] = round(self._wall_before + time.perf_counter() - t_start, 3)
         d["resumed"] = self._wall_before > 0
-        stats = getattr(gen, "stats", None)
-        if stats is not None:
+        total = GenerationStats()
+        for g in gens:
+            stats = getattr(g, "stats", None)
+            if stats is not None:
+                total.merge(stats)
+        if gens:
             for k in ("calls", "prompts", "prompt_tokens", "completion_tokens", "texts", "retries"):
                 key = f"llm_{k}"
-                d["counters"][key] = self._llm_before.get(key, 0) + getattr(stats, k, 0)
+                d["counters"][key] = self._llm_before.get(key, 0) + getattr(total, k, 0)
         if records is not None:
             d["counters"]["synthetic_records"] = records
         d["complete"] = final
+        d.update(self.metrics_extra())
         atomic_write_json(self.run.metrics, d)
+
+
+# ------------------------------------------------------------------------------------------------ evolution
+
+
+class EvolutionMethod(MethodRun):
+    """A method whose generation is the Private Evolution loop on the engine (Aug-PE, SecPE): it supplies a
+    scorer (the one step that reads private data) and how the label histogram is released, if it can be."""
+
+    def scorer(self, ctx: RunContext) -> tuple[Any, LabelNoise | None]:
+        """Hook: (the scorer, how a DP label histogram is released or None when the method cannot release one)."""
+        raise NotImplementedError
+
+    def generate(self, ctx: RunContext) -> Synthetic:
+        from ..engine.loop import Engine
+
+        scorer, label_noise = self.scorer(ctx)
+        counts = ctx.label_counts(label_noise)
+        space = ctx.space
+        shown = ", ".join(f"{space.key(g)}={c}" for g, c in list(enumerate(counts))[:12])
+        more = f", ... ({len(counts)} label groups)" if len(counts) > 12 else ""
+        self.log(f"samples per label: {shown}{more}")
+        engine = Engine(run=self.run, evolution=self.config.evolution, generator=ctx.generator,
+                        embedder=ctx.embedder, scorer=scorer, labels=space, counts=counts, metrics=self.metrics,
+                        seed=self.seed, secure=self.secure, log=self.log, callbacks=self.callbacks)
+        final, _ = engine.run()
+        return Synthetic(texts=list(final.texts), groups=np.asarray(final.group, dtype=np.int64))
 
 
 def _has_labels(corpus: Corpus | None, columns: Sequence[str]) -> bool:
@@ -456,3 +671,7 @@ def _seed_int(seed: int | None) -> int:
 def check_nonempty(corpus: Corpus, what: str) -> None:
     if len(corpus) == 0:
         raise DataError(f"{what} is empty")
+
+
+__all__ = ["EvolutionMethod", "Inputs", "LabelNoise", "Method", "MethodRun", "RunContext", "Synthetic",
+           "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs"]

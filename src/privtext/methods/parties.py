@@ -33,8 +33,10 @@ class PartiesOptions(BackendOptions):
     aggregation: Literal["secagg", "plain"] = Field(
         default="secagg", description="secagg: Flower SecAgg+, each party its own process; plain: summed in one "
         "process (NOT a secure aggregation; tests, machines without flwr)")
-    min_survivors: int | None = Field(default=None, ge=1, description="t: each party adds noise std σ/√t, so a "
-                                      "round with ≥ t survivors carries ≥ σ (default L: no drop-out tolerated)")
+    min_survivors: int | None = Field(default=None, ge=1, description="t: each party adds noise std σ/√(t − c), so "
+                                      "a round with ≥ t survivors carries ≥ σ (default L: no drop-out tolerated)")
+    collusion: int = Field(default=0, ge=0, description="c: the guarantee holds against a server colluding with up "
+                           "to c parties (each party adds σ/√(t − c)); 0: an honest-but-curious server alone")
     level: Literal["record", "user"] = Field(default="record", description="record: add/remove one record; user: "
                                              "add/remove one party with all its records (WASP App E.4)")
     max_records: int | None = Field(default=None, ge=1, description="user level: PUBLIC cap m on each party's "
@@ -64,6 +66,9 @@ def check_parties(config: Config, pt: PartiesOptions, section: str) -> None:
     if not lo <= t <= L:
         raise ConfigError(f"{section}.parties.min_survivors must be in [{lo}, {L}] with aggregation "
                           f"{pt.aggregation}, got {t}")
+    if not pt.collusion < t:
+        raise ConfigError(f"{section}.parties.collusion must be below min_survivors={t} (each party adds σ/√(t − c)); "
+                          f"got {pt.collusion}")
     if pt.level == "user" and pt.max_records is None and not pt.normalise:
         raise ConfigError(f"{section}.parties.level: user needs max_records (a public cap m, Δ = m·Δ_record) or "
                           "normalise: true (Δ = 1)")
@@ -73,6 +78,9 @@ def check_parties(config: Config, pt: PartiesOptions, section: str) -> None:
     if pt.normalise and p.calibration == "paper":
         raise ConfigError("privacy.calibration: paper has no sensitivity for normalised user votes; use "
                           f"calibration: pld with {section}.parties.normalise")
+    if p.kind == "noise" and not (p.noise_multiplier or 0) > 0:
+        raise ConfigError(f"{section}.parties: privacy.noise_multiplier must be > 0 (each party adds its share of "
+                          "the noise; a non-private reference run has no parties)")
     if config.data.max_private:
         raise ConfigError(f"data.max_private subsamples one private file; with {section}.parties each party keeps "
                           f"its records (use {section}.parties.max_records at user level)")
@@ -174,20 +182,32 @@ class HoldsParties:
         k, _, stage = v.partition(":")
         return {int(k): stage or "collect_masked_vectors"}
 
-    def parties_statement(self, parts: dict[str, Any], *, votes: bool = True) -> dict[str, Any]:
+    def parties_statement(self, parts: dict[str, Any], *, votes: bool = True, ledger: Any = None) -> dict[str, Any]:
         """What the statement says about the parties: their public parameters, the neighbouring relation at
-        user level, and whether the sum was secure (in the headline when it was not)."""
+        user level, whether the sum was secure (in the headline when it was not), and the threat model
+        (:func:`privtext.federated.threat.threat_model`: honest-but-curious server, the collusion c the noise
+        covers and, given the run's ``ledger``, ε against a server colluding with more parties)."""
+        from ..federated.threat import threat_model
+
         pt = self.parties_options()
         if pt is None:
             return parts
         L = party_count(pt)
+        t = pt.min_survivors if pt.min_survivors is not None else L
         secure = pt.aggregation == "secagg"
         parts.setdefault("parameters", {})["parties"] = {
             "count": L, "alpha": pt.alpha if pt.count is not None else None, "from_files": pt.files is not None,
             "aggregation": pt.aggregation, "securely_aggregated": secure,
-            "min_survivors": pt.min_survivors if pt.min_survivors is not None else L,
+            "min_survivors": t, "collusion": pt.collusion,
             "level": pt.level, "max_records": pt.max_records, "normalise": pt.normalise,
             "value_bound": self.value_bound() if votes else None}
+        p = self.config.privacy
+        delta = p.delta if p.delta is not None else getattr(getattr(self, "budget", None), "report_delta", 1e-5)
+        tm = threat_model(aggregation=pt.aggregation, parties=L, min_survivors=t, collusion=pt.collusion,
+                          releases=list(ledger.entries) if (ledger is not None and votes) else None,
+                          delta=delta)
+        parts["threat_model"] = tm
+        parts.setdefault("guarantee", {})["threat_model"] = tm["model"]
         if pt.level == "user":
             unit = ("adding or removing one data party with all its records" +
                     (" (votes normalised to unit L2 per party)" if pt.normalise else
@@ -200,7 +220,7 @@ class HoldsParties:
                      f"NOT SECURELY AGGREGATED: the votes of {L} data parties were summed in one process "
                      f"({self.name}.parties.aggregation: plain); the guarantee covers the released sums, not the "
                      "process that computed them.")
-        parts["coverage"] = [*parts.get("coverage", []), agg_words]
+        parts["coverage"] = [*parts.get("coverage", []), agg_words, *tm["sentences"]]
         if not secure:
             parts["headline"] = parts["headline"] + " (parties NOT securely aggregated: aggregation plain)"
         return parts

@@ -168,3 +168,73 @@ class Budget:
                 return f"per-secret (p, r)-secret protection over {len(self.p)} secrets"  # type: ignore[arg-type]
             return f"(p={self.p:g}, r={self.r:g})-secret protection"
         return "no privacy target (fixed noise; ε reported only)"
+
+
+@dataclass(frozen=True)
+class BudgetSplit:
+    """How a run divides its budget among its releases: named parts of a total, in the unit that composes by
+    addition — pure ε (Laplace releases: ε's add up) or μ² (Gaussian releases: μ-GDP composes as μ² sums, Dong,
+    Roth & Su 2019, Cor 3.3). The one object every method splits its budget with (DP-KPS's labels / vocabulary /
+    sketches, Aug-PE's label histogram / votes). Parts are kept as given (absolute ε or μ²), so a part is exactly
+    the number the configuration implies; together they may not exceed the total.
+
+    ``BudgetSplit.pure(6.0, {"labels": 0.6, "vocab": 0.9, "kde": 4.5}).epsilon("vocab") == 0.9``;
+    ``BudgetSplit.gdp(1.0, {"labels": 0.1, "votes": 0.9}).mu("labels") == √0.1``."""
+
+    kind: Literal["pure", "gdp"]
+    total: float  # ε, or μ
+    parts: tuple[tuple[str, float], ...]  # ε each, or μ² each
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.total) and self.total > 0):
+            raise InvalidPrivacyParameter(f"a budget to split must be positive and finite, got {self.total!r}")
+        names = [n for n, _ in self.parts]
+        if len(set(names)) != len(names):
+            raise InvalidPrivacyParameter(f"budget parts must have distinct names, got {names}")
+        bad = [(n, v) for n, v in self.parts if not (math.isfinite(v) and v > 0)]
+        if bad:
+            raise InvalidPrivacyParameter(f"budget parts must be positive and finite, got {bad}")
+        cap = self.total if self.kind == "pure" else self.total ** 2
+        used = math.fsum(v for _, v in self.parts)
+        if used > cap * (1 + 1e-9):
+            raise InvalidPrivacyParameter(
+                f"budget parts {dict(self.parts)} add up to {used:g}, more than the total "
+                f"{'ε' if self.kind == 'pure' else 'μ²'} = {cap:g}")
+
+    @classmethod
+    def pure(cls, epsilon: float, parts: dict[str, float]) -> BudgetSplit:
+        """Parts in ε."""
+        return cls("pure", float(epsilon), tuple((str(k), float(v)) for k, v in parts.items()))
+
+    @classmethod
+    def gdp(cls, mu: float, shares: dict[str, float]) -> BudgetSplit:
+        """Parts as shares of μ² (each part's μ² is share·μ²)."""
+        return cls("gdp", float(mu), tuple((str(k), float(v) * float(mu) ** 2) for k, v in shares.items()))
+
+    def has(self, name: str) -> bool:
+        return any(n == name for n, _ in self.parts)
+
+    def part(self, name: str) -> float:
+        for n, v in self.parts:
+            if n == name:
+                return v
+        raise InvalidPrivacyParameter(f"no budget part {name!r}; parts: {[n for n, _ in self.parts]}")
+
+    def epsilon(self, name: str) -> float:
+        """A pure split's part (ε)."""
+        if self.kind != "pure":
+            raise InvalidPrivacyParameter("epsilon() of a μ-GDP split: use mu()")
+        return self.part(name)
+
+    def mu(self, name: str) -> float:
+        """A GDP split's part as μ (√ of its μ²)."""
+        if self.kind != "gdp":
+            raise InvalidPrivacyParameter("mu() of a pure-ε split: use epsilon()")
+        return math.sqrt(self.part(name))
+
+    def noise_ratio(self, part: str, of: str, *, compositions: int = 1) -> float:
+        """σ_part/σ_of for Gaussian releases taking their parts of a GDP split, ``of`` composed ``compositions``
+        times: 1/σ_part² = μ²_part, compositions/σ_of² = μ²_of ⇒ σ_part/σ_of = √(μ²_of/(μ²_part·compositions))."""
+        if self.kind != "gdp":
+            raise InvalidPrivacyParameter("noise_ratio() needs a μ-GDP split")
+        return math.sqrt(self.part(of) / (self.part(part) * int(compositions)))

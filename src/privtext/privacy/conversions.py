@@ -97,11 +97,17 @@ def check_mu(mu: ArrayLike, *, allow_inf: bool = False) -> np.ndarray:
     return a
 
 
-def check_epsilon(eps: ArrayLike) -> np.ndarray:
-    a = _arr("epsilon", eps)
-    if (a < 0).any():
-        raise InvalidPrivacyParameter(f"epsilon must be non-negative, got {float(a[a < 0].ravel()[0])!r}")
-    return a
+def check_epsilon(eps: ArrayLike, *, name: str = "epsilon", positive: bool = False) -> Any:
+    """The one ε check: ε ≥ 0 (``positive``: ε > 0, as a mechanism's budget must be: ε = 0 would need infinite
+    noise); ``inf`` is allowed (no noise: a non-private release). A number gives a float, an array an array."""
+    if isinstance(eps, bool) or isinstance(eps, str):
+        raise InvalidPrivacyParameter(f"{name} must be a positive number, got {eps!r}")
+    a = _arr(name, eps)
+    if (a < 0).any() or (positive and (a <= 0).any()):
+        bad = float(a[(a <= 0) if positive else (a < 0)].ravel()[0])
+        raise InvalidPrivacyParameter(
+            f"{name} must be {'> 0 (ε = 0 would need infinite noise)' if positive else 'non-negative'}, got {bad!r}")
+    return float(a) if a.ndim == 0 and np.ndim(eps) == 0 else a
 
 
 def check_delta(delta: ArrayLike, *, allow_zero: bool = False) -> np.ndarray:

@@ -242,6 +242,15 @@ def _mog_support(e: Any) -> tuple[list[float], list[float]]:
     return [s for s, _ in keep], [q for _, q in keep]
 
 
+def laplace_event(epsilon: float) -> DpEvent:
+    """``LaplaceDpEvent(1/ε)``: a Laplace mechanism with scale b = Δ₁/ε, pure ε-DP whatever Δ₁ (the event is
+    the ratio b/Δ₁); ``LaplaceDpEvent(0)`` at ε = ∞ (no noise: a non-private release)."""
+    from .conversions import check_epsilon
+
+    e = float(check_epsilon(epsilon, positive=True))
+    return dp_accounting.LaplaceDpEvent(noise_multiplier=0.0 if math.isinf(e) else 1.0 / e)
+
+
 def gaussian_event(noise_multiplier: float, *, count: int = 1) -> DpEvent:
     """``GaussianDpEvent(z)`` (``SelfComposedDpEvent`` of it when ``count > 1``)."""
     ev = dp_accounting.GaussianDpEvent(float(noise_multiplier))

@@ -8,7 +8,9 @@ A detector turns texts into a :class:`~privtext.secrets.matrix.SecretMatrix`. De
 * a mapping ``{"name": NAME, **options}``: options are the detector's keyword-only constructor arguments, e.g.
   ``{"name": "random_words", "quantile": 0.2, "num_secrets": 50}``; ``{"name": "union", "detectors": [...]}`` is
   the explicit form of a list;
-* an object that already implements :class:`SecretDetector` (returned as is).
+* an object that already implements :class:`SecretDetector` (a built-in is returned as is; any other object is
+  wrapped in :class:`~privtext.secrets.values.PropagatedDetector`, so that its ``detect`` too makes every record
+  that contains a found value a holder).
 
 Unknown names raise :class:`~privtext.errors.UnknownNameError` (listing the valid names); unknown options raise
 :class:`~privtext.errors.ConfigError` naming the option and the valid ones.
@@ -24,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import ConfigError
 from ..registry import Registry
 from .matrix import SecretMatrix, as_texts
+from .values import HoldersFromValues, PropagatedDetector, accepted_values
 
 
 @runtime_checkable
@@ -33,7 +36,9 @@ class SecretDetector(Protocol):
     name: str
 
     def detect(self, texts: Sequence[str]) -> SecretMatrix:
-        """A ``len(texts) × n_secrets`` membership matrix (with spans where the detector has offsets)."""
+        """A ``len(texts) × n_secrets`` membership matrix (with spans where the detector has offsets). The
+        built-ins, and any object :func:`build_detector` wraps, return it with every record that contains a found
+        value made a holder (:mod:`privtext.secrets.values`)."""
         ...
 
 
@@ -105,8 +110,10 @@ def build_detector(spec: Any) -> SecretDetector:
         return _build_named(name, opts)
     if isinstance(spec, Sequence) and not isinstance(spec, (bytes, bytearray)):
         return UnionDetector(detectors=list(spec))
+    if isinstance(spec, HoldersFromValues):
+        return spec  # type: ignore[return-value]
     if hasattr(spec, "detect") and hasattr(spec, "name"):
-        return spec  # type: ignore[no-any-return]
+        return PropagatedDetector(spec)  # type: ignore[return-value]
     raise ConfigError(
         f"secret detector spec must be a name, a list or a mapping with 'name', got {type(spec).__name__} {spec!r}"
     )
@@ -135,10 +142,11 @@ def _build_named(name: Any, opts: dict[str, Any]) -> SecretDetector:
     return factory(**opts)  # type: ignore[no-any-return]
 
 
-class UnionDetector:
+class UnionDetector(HoldersFromValues):
     """The union of several detectors: a record holds every secret any of them finds.
 
-    Secrets found by two detectors with the same ``(type, canonical value)`` are one secret.
+    Secrets found by two detectors with the same ``(type, canonical value)`` are one secret. Like every built-in
+    detector, :meth:`detect` makes every record that contains a found value a holder of it (once, on the union).
     """
 
     def __init__(self, *, detectors: Sequence[Any]):
@@ -149,11 +157,17 @@ class UnionDetector:
         self.detectors: list[SecretDetector] = [build_detector(s) for s in detectors]
         self.name = "union(" + ",".join(d.name for d in self.detectors) + ")"
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def structure(self) -> list[str]:
+        """The acceptance rules of every detector of the union, in words."""
+        return [s for d in self.detectors for s in accepted_values(d)]
+
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """The union of what each detector itself finds."""
         texts = as_texts(texts)
         out: SecretMatrix | None = None
         for d in self.detectors:
-            m = d.detect(texts)
+            raw = getattr(d, "detect_raw", None)
+            m = raw(texts) if callable(raw) else d.detect(texts)
             out = m if out is None else out.union(m)
         assert out is not None
         return out

@@ -261,6 +261,21 @@ def parse_date(value: str, *, dayfirst: bool = False) -> _dt.date | None:
         return None
 
 
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+#: the written dates :func:`parse_date` reads (``1990-05-17``, ``17/05/1990``, ``May 17, 1990``, ``17th of May 1990``)
+DATE_PATTERN = re.compile(
+    r"(?i)(?<![\w/.\-])(?:"
+    r"\d{4}(?P<d1>[/.\-])\d{1,2}(?P=d1)\d{1,2}"
+    r"|\d{1,2}(?P<d2>[/.\-])\d{1,2}(?P=d2)(?:\d{4}|\d{2})"
+    rf"|{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\.?,?\s+\d{{4}}"
+    r")(?![\w]|[/.\-]\d)"
+)
+
+
 def canonical_date(value: str, *, dayfirst: bool = False) -> str:
     d = parse_date(value, dayfirst=dayfirst)
     return d.isoformat() if d is not None else canonical_text(value)

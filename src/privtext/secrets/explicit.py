@@ -9,7 +9,9 @@ Options:
 
 * ``secrets``: a list of strings, and/or ``file``: a UTF-8 file with one secret per line (blank lines and
   surrounding whitespace ignored);
-* ``case_sensitive`` (default ``False``): when false, ``"ALICE"`` matches the secret ``"Alice"``;
+* ``case_sensitive`` (default ``False``): when false, ``"ALICE"`` matches the secret ``"Alice"``; when true, only
+  the listed spelling is *found* (:meth:`ExplicitDetector.find`, ``detect_raw``), but ``detect`` still makes every
+  record that holds a found secret case-folded a holder (:mod:`privtext.secrets.values`: the conservative side);
 * ``whole_word`` (default ``True``): a match must not be glued to a letter, digit or underscore on a side where
   the secret itself begins/ends with one (``"Ann"`` does not match inside ``"Annual"``; ``"+44 20"`` still
   matches after a space);
@@ -29,6 +31,7 @@ from typing import Any
 
 from ..errors import ConfigError, DataError
 from .matrix import MatrixBuilder, SecretMatrix, as_texts
+from .values import HoldersFromValues
 
 
 def trie_regex(words: Iterable[str]) -> str:
@@ -76,7 +79,7 @@ def _is_word(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 
-class ExplicitDetector:
+class ExplicitDetector(HoldersFromValues):
     """Secrets given as a list of strings (see the module docstring for the options)."""
 
     name = "explicit"
@@ -131,6 +134,13 @@ class ExplicitDetector:
     def secrets(self) -> list[str]:
         return list(self._canon.values())
 
+    def structure(self) -> list[str]:
+        """What this configuration accepts, in words (never the strings themselves)."""
+        n = len(self._canon)
+        return [f"{self.type}: {n} listed string{'s' if n != 1 else ''}, matched "
+                f"{'case-sensitively' if self.case_sensitive else 'case-insensitively'}"
+                f"{' as whole words' if self.whole_word else ''}."]
+
     def _key(self, s: str) -> str:
         # str.lower (not casefold) keeps lengths aligned with the regex engine's per-character case folding
         return s if self.case_sensitive else s.lower()
@@ -158,7 +168,8 @@ class ExplicitDetector:
                     out.append((start, start + n, canon))
         return out
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """What this detector itself finds (:meth:`detect` adds every other record holding a found value)."""
         texts = as_texts(texts)
         b = MatrixBuilder()
         for i, t in enumerate(texts):

@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from .canonical import canonicalize
 from .matrix import SecretMatrix, as_texts, from_mentions
+from .values import HoldersFromValues
 
 DEFAULT_LABEL_MAP: dict[str, str] = {
     "PER": "PERSON", "PERSON": "PERSON", "NAME": "PERSON", "FIRSTNAME": "PERSON", "LASTNAME": "PERSON",
@@ -51,7 +52,7 @@ def base_label(label: str) -> str:
     return _PREFIX.sub("", str(label)).upper()
 
 
-class HFDetector:
+class HFDetector(HoldersFromValues):
     """Secrets are the entities a token-classification model finds (see the module docstring)."""
 
     name = "hf"
@@ -142,6 +143,12 @@ class HFDetector:
             "token-classification", model=mdl, tokenizer=tok, aggregation_strategy=aggregation, device=device
         )
 
+    def structure(self) -> list[str]:
+        """What this configuration accepts, in words."""
+        ents = ", ".join(self.entities if self.entities is not None else self.types)
+        return [f"the entities ({ents}) that the token-classification model {self.model_name} labels with score ≥ "
+                f"{self.score_threshold:g} ({self.aggregation} aggregation)."]
+
     def _type_of(self, label: str) -> str:
         b = base_label(label)
         return self._label_map.get(b, b)
@@ -169,7 +176,8 @@ class HFDetector:
             )
         return found
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """What this detector itself finds (:meth:`detect` adds every other record holding a found value)."""
         texts = as_texts(texts)
         return from_mentions(self.find_all(texts), len(texts))
 

@@ -24,12 +24,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from .values import SecretValueIndex
 
 
 class Span(NamedTuple):
@@ -324,6 +327,35 @@ class SecretMatrix:
     def __or__(self, other: SecretMatrix) -> SecretMatrix:
         return self.union(other)
 
+    def with_all_holders(self, texts: Sequence[str]) -> SecretMatrix:
+        """Every record of ``texts`` (this matrix's records) that contains a secret's value made a holder of it
+        (:func:`privtext.secrets.values.propagate_holders`: canonical matching, digits-only numbers, case-folded
+        words)."""
+        from .values import SecretValueIndex
+
+        texts = as_texts(texts)
+        if len(texts) != self.n_records:
+            raise DataError(f"secret matrix has {self.n_records} records but {len(texts)} texts were given")
+        if self.n_secrets == 0:
+            return self
+        index = SecretValueIndex(self.secrets, self.types)
+        found = [index.find(t) for t in texts]
+        held = [sorted({h.secret for h in hits}) for hits in found]
+        rows = [i for i, cols in enumerate(held) for _ in cols]
+        extra = sp.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, [c for cols in held for c in cols])),
+                              shape=self.shape)
+        spans = None
+        if self.spans is not None:
+            spans = tuple(_add_spans(old, hits, self.types) for old, hits in zip(self.spans, found, strict=True))
+        return SecretMatrix(self.matrix + extra, self.secrets, self.types, spans)
+
+    def value_index(self) -> SecretValueIndex:
+        """A :class:`~privtext.secrets.values.SecretValueIndex` of this matrix's values (hashed, no text): finds
+        them in any text, e.g. the prompts and synthetic texts the run's guard scans."""
+        from .values import SecretValueIndex
+
+        return SecretValueIndex(self.secrets, self.types)
+
     def by_type(self) -> SecretMatrix:
         """One secret per entity type (the paper's PII set-up, §4.3: "treat each category as a secret").
 
@@ -385,6 +417,16 @@ class SecretMatrix:
             tuple(meta["types"]),
             None if spans is None else tuple(tuple(Span(*s) for s in rec) for rec in spans),
         )
+
+
+def _add_spans(old: Sequence[Span], hits: Iterable[Any], types: Sequence[str]) -> tuple[Span, ...]:
+    """``old`` plus a span per hit that overlaps no span of the same secret already there (the detector's own
+    span, e.g. the whole URL, wins over the canonical part the value index finds inside it)."""
+    out = list(old)
+    for h in sorted(hits, key=lambda h: (h.start, -(h.end - h.start), h.secret)):
+        if not any(s.secret == h.secret and s.start < h.end and h.start < s.end for s in out):
+            out.append(Span(h.start, h.end, types[h.secret], h.secret))
+    return tuple(sorted(set(out), key=lambda s: (s.start, s.end, s.secret)))
 
 
 def from_mentions(mentions: Iterable[Sequence[tuple[int, int, str, str]]], n_records: int) -> SecretMatrix:

@@ -54,6 +54,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .canonical import (
+    DATE_PATTERN,
     canonical_date,
     canonicalize,
     credit_card_valid,
@@ -63,6 +64,7 @@ from .canonical import (
     ssn_valid,
 )
 from .matrix import SecretMatrix, as_texts, from_mentions
+from .values import HoldersFromValues
 
 ENTITY_TYPES = (
     "EMAIL", "URL", "IBAN", "IP_ADDRESS", "CREDIT_CARD", "US_SSN", "DATE_OF_BIRTH", "PHONE",
@@ -96,18 +98,7 @@ _CARD_CUE = re.compile(
 _SSN = re.compile(r"(?<![\w\-.+/])(?:\d{3}(?P<sep>[ \-])\d{2}(?P=sep)\d{4}|\d{9})(?![\w]|[\-./]\d)")
 _SSN_CUE = re.compile(r"(?i)\b(?:ssn|ss#|ss no|social security(?: number| no\.?)?|soc\.? sec\.?)\b")
 
-_MONTH = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
-    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-)
-_DATE = re.compile(
-    r"(?i)(?<![\w/.\-])(?:"
-    r"\d{4}(?P<d1>[/.\-])\d{1,2}(?P=d1)\d{1,2}"
-    r"|\d{1,2}(?P<d2>[/.\-])\d{1,2}(?P=d2)(?:\d{4}|\d{2})"
-    rf"|{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
-    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\.?,?\s+\d{{4}}"
-    r")(?![\w]|[/.\-]\d)"
-)
+_DATE = DATE_PATTERN
 _BIRTH_CUE = re.compile(
     r"(?i)(?:\bd\.?o\.?b\b\.?|\bdate\s+of\s+birth\b|\bbirth\s*date\b|\bbirthday\b|\bborn\b|\bnacido\b|\bgeboren\b)"
 )
@@ -142,7 +133,7 @@ _DIGIT = re.compile(r"\d")
 Candidate = tuple[int, int, str, str]  # start, end, type, matched text
 
 
-class RegexDetector:
+class RegexDetector(HoldersFromValues):
     """PII by regular expressions (see the module docstring for what each type matches).
 
     Options: ``entities`` (subset of :data:`ENTITY_TYPES`, default all), ``phone_mode`` (``"context"``,
@@ -335,6 +326,38 @@ class RegexDetector:
                 out.append((s, e, "PHONE", v))
         return out
 
+    # ------------------------------------------------------------------------------------------ statement
+
+    def structure(self) -> list[str]:
+        """Which values this configuration accepts, in words, for the privacy statement (module docstring)."""
+        w = self.context_window
+        card = ("12–19 digits (solid or grouped 4-4-4-4 / 4-6-5) passing the Luhn check, with a known issuer prefix "
+                f"for its length or a card cue (card, credit, debit, visa, …) within {w} characters"
+                if self.card_issuer_check else
+                f"13–19 digits (solid or grouped) passing the Luhn check, or Luhn-valid with a card cue within {w} "
+                "characters")
+        phone = {
+            "context": ("7–15 digits in groups; strongly formatted numbers (an international + prefix, NANP "
+                        "(NXX) NXX-XXXX) anywhere, other digit groups only within "
+                        f"{w} characters of a phone cue (phone, tel, mobile, call, contact, number, …)"),
+            "strict": "7–15 digits, strongly formatted only (an international + prefix or a NANP number)",
+            "loose": "any grouped 7–15-digit number that is not a date or an IP address",
+        }[self.phone_mode]
+        rules = {
+            "EMAIL": "local@domain.tld with a top-level domain of at least 2 letters",
+            "URL": "http(s)://, ftp:// or www. followed by a host with a dot",
+            "IBAN": "country code, the country's length and ISO 7064 mod 97 check digits",
+            "IP_ADDRESS": "dotted-quad IPv4 (octets 0–255) and IPv6 addresses",
+            "CREDIT_CARD": card,
+            "US_SSN": ("AAA-GG-SSSS obeying the SSA rules (area not 000, 666 or 900–999, group not 00, serial not "
+                       "0000, not a published sample number); nine solid digits only next to an SSN cue"),
+            "DATE_OF_BIRTH": (f"a real calendar date preceded within {w} characters by a birth cue (DOB, date of "
+                              "birth, born, …)" + ("; every other date is a DATE secret" if self.dates == "all"
+                                                   else "")),
+            "PHONE": phone,
+        }
+        return [f"{e}: {rules[e]}." for e in self.entities]
+
     # ------------------------------------------------------------------------------------------ API
 
     def find(self, text: str) -> list[tuple[int, int, str, str]]:
@@ -373,7 +396,8 @@ class RegexDetector:
             out.append((s, e, t, value))
         return out
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """What this detector itself finds (:meth:`detect` adds every other record holding a found value)."""
         texts = as_texts(texts)
         return from_mentions((self.find(t) for t in texts), len(texts))
 

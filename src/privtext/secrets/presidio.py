@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import ConfigError, MissingDependencyError
 from .canonical import canonicalize
 from .matrix import SecretMatrix, as_texts, from_mentions
+from .values import HoldersFromValues
 
 PRESIDIO_TO_PRIVTEXT = {
     "EMAIL_ADDRESS": "EMAIL",
@@ -108,7 +109,7 @@ def _model_engine(language: str, model: str) -> Any:
     return engine
 
 
-class PresidioDetector:
+class PresidioDetector(HoldersFromValues):
     """PII by Presidio's recognizers, offline (see the module docstring)."""
 
     name = "presidio"
@@ -169,6 +170,12 @@ class PresidioDetector:
         self.language = language
         self.nlp = nlp
 
+    def structure(self) -> list[str]:
+        """What this configuration accepts, in words."""
+        thr = "Presidio's own thresholds" if self.score_threshold is None else f"score ≥ {self.score_threshold:g}"
+        return [f"Presidio recognizers (nlp: {self.nlp}, language {self.language}) for {', '.join(self.entities)}: "
+                f"each recognizer's patterns, check digits and context words, {thr}."]
+
     def find(self, text: str) -> list[tuple[int, int, str, str]]:
         """``(start, end, type, canonical value)`` per Presidio result, by position."""
         results = self._analyzer.analyze(
@@ -176,7 +183,8 @@ class PresidioDetector:
         )
         return results_to_mentions(text, results)
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """What this detector itself finds (:meth:`detect` adds every other record holding a found value)."""
         texts = as_texts(texts)
         return from_mentions((self.find(t) for t in texts), len(texts))
 

@@ -5,8 +5,9 @@ as secrets; a sample is treated as secret-containing if it includes any designat
 
 1. **Tokens.** Each text is split into words ``[^\\W\\d_]+(?:['’][^\\W\\d_]+)?`` (runs of letters, one inner
    apostrophe allowed: ``don't``); lower-cased when ``lowercase`` (default). Digits and punctuation are not words.
-2. **Vocabulary.** The distinct words of the *vocabulary corpus* — the ``reference`` texts when given, else the
-   texts passed to :meth:`RandomWordsDetector.detect` — keeping words with at least ``min_length`` characters
+2. **Vocabulary.** The distinct words of the *vocabulary corpus* — the ``reference`` texts, or, with
+   ``from_private=True``, the texts passed to :meth:`RandomWordsDetector.detect` — keeping words with at least
+   ``min_length`` characters
    (default 3), at least ``min_count`` occurrences (default 1) and not in ``stop_words`` (default: scikit-learn's
    English list; ``None`` keeps them).
 3. **Frequency** of a word is its number of occurrences (``frequency="tokens"``, default) or the number of
@@ -19,6 +20,12 @@ as secrets; a sample is treated as secret-containing if it includes any designat
 6. **Window.** The designated secrets are the ``n`` consecutive ranks centred on ``c``: ranks
    ``[c − (n−1)//2, c − (n−1)//2 + n)``, shifted to stay inside ``[0, V)``; ``n = num_secrets`` (default 50) or
    ``n = max(1, round(window × V))`` when ``window`` (a fraction of the vocabulary) is given instead.
+
+**Which corpus chooses the secrets** must be said: ``reference`` (public texts: a list, a ``Corpus`` or a corpus
+file) or ``from_private=True`` (the paper's set-up: the private corpus's own frequencies). With the latter, which
+words are secrets is a function of the private data, which the (p, r) guarantee does not protect: the guarantee
+then holds for an adversary whose prior is conditional on that choice, and :meth:`RandomWordsDetector.structure`
+(the run's statement) says so. Neither given is refused (:class:`~privtext.errors.ConfigError`); both too.
 
 A record holds secret ``w`` when one of its tokens (normalised as in 1) equals ``w``. The secret's canonical
 value is the normalised word; its type is ``RANDOM_WORD``. :attr:`RandomWordsDetector.words` and
@@ -36,6 +43,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .matrix import MatrixBuilder, SecretMatrix, as_texts
+from .values import HoldersFromValues
 
 WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 TYPE = "RANDOM_WORD"
@@ -47,7 +55,7 @@ def _english_stop_words() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS)
 
 
-class RandomWordsDetector:
+class RandomWordsDetector(HoldersFromValues):
     """Words near a frequency quantile of the vocabulary are the secrets (see the module docstring)."""
 
     name = "random_words"
@@ -65,7 +73,17 @@ class RandomWordsDetector:
         frequency: str = "tokens",
         reference: Sequence[str] | str | os.PathLike[str] | Any | None = None,
         reference_text_column: str = "text",
+        from_private: bool = False,
     ):
+        if reference is None and not from_private:
+            raise ConfigError(
+                "random_words needs 'reference' (public texts whose word frequencies choose the secrets: a list of "
+                "texts or a corpus file) or 'from_private: true' (the paper's set-up: the private corpus's own "
+                "frequencies choose them, so which words are secrets depends on the private data; the privacy "
+                "statement then says so)"
+            )
+        if reference is not None and from_private:
+            raise ConfigError("random_words takes 'reference' or 'from_private: true', not both")
         if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 <= quantile <= 1:
             raise ConfigError(f"random_words 'quantile' must be a number in [0, 1], got {quantile!r}")
         if num_secrets is not None and window is not None:
@@ -106,6 +124,7 @@ class RandomWordsDetector:
         self.frequency = frequency
         self._reference = reference
         self._reference_text_column = reference_text_column
+        self.from_private = bool(from_private)
         self._ranking: list[tuple[str, int]] | None = None
         self._words: tuple[str, ...] | None = None
         if reference is not None:
@@ -165,9 +184,26 @@ class RandomWordsDetector:
             raise ConfigError("random_words has no vocabulary yet: call fit() or detect() first")
         return list(self._ranking)
 
+    def structure(self) -> list[str]:
+        """What makes a word a secret, in words, for the privacy statement (configuration only, no word)."""
+        size = (f"the {self.num_secrets} words" if self.window is None else
+                f"a window of {self.window:g} of the vocabulary")
+        rank = "occurrences" if self.frequency == "tokens" else "records containing them"
+        if self.from_private:
+            source = ("the private corpus's own word frequencies (random_words.from_private: true): which words "
+                      "are secrets is a function of the private data, which the guarantee does not protect")
+        elif isinstance(self._reference, (str, os.PathLike)):
+            source = f"the word frequencies of the public reference corpus {os.fspath(self._reference)}"
+        else:
+            source = "the word frequencies of a public reference list of texts"
+        return [f"RANDOM_WORD: {size} ranked around the {self.quantile:g} frequency quantile ({rank}; at least "
+                f"{self.min_length} letters; stop words excluded: {bool(self.stop_words)}) of {source}; a record "
+                "holds a word when one of its tokens equals it" + (" case-folded." if self.lowercase else ".")]
+
     # --------------------------------------------------------------------------------------------- detection
 
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
+    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
+        """What this detector itself finds (:meth:`detect` adds every other record holding a found value)."""
         texts = as_texts(texts)
         if self._reference is None:
             self.fit(texts)

@@ -25,27 +25,19 @@ family's ``seeded.template``); each text takes the class of the sketch its seque
 
 from __future__ import annotations
 
-import math
-import time
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from ..atomicio import PromptLog, atomic_write_json, atomic_write_text, dumps, read_jsonl
-from ..backends import BackendOptions
-from ..config import Config
-from ..data import Corpus, write_corpus
-from ..data.labels import LabelSpace
-from ..errors import ConfigError
-from ..guard import PrivateGuard
-from ..mechanisms.labels import allocate, laplace_label_histogram
-from ..mechanisms.vocabulary import laplace_event
-from ..privacy.release import Release, ReleaseKeeper
-from ..progress import say
-from .base import MethodRun
-from .dpkps_core import DPKPSParams, dpkps_plan, dpkps_sequences
+from ...backends import BackendOptions
+from ...config import Config
+from ...data import Corpus
+from ...errors import ConfigError
+from ...privacy.relation import NeighbouringRelation
+from ...progress import progress
+from ..base import Inputs, LabelNoise, MethodRun, RunContext, Synthetic
+from .core import DPKPSParams, dpkps_plan, dpkps_sequences
 
 
 class DPKPSOptions(BackendOptions):
@@ -92,8 +84,11 @@ class DPKPSOptions(BackendOptions):
                           "drawn at random from data.public")
 
 
-def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, float | None]:
-    """(ε_vocab, ε_kde, ε_labels or None) from the configuration (module docstring)."""
+def budget_split(config: Config, options: DPKPSOptions) -> Any:
+    """The run's pure-ε :class:`~privtext.privacy.budget.BudgetSplit` (module docstring): ``labels`` (with a DP
+    label histogram), ``vocab`` and ``kde``."""
+    from ...privacy.budget import BudgetSplit
+
     p = config.privacy
     if p.kind not in ("pure", "dp"):
         raise ConfigError(f"method dpkps is pure ε-DP: give privacy: {{epsilon: ...}} (got a {p.kind!r} budget)")
@@ -106,11 +101,18 @@ def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, 
         raise ConfigError("dpkps.epsilon_vocab and dpkps.epsilon_kde go together (or give neither and set "
                           "dpkps.vocab_share)")
     if ev is None or ek is None:
-        return options.vocab_share * rest, (1 - options.vocab_share) * rest, eps_labels
-    if ev + ek > rest * (1 + 1e-9):
+        ev, ek = options.vocab_share * rest, (1 - options.vocab_share) * rest
+    elif ev + ek > rest * (1 + 1e-9):
         raise ConfigError(f"dpkps.epsilon_vocab + dpkps.epsilon_kde = {ev + ek:g} exceeds privacy.epsilon = {total:g}"
                           + (f" less ε_labels = {eps_labels:g}" if eps_labels else ""))
-    return float(ev), float(ek), eps_labels
+    return BudgetSplit.pure(total, {**({"labels": eps_labels} if eps_labels else {}), "vocab": float(ev),
+                                    "kde": float(ek)})
+
+
+def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, float | None]:
+    """(ε_vocab, ε_kde, ε_labels or None) from the configuration (:func:`budget_split`)."""
+    split = budget_split(config, options)
+    return split.epsilon("vocab"), split.epsilon("kde"), split.epsilon("labels") if split.has("labels") else None
 
 
 class DPKPS(MethodRun):
@@ -137,15 +139,19 @@ class DPKPS(MethodRun):
             term_weighting=options.term_weighting, contrast=options.contrast,
             vocab_selection=options.vocab_selection)
 
-    def make_ledger(self) -> Any:
-        from ..privacy import Budget, Ledger
+    def budget_of(self) -> Any:
+        from ...privacy import Budget
 
-        self.budget = Budget.pure(float(self.config.privacy.epsilon))  # type: ignore[arg-type]
-        return Ledger.load(self.run.ledger, self.budget)
+        return Budget.pure(float(self.config.privacy.epsilon))  # type: ignore[arg-type]
+
+    def neighbouring(self, inputs: Inputs) -> NeighbouringRelation:
+        """``dpkps.neighbouring``: add/remove one document (the paper) or replace one; every release of the run,
+        the label histogram included, takes its Δ₁ from it."""
+        return NeighbouringRelation.of(self.options.neighbouring)
 
     # ------------------------------------------------------------------ pieces
     def public_vocabulary(self, public: Corpus | None) -> Any:
-        from ..data.vocabulary import load_glossary, vocabulary_from_corpus
+        from ...data.vocabulary import load_glossary, vocabulary_from_corpus
 
         o = self.options
         if o.glossary:
@@ -155,30 +161,6 @@ class DPKPS(MethodRun):
                               "dpkps.glossary (a term list)")
         return vocabulary_from_corpus(list(public.texts), min_count=o.vocabulary_min_count,
                                       max_terms=o.vocabulary_max_terms)
-
-    def class_counts(self, space: LabelSpace, public: Corpus | None, private_groups: np.ndarray,
-                     keeper: ReleaseKeeper, eps_labels: float | None) -> np.ndarray:
-        n = self.config.evolution.num_samples
-        ld = self.config.evolution.label_distribution
-        if ld.kind != "dp" or not space.columns:
-            return allocate(self.public_label_weights(space, public), n, min_each=1 if n >= len(space) else 0)
-        assert eps_labels is not None
-        key = "labels/histogram"
-        release = Release(key=key, mechanism="laplace_label_histogram", event=laplace_event(eps_labels),
-                          noise_std=math.sqrt(2.0) / eps_labels, sensitivity=1.0,
-                          description="noisy count of private records per public label group (Laplace, Δ₁=1)",
-                          meta={"epsilon": eps_labels, "laplace_scale": 1.0 / eps_labels, "norm": "L1"})
-
-        def compute() -> tuple[dict[str, np.ndarray], Any]:
-            noisy, event = laplace_label_histogram(private_groups, len(space), epsilon=eps_labels,
-                                                   rng=self.noise_rng(key))
-            return {"noisy": noisy}, event
-
-        vals = keeper.release(release, compute)
-        from ..privacy.statement import released_number
-
-        self.released["label_histogram"] = {space.key(g): released_number(v) for g, v in enumerate(vals["noisy"])}
-        return allocate(np.clip(vals["noisy"], 0, None), n, min_each=1 if n >= len(space) else 0)
 
     def few_shot_examples(self, public: Corpus | None, n: int) -> list[list[str]] | None:
         """``dpkps.few_shot`` public texts per prompt (drawn without replacement within a prompt; public
@@ -192,75 +174,47 @@ class DPKPS(MethodRun):
         m = min(k, len(public))
         return [[public.texts[int(i)] for i in rng.choice(len(public), size=m, replace=False)] for _ in range(n)]
 
-    # ------------------------------------------------------------------ the run
-    def execute(self) -> Path:
-        from ..privacy.statement import released_number
+    # ------------------------------------------------------------------ the generation (one shot)
+    def generate(self, ctx: RunContext) -> Synthetic:
+        from ...privacy.statement import released_number
 
-        t_start = time.perf_counter()
-        run = self.run
-        inputs = self.load_inputs()
-        if inputs.heldout is not None and not run.heldout.exists():
-            write_corpus(inputs.heldout, run.heldout)
-        public = inputs.public
-        space = self.label_space(public)
-        private_groups = self.private_groups(space, inputs.private)
+        space, public = ctx.space, ctx.public
         ev, ek, eps_labels = split_epsilon(self.config, self.options)
         self.eps = {"vocab": ev, "kde": ek, "labels": eps_labels}
         self.params = params = self.params_of(self.config, self.options)
-        guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
-        ledger = self.make_ledger()
-        keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
-        prompt_log = PromptLog(run.prompts)
-        gen = None
-        try:
-            gen, emb = self.build_backends(public, guard, prompt_log)
-            with self.metrics.stage("public_vocabulary"):
-                vocab = self.public_vocabulary(public)
-            self.log(f"public vocabulary: {len(vocab)} terms; releases: "
-                     + ", ".join(f"{p.key} (ε={p.epsilon:.4g})" for p in dpkps_plan(params)))
-            counts = self.class_counts(space, public, private_groups, keeper, eps_labels)
-            classes = [str(g) for g in range(len(space))]
-            keep = private_groups >= 0
-            priv = inputs.private.subset(np.flatnonzero(keep)) if not keep.all() else inputs.private
-            with self.metrics.stage("dp_keyphrases"):
-                kp = dpkps_sequences(priv.texts, [str(g) for g in private_groups[keep]], classes=classes,
-                                     public_vocabulary=vocab, embedder=emb, params=params,
-                                     n_per_class={c: int(n) for c, n in zip(classes, counts, strict=True)},
-                                     rng=self.rng("dpkps"), keeper=keeper, noise_rng=self.noise_rng)
-            self.keyphrases = kp
-            doc_type = self.options.doc_type or getattr(getattr(gen, "family", None), "doc_type", None) or "text"
-            seqs = [list(s) for s in kp.sequences]
-            texts: list[str] = []
-            rng_gen = self.rng("dpkps", "generate")
-            shots = self.few_shot_examples(public, len(seqs))
-            with self.metrics.stage("generation"):
-                for s in range(0, len(seqs), self.options.batch_size):
-                    b = slice(s, s + self.options.batch_size)
-                    texts.extend(gen.seeded(seqs[b], doc_type, rng=rng_gen,
-                                            examples=shots[b] if shots is not None else None))
-        finally:
-            prompt_log.close()
-            self._save_metrics(t_start, gen)
-        groups = [int(c) for c in kp.labels]
-        out = Corpus(ids=tuple(f"syn-{i}" for i in range(len(texts))), texts=tuple(texts),
-                     labels={c: tuple(space.values[g][j] for g in groups) for j, c in enumerate(space.columns)},
-                     name="synthetic")
-        write_corpus(out, run.synthetic, include_ids=True)
-        # the sequence behind each synthetic record (post-processing of the releases; the report shows a few)
-        atomic_write_text(run.keyphrases, "".join(
-            dumps({"id": out.ids[i], "keyphrases": list(seq), **{c: out.labels[c][i] for c in space.columns}}) + "\n"
-            for i, seq in enumerate(seqs)))
+        gen = ctx.generator
+        with self.metrics.stage("public_vocabulary"):
+            vocab = self.public_vocabulary(public)
+        self.log(f"public vocabulary: {len(vocab)} terms; releases: "
+                 + ", ".join(f"{p.key} (ε={p.meta['epsilon']:.4g})" for p in dpkps_plan(params)))
+        counts = ctx.label_counts(LabelNoise("laplace", epsilon=eps_labels) if eps_labels else None)
+        classes = [str(g) for g in range(len(space))]
+        groups = ctx.private_groups
+        keep = groups >= 0
+        priv = ctx.inputs.private.subset(np.flatnonzero(keep)) if not keep.all() else ctx.inputs.private
+        with self.metrics.stage("dp_keyphrases"):
+            kp = dpkps_sequences(priv.texts, [str(g) for g in groups[keep]], classes=classes,
+                                 public_vocabulary=vocab, embedder=ctx.embedder, params=params,
+                                 n_per_class={c: int(n) for c, n in zip(classes, counts, strict=True)},
+                                 rng=self.rng("dpkps"), keeper=ctx.keeper, noise_rng=self.noise_rng)
+        self.keyphrases = kp
+        doc_type = self.options.doc_type or getattr(getattr(gen, "family", None), "doc_type", None) or "text"
+        seqs = [list(s) for s in kp.sequences]
+        texts: list[str] = []
+        rng_gen = self.rng("dpkps", "generate")
+        shots = self.few_shot_examples(public, len(seqs))
+        with self.metrics.stage("generation"), progress("generation (one prompt per sequence)", len(seqs)) as bar:
+            for s in range(0, len(seqs), self.options.batch_size):
+                b = slice(s, s + self.options.batch_size)
+                texts.extend(gen.seeded(seqs[b], doc_type, rng=rng_gen,
+                                        examples=shots[b] if shots is not None else None))
+                bar.advance(len(seqs[b]))
         v = kp.vocabulary
         self.released["dp_vocabulary"] = {t: released_number(c) for t, c in zip(v.terms, v.noisy_counts,
                                                                                  strict=True)}
-        audit = guard.scan(rec for rec in read_jsonl(run.prompts))
-        self.write_diagnostics(ledger, audit)
-        atomic_write_json(run.privacy, self.privacy_statement(ledger, audit))
-        self._save_metrics(t_start, gen, final=True, records=len(out))
-        run.log(f"done: {len(out)} synthetic records from {len(seqs)} keyphrase prompts; prompt audit "
-                f"clean={audit.clean}")
-        say(f"[green]done[/]: {len(out)} records → {run.synthetic}")
-        return run.root
+        self.log(f"{len(seqs)} keyphrase prompts")
+        return Synthetic(texts=texts, groups=np.asarray([int(c) for c in kp.labels], dtype=np.int64),
+                         keyphrases=seqs)
 
     # ------------------------------------------------------------------ the statement
     def statement_parameters(self) -> dict[str, Any]:
@@ -275,8 +229,7 @@ class DPKPS(MethodRun):
         n = len(ledger)
         eps = self.eps
         p = self.params
-        unit = ("adding or removing one private record" if p.neighbouring == "add_remove"
-                else "replacing one private record")
+        unit = self.relation.words()
         split = f"ε_vocab = {eps['vocab']:.4g}, ε_kde = {eps['kde']:.4g}" + (
             f", ε_labels = {eps['labels']:.4g}" if eps["labels"] else "")
         guarantee = {"kind": "pure", "budget": self.budget.to_dict(), "neighbouring_relation": unit, "releases": n,

@@ -18,35 +18,19 @@ The generator trains only on public text (secret-free records and the external p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from ..backends import BackendOptions
-from ..config import Config
-from ..data import Corpus
-from ..data.labels import LabelSpace
-from ..data.population import Population
-from ..embed import Embedder, embed_private
-from ..engine.loop import Scorer, ScoreResult
-from ..errors import ConfigError, DataError
-from ..mechanisms.clustering import (
-    PublicClusters,
-    RecordAssignment,
-    assign_records,
-    centre_votes,
-    clustering_event,
-    clustering_plan,
-    clustering_secret_events,
-    public_kmeans,
-    secret_clustering,
-)
-from ..mechanisms.nn import Metric
-from ..mechanisms.voting import center_rows, nearest_votes, threshold_histogram
-from ..privacy.release import Release, ReleaseKeeper
-from .base import Inputs, MethodRun
+from ...backends import BackendOptions
+from ...config import Config
+from ...data import Corpus
+from ...errors import ConfigError, DataError
+from ...mechanisms.clustering import PublicClusters, clustering_plan, public_kmeans
+from ...privacy.relation import NeighbouringRelation
+from ..base import EvolutionMethod, Inputs, LabelNoise, RunContext
+from .scorer import ClusterScorer, auto_clusters
 
 
 class SecPEOptions(BackendOptions):
@@ -83,114 +67,6 @@ class SecPEOptions(BackendOptions):
     assign_nprobe: int | None = Field(default=None, gt=0, description="lists probed by an approximate assignment")
 
 
-class ClusterScorer:
-    """SecPE's scorer (Alg 3 lines 7-11): release the noisy clustering (once per iteration, or once for the run),
-    then let each noisy centre give its noisy count to its nearest candidate — post-processing of released values.
-
-    Built with what it uses: the public clusters, the private embeddings and groups, ρ and σ with SecretNoise's
-    result (for the per-secret events), its options, the voting metric and centring, the release keeper, a
-    factory of privacy randomness (``noise_rng(key)``) and a sink for private diagnostics."""
-
-    name = "secret_cluster_votes"
-
-    def __init__(self, *, clusters: PublicClusters, private_emb: np.ndarray, private_groups: np.ndarray,
-                 rho: np.ndarray, sigma: float, noise: Any, options: SecPEOptions, metric: Metric, center: str,
-                 threshold: float, keeper: ReleaseKeeper, noise_rng: Callable[[str], np.random.Generator],
-                 diagnostic: Callable[[str, str, Any], None] | None = None,
-                 direct_emb: np.ndarray | None = None, direct_groups: np.ndarray | None = None):
-        self.direct_emb = direct_emb
-        self.direct_groups = direct_groups
-        self.clusters = clusters
-        self.private_emb = private_emb
-        self.private_groups = private_groups
-        self.rho = rho
-        self.sigma = float(sigma)
-        self.noise = noise
-        self.cfg = options
-        self.metric = metric
-        self.center = center
-        self.threshold = float(threshold)
-        self.keeper = keeper
-        self.noise_rng = noise_rng
-        self.diagnostic = diagnostic or (lambda name, key, value: None)
-        self._assignment: RecordAssignment | None = None
-
-    def _release(self, t_rel: int) -> Release:
-        """Counts and centres of one clustering: ONE release carrying every event it spends (see
-        :mod:`privtext.mechanisms.clustering` for why the two share a sample or not, and the events of each)."""
-        K = len(self.clusters)
-        sample = self.cfg.sample
-        return Release(
-            key=f"clusters/iter_{t_rel:03d}", mechanism="secret_clustering",
-            event=clustering_event(self.sigma, sample), noise_std=self.sigma, sensitivity=1.0, iteration=t_rel,
-            description=(f"noisy sizes ñ_k and centres ẽ_k of {K} clusters (Eq 7): counts N(0, σ²), centres "
-                         f"(2R/n_k)·N(0, σ² I); Bernoulli(ρ) sample {'per release' if sample == 'independent' else 'shared by both (Δ = √2)'}"),
-            secret_events=clustering_secret_events(self.noise, self.sigma, sample),
-            meta={"clusters": K, "clip_radius": self.cfg.clip_radius, "sample": sample},
-        )
-
-    def assignment(self) -> RecordAssignment:
-        """Every record that can be sampled (ρ > 0) in its public cluster, searched at the first release that
-        computes and reused by every later one (the public clusters are fixed for the run, so a record's cluster
-        is too; a resumed run whose releases are all kept never searches)."""
-        if self._assignment is None:
-            self._assignment = assign_records(self.private_emb, self.private_groups, self.clusters,
-                                              radius=self.cfg.clip_radius, metric=self.metric,
-                                              backend=self.cfg.assign_backend, nprobe=self.cfg.assign_nprobe,
-                                              search=self.rho > 0)
-        return self._assignment
-
-    def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
-        release = self._release(iteration if self.cfg.recluster_each_iteration else 0)
-        key = release.key
-
-        def compute() -> tuple[dict[str, np.ndarray], Any]:
-            out, event = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
-                                           sigma=self.sigma, rng=self.noise_rng(key),
-                                           radius=self.cfg.clip_radius, metric=self.metric, sample=self.cfg.sample,
-                                           assignment=self.assignment())
-            self.diagnostic("sampled_secret_holders", key, out.sampled)
-            return {"centres": out.centres, "counts": out.counts}, event
-
-        vals = self.keeper.release(release, compute)
-        centres, cands = vals["centres"], vote_emb
-        mu = vote_emb.mean(axis=0) if self.center == "candidates" and len(vote_emb) else None
-        if mu is not None:  # public: post-processing of released centres and generated texts
-            centres, cands = center_rows(centres, mu), center_rows(vote_emb, mu)
-        weights = vals["counts"]
-        direct = np.zeros(len(population))
-        if self.direct_emb is not None:
-            # hybrid: the clusters' public part (n_k secret-free records) votes record by record below; the
-            # centres carry only the holders' noisy count ñ_k − n_k (post-processing of ñ_k and the public n_k)
-            weights = np.clip(weights - self.clusters.sizes, 0.0, None)
-            if len(self.direct_emb):
-                counts, _ = nearest_votes(self.direct_emb, vote_emb, private_groups=self.direct_groups,
-                                          candidate_groups=population.group, metric=self.metric, center=mu)
-                direct = counts.astype(np.float64)
-        hist = direct + centre_votes(centres, weights, self.clusters.group, cands, population.group,
-                                     metric=self.metric)
-        hist = threshold_histogram(hist, self.threshold)
-        return ScoreResult(hist, meta={"sigma": self.sigma, "clusters": len(self.clusters), "release": key,
-                                       "centres_with_votes": int((weights > 0).sum()),
-                                       "direct_votes": int(direct.sum())})
-
-
-def auto_clusters(*, n_public: int, n_groups: int, num_samples: int, sigma: float, dim: int, radius: float = 1.0,
-                  noise_norm: float = 0.25, min_size: int = 10) -> int:
-    """K for ``secpe.clusters: auto``.
-
-    A released centre carries noise (2R/n_k)·N(0, σ² I_d) (Eq 7), whose norm is about (2R/n_k)·σ·√d. A centre is
-    only useful when that is small against the spread of the clusters (unit embeddings: distances ≲ 1), so every
-    cluster should hold n_k ≥ 2Rσ√d / ``noise_norm`` public records; with n_public records split evenly that caps
-    K at n_public / that size. The noise does not shrink with the holders' shift, so more clusters only add noise
-    (measured: SecPE with 500 and 1500 clusters on Yelp was no better than 100). K is at least one per label group
-    and at most N_syn (more centres than samples cannot all win a distinct vote), and clusters hold at least
-    ``min_size`` records."""
-    need = max(float(min_size), 2.0 * radius * sigma * np.sqrt(dim) / noise_norm) if sigma > 0 else float(min_size)
-    k = int(n_public // need)
-    return int(max(n_groups, min(k, num_samples, max(n_public // min_size, 1))))
-
-
 class _NoSecrets:
     """SecretNoise's result when no record holds a declared secret: no private record, no noise needed."""
 
@@ -202,7 +78,7 @@ class _NoSecrets:
         return {}
 
 
-class SecPE(MethodRun):
+class SecPE(EvolutionMethod):
     name: ClassVar[str] = "secpe"
     Options = SecPEOptions
     options: SecPEOptions
@@ -213,15 +89,16 @@ class SecPE(MethodRun):
     def statement_parts(self, ledger: Any) -> dict[str, Any]:
         """SecPE's guarantee in words. σ is a function of which records hold which declared secret (SecretNoise,
         Alg 1): listed as an assumption, as is the secret-holding structure itself (see docs/privacy.md)."""
-        from ..privacy.statement import Assumption
+        from ...privacy.statement import Assumption
 
         b = self.budget
         cfg = self.options
         s = ledger.spent()
         n = len(ledger)
-        from ..secrets import describe_detector
+        from ...secrets import describe_detector, guarantee_structure
 
         det_words = describe_detector(cfg.detector)
+        structure = guarantee_structure(getattr(self, "detector", None) or cfg.detector)
         approx = cfg.blowup == "paper"
         guarantee = {
             "kind": "secret", "budget": b.to_dict(), "releases": n,
@@ -229,6 +106,7 @@ class SecPE(MethodRun):
                                       "(SecPE Def 3.1), the secret-holding structure being public"),
             "spent": {"every_secret_within_r": not s["exceeded"], "accounting": "approximate (paper's single "
                       "Gaussian; not proven)" if approx else "exact mixture blow-up on dp_accounting's PLD"},
+            "conditional_on": structure["sentences"],
         }
         head = (f"(p={b.p if not b.per_secret else 'per secret'}, r={b.r if not b.per_secret else 'per secret'})"
                 f"-secret protection (SecPE Def 3.1) for every declared secret the detector ({det_words}) found: an "
@@ -261,7 +139,9 @@ class SecPE(MethodRun):
                 "the label distribution (samples per label) of the public records",
             ],
             "coverage": [
-                "Occurrences of a secret that the detector missed are not protected.",
+                structure["prior"],
+                "Occurrences of a secret that the detector missed are not protected; every record in which a "
+                "detected value appears (in its canonical form) is one of its holders.",
                 "This is not differential privacy: no record-level guarantee is given, and a secret-free record "
                 "has no protection at all (it is public under secret protection).",
             ],
@@ -272,7 +152,7 @@ class SecPE(MethodRun):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
-        from ..secrets import build_detector
+        from ...secrets import build_detector
 
         p = config.privacy
         if p.kind != "secret":
@@ -285,15 +165,19 @@ class SecPE(MethodRun):
                               "set evolution.label_distribution.kind to public, uniform or given")
         build_detector(options.detector)  # a missing detector file or unknown detector fails here
 
-    def make_ledger(self) -> Any:
-        from ..privacy import Budget, Ledger
+    def budget_of(self) -> Any:
+        from ...privacy import Budget
 
         self.check_config(self.config, self.options)
-        self.budget = Budget.from_config(self.config.privacy)
-        return Ledger.load(self.run.ledger, self.budget)
+        return Budget.from_config(self.config.privacy)
+
+    def neighbouring(self, inputs: Inputs) -> NeighbouringRelation:
+        """SecPE Def 3.1: data sets with and without the records holding one declared secret (each sampled
+        record contributes ≤ 1 per release; the per-secret mixture events carry the random number sampled)."""
+        return NeighbouringRelation.secret_holders()
 
     def split_data(self, inputs: Inputs) -> Inputs:
-        from ..secrets import build_detector
+        from ...secrets import build_detector
 
         with self.metrics.stage("secret_detection"):
             detector = build_detector(self.options.detector)
@@ -313,6 +197,8 @@ class SecPE(MethodRun):
             public = secret_free if ext is None else secret_free.concat(
                 Corpus(tuple(f"ext-{i}" for i in ext.ids), ext.texts, ext.labels), name="public")
         summary = matrix.summary()
+        self.detector = detector
+        self.secret_matrix = matrix  # every detected value (all holders propagated): the guard scans for them
         self.matrix = matrix.subset_records(priv_idx)
         self.diagnostic("secrets", None, {
             "detector": self.options.detector, "records": len(inputs.private),
@@ -325,10 +211,10 @@ class SecPE(MethodRun):
             self.log("no record holds a secret: every record is public; clusters carry no private signal")
         return Inputs(private=private, public=public, heldout=inputs.heldout, extra={"secret_free": secret_free})
 
-    def prepare_privacy(self, inputs: Inputs, space: LabelSpace, private_groups: np.ndarray, embedder: Embedder,
-                        keeper: ReleaseKeeper) -> tuple[Scorer, float | None]:
-        from ..privacy import secret_noise
+    def scorer(self, ctx: RunContext) -> tuple[Any, LabelNoise | None]:
+        from ...privacy import secret_noise
 
+        inputs, space, embedder = ctx.inputs, ctx.space, ctx.embedder
         cfg = self.options
         p = self.config.privacy.secret
         assert p is not None and inputs.public is not None
@@ -352,9 +238,8 @@ class SecPE(MethodRun):
                  f" ({noise.mode})")
         secret_free: Corpus = inputs.extra.get("secret_free", inputs.public)
         base = secret_free if cfg.cluster_public == "secret_free" and len(secret_free) else inputs.public
-        with self.metrics.stage("embedding_private"):
-            private_emb = embed_private(embedder, inputs.private.texts) if len(inputs.private) else np.zeros(
-                (0, embedder.dim), dtype=np.float32)
+        private_emb = ctx.embed_private(inputs.private.texts)
+        with self.metrics.stage("embedding_public"):
             public_emb = embedder.embed(list(base.texts))
         # unlabelled public text (data.label_values): one clustering, offered to every label group, whose own
         # private records then vote among the same public centres
@@ -384,10 +269,11 @@ class SecPE(MethodRun):
             **(noise.summary() if hasattr(noise, "summary") else {"mode": noise.mode}),
         })
         v = self.config.voting
-        scorer = ClusterScorer(clusters=clusters, private_emb=private_emb, private_groups=private_groups, rho=rho,
-                               sigma=sigma, noise=noise, options=cfg, metric=v.metric, center=v.center,
-                               threshold=self.config.evolution.threshold, keeper=keeper, noise_rng=self.noise_rng,
-                               diagnostic=self.diagnostic, direct_emb=direct_emb, direct_groups=direct_groups)
+        scorer = ClusterScorer(clusters=clusters, private_emb=private_emb, private_groups=ctx.private_groups,
+                               rho=rho, sigma=sigma, noise=noise, options=cfg, metric=v.metric, center=v.center,
+                               threshold=self.config.evolution.threshold, relation=ctx.relation, keeper=ctx.keeper,
+                               noise_rng=self.noise_rng, diagnostic=self.diagnostic, direct_emb=direct_emb,
+                               direct_groups=direct_groups)
         return scorer, None
 
 
@@ -397,3 +283,6 @@ def replicate_clusters(clusters: PublicClusters, n_groups: int) -> PublicCluster
     k = len(clusters)
     return PublicClusters(np.tile(clusters.centres, (n_groups, 1)), np.tile(clusters.sizes, n_groups),
                           np.repeat(np.arange(n_groups, dtype=np.int64), k))
+
+
+__all__ = ["SecPE", "SecPEOptions", "replicate_clusters"]

@@ -22,8 +22,9 @@ Pipeline
    only the document type and the terms (the family's ``seeded`` template), never the class; each text takes
    the class of the sketch its sequence came from.
 
-Releases: each noisy release is described (:func:`dpkps_plan` → :func:`as_release`), recorded and computed
-through ``keeper.release`` (a run's :class:`~privtext.privacy.release.ReleaseKeeper`, or :class:`DirectReleases`
+Releases: each noisy release is described (:func:`dpkps_plan`: :func:`~privtext.privacy.release.laplace_release`,
+Δ₁ from the neighbouring relation), recorded and computed through ``keeper.release`` (a run's
+:class:`~privtext.privacy.release.ReleaseKeeper`, or :class:`~privtext.privacy.release.DirectReleases`
 for library use), so nothing private is read before its event is recorded and a resumed run reloads the kept
 values instead of drawing noise again. ``method: dpkps`` is :mod:`privtext.methods.dpkps`.
 
@@ -49,9 +50,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..data.vocabulary import PublicVocabulary
-from ..errors import ConfigError, DataError, InvalidPrivacyParameter
-from ..mechanisms.kde import (
+from ...data.vocabulary import PublicVocabulary
+from ...errors import ConfigError, DataError, InvalidPrivacyParameter
+from ...mechanisms.kde import (
     BlockProjections,
     Ensemble,
     KDESketch,
@@ -64,23 +65,23 @@ from ..mechanisms.kde import (
     dp_term_histogram,
     ensemble_blocks,
     ensemble_epsilons,
-    histogram_sensitivity,
+    histogram_contribution,
     kde_ensemble_event,
-    kde_event,
-    sample_histogram_sequences,
-    sample_sequences,
+    sketch_contribution,
     sketch_sensitivity,
 )
-from ..mechanisms.vocabulary import (
+from ...mechanisms.vocabulary import (
     Neighbouring,
     VocabularyRelease,
     check_epsilon,
     check_neighbouring,
     dp_vocabulary,
+    vocabulary_contribution,
     vocabulary_event,
-    vocabulary_sensitivity,
 )
-from ..privacy.release import Release, check_spent
+from ...privacy.relation import NeighbouringRelation
+from ...privacy.release import DirectReleases, Release, laplace_release
+from .sampling import sample_histogram_sequences, sample_sequences
 
 
 def _pos_int(name: str, v: Any, *, allow_none: bool = False) -> None:
@@ -199,58 +200,33 @@ class DPKPSParams:
         return ensemble_blocks(self.length, sequence=self.sequence, ensemble=self.ensemble)
 
 
-@dataclass(frozen=True)
-class PlannedRelease:
-    """A noisy release, described before any private data is read (what ``record`` receives)."""
-
-    key: str
-    mechanism: str
-    event: Any  # dp_accounting DpEvent
-    epsilon: float
-    noise_scale: float  # Laplace scale b
-    sensitivity: float  # Δ₁
-    description: str
-
-
-def dpkps_plan(params: DPKPSParams) -> list[PlannedRelease]:
-    """The releases of a run, in order, built without data."""
-    out = [PlannedRelease(
-        key="dpkps/vocabulary",
-        mechanism="laplace",
-        event=vocabulary_event(params.r, params.epsilon_vocab, neighbouring=params.neighbouring),
-        epsilon=params.epsilon_vocab,
-        noise_scale=_scale(vocabulary_sensitivity(params.r, params.neighbouring), params.epsilon_vocab),
-        sensitivity=vocabulary_sensitivity(params.r, params.neighbouring),
+def dpkps_plan(params: DPKPSParams) -> list[Release]:
+    """The releases of a run, in order, described without data: each a Laplace release whose Δ₁ is the relation's
+    (``params.neighbouring``: add/remove or replace one document) for the mechanism's per-document contribution
+    (:func:`~privtext.mechanisms.vocabulary.vocabulary_contribution`, :func:`~privtext.mechanisms.kde.
+    histogram_contribution`, :func:`~privtext.mechanisms.kde.sketch_contribution`)."""
+    relation = NeighbouringRelation.of(params.neighbouring)
+    out = [laplace_release(
+        "dpkps/vocabulary", mechanism="dp_vocabulary", epsilon=params.epsilon_vocab,
+        contribution=vocabulary_contribution(params.r), relation=relation,
         description=f"DP vocabulary (App A.1): first {params.r} terms per document, Laplace histogram, top "
-                    f"{params.vocab_size}",
-    )]
+                    f"{params.vocab_size}")]
     if params.sketch_kind == "histogram":
-        delta = histogram_sensitivity(weighting=params.weighting, max_points=params.max_points,
-                                      neighbouring=params.neighbouring)
-        out.append(PlannedRelease(
-            key="dpkps/histogram", mechanism="laplace", event=kde_event(params.epsilon_kde),
-            epsilon=params.epsilon_kde, noise_scale=_scale(delta, params.epsilon_kde), sensitivity=delta,
+        out.append(laplace_release(
+            "dpkps/histogram", mechanism="dp_term_histogram", epsilon=params.epsilon_kde,
+            contribution=histogram_contribution(weighting=params.weighting, max_points=params.max_points),
+            relation=relation,
             description=f"per-class DP term histogram over Ṽ (the discrete-kernel DP-KDE), all classes (parallel "
                         f"composition), weighting={params.weighting}, term_weighting={params.term_weighting}"))
         return out
-    delta = sketch_sensitivity(params.n_features, noise=params.noise, weighting=params.weighting,
-                               max_points=params.max_points, neighbouring=params.neighbouring)
+    contribution = sketch_contribution(params.n_features, noise=params.noise, weighting=params.weighting,
+                                       max_points=params.max_points)
     for m, eps in zip(params.blocks, ensemble_epsilons(params.epsilon_kde, len(params.blocks)), strict=True):
-        out.append(PlannedRelease(
-            key=f"dpkps/kde/m={m}",
-            mechanism="laplace",
-            event=kde_event(eps),
-            epsilon=eps,
-            noise_scale=_scale(delta, eps),
-            sensitivity=delta,
+        out.append(laplace_release(
+            f"dpkps/kde/m={m}", mechanism="dp_rff_sketch", epsilon=eps, contribution=contribution, relation=relation,
             description=f"DP-KDE sketch over {m}-term windows, all classes (parallel composition), "
-                        f"{params.n_features} random Fourier features, noise={params.noise}",
-        ))
+                        f"{params.n_features} random Fourier features, noise={params.noise}"))
     return out
-
-
-def _scale(delta: float, eps: float) -> float:
-    return 0.0 if math.isinf(eps) else delta / eps
 
 
 def dpkps_event(params: DPKPSParams) -> Any:
@@ -274,7 +250,7 @@ class KeyphraseSequences:
     sequences: tuple[tuple[str, ...], ...]  # class-major: all of classes[0], then classes[1], ...
     labels: tuple[str, ...]  # the class of each sequence
     event: Any
-    releases: tuple[PlannedRelease, ...]
+    releases: tuple[Release, ...]
 
     @property
     def terms(self) -> tuple[str, ...]:
@@ -343,30 +319,11 @@ def _embed_terms(embedder: Any, terms: Sequence[str]) -> np.ndarray:
     return e / n
 
 
-class DirectReleases:
-    """The release path for library use without a run directory: each release is described (appended to
-    :attr:`recorded`) before its mechanism reads private data, then computed, and the mechanism's event is checked
-    against the described one (:func:`privtext.privacy.release.check_spent`). A run uses
-    :class:`privtext.privacy.release.ReleaseKeeper` instead (ledger, budget, values kept for resume)."""
+def _os_entropy_noise(key: str) -> np.random.Generator:
+    """The default noise source of the library API: :func:`privtext.rng.noise_rng` (ChaCha20, fresh OS key)."""
+    from ...rng import noise_rng
 
-    def __init__(self) -> None:
-        self.recorded: list[Release] = []
-
-    def release(self, release: Release, compute: Callable[[], tuple[dict[str, np.ndarray], Any]]
-                ) -> dict[str, np.ndarray]:
-        release.validate()
-        self.recorded.append(release)
-        values, spent = compute()
-        check_spent(release, spent)
-        return values
-
-
-def as_release(planned: PlannedRelease) -> Release:
-    """The ledger's description of a planned release (Laplace: noise std √2·b)."""
-    return Release(key=planned.key, mechanism=planned.mechanism, event=planned.event,
-                   noise_std=math.sqrt(2.0) * planned.noise_scale, sensitivity=planned.sensitivity,
-                   description=planned.description,
-                   meta={"epsilon": planned.epsilon, "laplace_scale": planned.noise_scale, "norm": "L1"})
+    return noise_rng(None, key)
 
 
 def dpkps_sequences(
@@ -385,10 +342,13 @@ def dpkps_sequences(
     """Steps 1–4: the DP vocabulary, the sketches and the keyphrase sequences (no generator call).
 
     Every noisy release goes through ``keeper.release(Release, compute)`` (a run's
-    :class:`~privtext.privacy.release.ReleaseKeeper`; default :class:`DirectReleases`): described and recorded
+    :class:`~privtext.privacy.release.ReleaseKeeper`; default
+    :class:`~privtext.privacy.release.DirectReleases`): described and recorded
     before ``compute`` reads private data; ``compute`` returns ``(arrays, event)``. ``rng`` is public randomness
-    (random features, sampling); ``noise_rng(key)`` gives each release's noise generator (default: children of
-    ``rng`` — reproducible, NOT private: a run passes :func:`privtext.rng.noise_rng`)."""
+    (random features, sampling); ``noise_rng(key)`` gives each release's noise generator. Default: a fresh
+    ChaCha20 CSPRNG keyed by OS entropy per release (:func:`privtext.rng.noise_rng`), never the caller's ``rng``.
+    Reproducible noise is an explicit opt-in and NOT private (whoever knows the seed can subtract the noise):
+    ``noise_rng=lambda key: privtext.rng.noise_rng(seed, key, reproducible=True)``."""
     if not isinstance(rng, np.random.Generator):
         raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     classes = tuple(str(c) for c in classes)
@@ -406,11 +366,9 @@ def dpkps_sequences(
     has_counts = public_vocabulary.counts is not None and public_vocabulary.documents is not None
     use_idf = params.idf_term_weights(has_counts)
     plan = dpkps_plan(params)
-    rng_vocab, rng_features, rng_kde, rng_sample = rng.spawn(4)
+    _, rng_features, _, rng_sample = rng.spawn(4)  # four streams as before: the public draws stay as they were
     if noise_rng is None:
-        streams = {plan[0].key: rng_vocab, **{p.key: r for p, r in zip(plan[1:], rng_kde.spawn(len(plan) - 1),
-                                                                       strict=True)}}
-        noise_rng = streams.__getitem__
+        noise_rng = _os_entropy_noise
 
     # 1. DP vocabulary
     def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
@@ -419,12 +377,12 @@ def dpkps_sequences(
                                 select=params.vocab_selection)
         return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
 
-    vals = keeper.release(as_release(plan[0]), vocab_compute)
+    vals = keeper.release(plan[0], vocab_compute)
     idx = np.asarray(vals["indices"], dtype=np.int64)
     vocab_release = VocabularyRelease(
         terms=tuple(public_vocabulary.terms[int(i)] for i in idx), indices=idx,
         noisy_counts=np.asarray(vals["noisy_counts"], dtype=np.float64), epsilon=params.epsilon_vocab, r=params.r,
-        scale=plan[0].noise_scale, sensitivity=plan[0].sensitivity, neighbouring=params.neighbouring,
+        scale=plan[0].meta["laplace_scale"], sensitivity=plan[0].sensitivity, neighbouring=params.neighbouring,
         public_size=len(public_vocabulary))
     dp_vocab = vocab_release.vocabulary(public_vocabulary)
     # 2. embed Ṽ (public)
@@ -453,13 +411,13 @@ def dpkps_sequences(
                                       term_weights=term_weights)
             return {"noisy": h.noisy}, ev
 
-        vals = keeper.release(as_release(planned), hist_compute)
+        vals = keeper.release(planned, hist_compute)
         private_side.clear()
         noisy = np.asarray(vals["noisy"], dtype=np.float64)
         if noisy.shape != (len(classes), len(dp_vocab)):
             raise DataError(f"release {planned.key}: a histogram of shape {noisy.shape}, expected "
                             f"{(len(classes), len(dp_vocab))} (was the run resumed with other classes?)")
-        hist = TermHistogram(noisy=noisy, epsilon=params.epsilon_kde, scale=planned.noise_scale,
+        hist = TermHistogram(noisy=noisy, epsilon=params.epsilon_kde, scale=planned.meta["laplace_scale"],
                              sensitivity=planned.sensitivity, weighting=params.weighting,
                              neighbouring=params.neighbouring)
         # 4. sequences (post-processing of the release)
@@ -486,7 +444,7 @@ def dpkps_sequences(
                                          term_weights=term_weights)
             return {"noisy": sk.noisy, "weights": proj.features.weights, "offsets": proj.features.offsets}, ev
 
-        vals = keeper.release(as_release(planned), kde_compute)
+        vals = keeper.release(planned, kde_compute)
         feats = RandomFourierFeatures(weights=np.asarray(vals["weights"]), offsets=np.asarray(vals["offsets"]),
                                       bandwidth=params.bandwidth * math.sqrt(m))
         proj = BlockProjections(emb, feats, m)
@@ -495,7 +453,7 @@ def dpkps_sequences(
             raise DataError(f"release {planned.key}: a sketch of shape {noisy.shape}, expected "
                             f"{(len(classes), params.n_features)} (was the run resumed with other classes?)")
         sketches.append(KDESketch(features=feats, blocks=m, block_dim=emb.shape[1], noisy=noisy, epsilon=eps,
-                                  scale=planned.noise_scale, sensitivity=planned.sensitivity, noise=params.noise,
+                                  scale=planned.meta["laplace_scale"], sensitivity=planned.sensitivity, noise=params.noise,
                                   weighting=params.weighting, neighbouring=params.neighbouring))
         projections.append(proj)
     private_side.clear()
@@ -508,7 +466,7 @@ def dpkps_sequences(
 
 def _keyphrase_sequences(classes: tuple[str, ...], vocab_release: VocabularyRelease,
                          sketches: tuple[KDESketch | TermHistogram, ...], ids: list[np.ndarray],
-                         dp_vocab: PublicVocabulary, params: DPKPSParams, plan: list[PlannedRelease]
+                         dp_vocab: PublicVocabulary, params: DPKPSParams, plan: list[Release]
                          ) -> KeyphraseSequences:
     seqs: list[tuple[str, ...]] = []
     labels: list[str] = []
@@ -560,10 +518,7 @@ def run_dpkps(
 __all__ = [
     "DPKPSParams",
     "DPKPSResult",
-    "DirectReleases",
     "KeyphraseSequences",
-    "PlannedRelease",
-    "as_release",
     "dpkps_event",
     "dpkps_plan",
     "dpkps_sequences",

@@ -44,20 +44,19 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..atomicio import PromptLog, atomic_write_json, read_jsonl
-from ..backends import BackendOptions
-from ..config import Config, GeneratorConfig
-from ..data import Corpus, write_corpus
-from ..data.labels import LabelSpace
-from ..data.population import Population
-from ..errors import ConfigError, InvalidPrivacyParameter
-from ..guard import PrivateGuard
-from ..mechanisms.labels import allocate
-from ..mechanisms.topq import dp_topq_histograms, paper_sensitivity, topq_event, topq_sensitivity
-from ..privacy.release import Release, ReleaseKeeper
-from ..progress import say
-from .augpe import AugPE
-from .parties import PartiesOptions, check_parties
+from ...backends import BackendOptions
+from ...config import Config, GeneratorConfig
+from ...data.labels import LabelSpace
+from ...data.population import Population
+from ...errors import ConfigError, InvalidPrivacyParameter
+from ...mechanisms.labels import allocate
+from ...mechanisms.topq import dp_topq_histograms, paper_contribution, topq_contribution, topq_event
+from ...privacy.release import gaussian_release
+from ...progress import progress
+from ..base import RunContext, Synthetic, public_label_weights
+from ..parties import PartiesOptions, check_parties
+from ..votes import DPVoteMethod
+from .rounds import generator_counts, generator_weights, round_sizes, select_examples, select_output
 
 
 class WASPOptions(BackendOptions):
@@ -103,85 +102,15 @@ class RoundInfo:
         return dict(self.__dict__)
 
 
-def round_sizes(total: int, rounds: int) -> np.ndarray:
-    """N split over T rounds by largest remainder (N/T each, the first rounds take the remainder)."""
-    if rounds < 1:
-        raise ConfigError(f"WASP needs at least one round (evolution.iterations), got {rounds}")
-    return allocate(np.ones(rounds), int(total))
-
-
-def generator_counts(weights: np.ndarray, n: int) -> np.ndarray:
-    """N_k = n·w_k rounded by largest remainder (Eq 2): integers adding up to n."""
-    w = np.asarray(weights, dtype=np.float64)
-    if w.ndim != 1 or len(w) == 0 or not np.all(np.isfinite(w)) or (w < 0).any():
-        raise ConfigError(f"generator weights must be finite and ≥ 0, got {list(w)}")
-    return allocate(w, int(n))
-
-
-def generator_weights(nearest: np.ndarray, generator_index: np.ndarray, k: int) -> np.ndarray:
-    """Eq 8: w_k ∝ (Σ_{x∈D_k} H̃ⁿ[x]) / |D_k|, each mean clipped at 0 (noisy values can be negative), then
-    normalised; equal weights when no mean is positive. A generator with no sample gets mean 0."""
-    h = np.asarray(nearest, dtype=np.float64)
-    gi = np.asarray(generator_index, dtype=np.int64)
-    if len(h) != len(gi):
-        raise ConfigError(f"{len(h)} histogram bins for {len(gi)} generator indices")
-    sums = np.bincount(gi, weights=h, minlength=k)[:k]
-    counts = np.bincount(gi, minlength=k)[:k]
-    means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
-    m = np.clip(means, 0, None)
-    return m / m.sum() if m.sum() > 0 else np.full(k, 1.0 / k)
-
-
-def select_output(nearest: np.ndarray, groups: np.ndarray, label_weights: np.ndarray, n: int, *,
-                  rng: np.random.Generator) -> np.ndarray:
-    """``output: nearest``: per label c, the n_c samples of D[c] with the largest released H̃ⁿ (n_c: n split over
-    the labels by the public label weights, largest remainder; all of D[c] when it holds fewer). Ties at random.
-    Post-processing of the last release. Returns sorted indices into D."""
-    h = np.asarray(nearest, dtype=np.float64)
-    g = np.asarray(groups, dtype=np.int64)
-    if len(h) != len(g):
-        raise ConfigError(f"{len(h)} histogram bins for {len(g)} candidates")
-    want = allocate(np.asarray(label_weights, dtype=np.float64), int(n), min_each=0)
-    keep = []
-    for c, k in enumerate(want):
-        idx = np.nonzero(g == c)[0]
-        if len(idx) == 0 or k <= 0:
-            continue
-        jit = rng.random(len(idx))
-        keep.append(idx[np.lexsort((jit, -h[idx]))[: int(k)]])
-    return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)
-
-
-def select_examples(nearest: np.ndarray, furthest: np.ndarray, groups: np.ndarray, n_groups: int, s: int, *,
-                    rng: np.random.Generator, contrastive: bool = True) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Eq 7: per label group c, indices of the top-S of H̃ⁿ over D[c] (better) and of H̃ᶠ (worse; minus the
-    better ones; empty when ``contrastive`` is false). Ties are broken at random."""
-    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for c in range(n_groups):
-        idx = np.nonzero(groups == c)[0]
-        if len(idx) == 0:
-            continue
-        jit = rng.random(len(idx))
-        good = idx[np.lexsort((jit, -nearest[idx]))[:s]]
-        bad = np.zeros(0, dtype=np.int64)
-        if contrastive:
-            bad = idx[np.lexsort((jit, -furthest[idx]))[:s]]
-            bad = bad[~np.isin(bad, good)]
-        out[c] = (good, bad)
-    return out
-
-
-class WASP(AugPE):
-    """WASP (see the module docstring). Reuses Aug-PE's ledger and statement; its own loop."""
+class WASP(DPVoteMethod):
+    """WASP (see the module docstring): the statement, budget and relation of the Gaussian-vote methods; its
+    generation is the rounds of Alg 1 on the run skeleton."""
 
     name: ClassVar[str] = "wasp"
-
-    def uses_vocabulary_prompts(self) -> bool:
-        return False  # WASP's prompts are zero-shot, then contrastive; no DP-vocabulary variant
-    Options = WASPOptions  # type: ignore[assignment]
-    options: WASPOptions  # type: ignore[assignment]
+    Options = WASPOptions
+    options: WASPOptions
     sigma: float = 0.0  # noise multiplier z of every release
-    sensitivity: float = 1.0
+    sensitivity: float = 1.0  # Δ_Q of the run's relation
     rounds_info: list[RoundInfo]
 
     @classmethod
@@ -196,8 +125,14 @@ class WASP(AugPE):
         for i, g in enumerate(generator_configs(config)):
             if not isinstance(g, GeneratorConfig):
                 raise ConfigError(f"generators[{i}] is not a generator section")
+        names = [c.name or f"{c.backend}-{i}" for i, c in enumerate(generator_configs(config))]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"generator names must be distinct, got {names}")
         if options.parties is not None:
             check_parties(config, options.parties, "wasp")
+
+    def generator_configs(self) -> list[GeneratorConfig]:
+        return generator_configs(self.config)
 
     # ------------------------------------------------------------------ privacy
     def releases(self) -> int:
@@ -207,15 +142,13 @@ class WASP(AugPE):
         return T if self.options.output == "nearest" else max(T - 1, 0)
 
     def calibrate_wasp(self) -> tuple[float, float]:
-        """(z, Δ_Q): the noise multiplier of every release and the exact sensitivity."""
-        from ..privacy import gaussian_noise_multiplier
-        from ..privacy.calibration import wasp_noise_multiplier
+        """(z, Δ_Q): the noise multiplier of every release and the exact sensitivity under the run's relation
+        (Δ_Q for one record, m·Δ_Q for a user capped at m records, 1 for normalised user votes)."""
+        from ...privacy import gaussian_noise_multiplier
+        from ...privacy.calibration import wasp_noise_multiplier
 
         q = self.options.q
-        pt = self.options.parties
-        # record level: Δ_Q (also the sum over parties); user level: m·Δ_Q, or 1 for normalised user votes
-        m = pt.max_records if (pt is not None and pt.level == "user" and not pt.normalise) else 1
-        delta_q = 1.0 if (pt is not None and pt.normalise) else m * topq_sensitivity(q)
+        delta_q = self.relation.sensitivity(topq_contribution(q))
         n = self.releases()
         p = self.config.privacy
         if n == 0:
@@ -229,9 +162,15 @@ class WASP(AugPE):
             if self.budget.kind != "dp":
                 raise InvalidPrivacyParameter("privacy.calibration: paper needs an (ε, δ) budget for WASP")
             std = wasp_noise_multiplier(self.budget.epsilon, self.budget.delta, iterations=n + 1,
-                                        sensitivity=m * paper_sensitivity(q))
+                                        sensitivity=self.relation.sensitivity(paper_contribution(q)))
             return float(std / delta_q), delta_q
         return float(gaussian_noise_multiplier(self.budget, compositions=n, method="pld")), delta_q
+
+    def statement_parameters(self) -> dict[str, Any]:
+        """WASP's rounds use T, N and the label distribution, not the evolution loop's variations or selection."""
+        ev = self.config.evolution
+        return {"iterations": ev.iterations, "num_samples": ev.num_samples,
+                "label_distribution": ev.label_distribution.kind, "calibration": self.config.privacy.calibration}
 
     def statement_parts(self, ledger: Any) -> dict[str, Any]:
         parts = super().statement_parts(ledger)
@@ -251,73 +190,39 @@ class WASP(AugPE):
                                       "the generators' names, backends and options"]
         return parts
 
-    # ------------------------------------------------------------------ backends
-    def build_generators(self, public: Corpus | None, guard: PrivateGuard, prompt_log: PromptLog) -> list[Any]:
-        from ..generate import GeneratorContext, build_generator
-
-        gens = []
-        with self.metrics.stage("setup_generator"):
-            for cfg in generator_configs(self.config):
-                gens.append(build_generator(cfg, GeneratorContext(
-                    public=public, label_columns=self.label_columns, prompt_log=prompt_log,
-                    family=cfg.prompt_family, guard=guard, seed=self.seed, cache_dir=self.run.cache)))
-        return gens
-
-    # ------------------------------------------------------------------ the run
-    def execute(self) -> Any:
-        from ..embed import build_embedder, embed_private
-
-        t_start = time.perf_counter()
-        run = self.run
+    # ------------------------------------------------------------------ the rounds (the generation policy)
+    def generate(self, ctx: RunContext) -> Synthetic:
         o = self.options
         ev = self.config.evolution
         T, N = ev.iterations, ev.num_samples
-        inputs = self.split_data(self.load_inputs())
-        if inputs.heldout is not None and not run.heldout.exists():
-            write_corpus(inputs.heldout, run.heldout)
-        public = inputs.public
-        space = self.label_space(public)
-        private_groups = (space.groups_of(inputs.private.label_tuples(space.columns)) if space.columns
-                          else np.zeros(len(inputs.private), dtype=np.int64))
-        self.diagnostic("private_records_outside_label_space", None, int((private_groups < 0).sum()))
-        guard = PrivateGuard(inputs.private.texts, public.texts if public else ())
-        ledger = self.make_ledger()
-        keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
-        prompt_log = PromptLog(run.prompts)
-        self._gen_names = [c.name or f"{c.backend}-{i}" for i, c in enumerate(generator_configs(self.config))]
+        space = ctx.space
+        gens = ctx.generators
+        self._gen_names = [c.name or f"{c.backend}-{i}" for i, c in enumerate(self.generator_configs())]
         K = len(self._gen_names)
-        if len(set(self._gen_names)) != K:
-            raise ConfigError(f"generator names must be distinct, got {self._gen_names}")
         self.sigma, self.sensitivity = self.calibrate_wasp()
         n_rel = self.releases()
         if n_rel:
             self.log(f"Top-{o.q} votes: Δ={self.sensitivity:.4f}, noise multiplier z={self.sigma:.4f} "
                      f"(std {self.sigma * self.sensitivity:.4f}) for {n_rel} releases")
-        label_w = self.public_label_weights(space, public)
+        label_w = public_label_weights(self.config, space, ctx.public)
         n_gen = math.ceil(o.oversample * N) if o.output == "nearest" and n_rel else N
         sizes = round_sizes(n_gen, T)
         self.rounds_info = []
-        gens: list[Any] = []
-        try:
-            gens = self.build_generators(public, guard, prompt_log)
-            ec = self.config.embedder
-            from pathlib import Path
-
-            cache = (Path(ec.cache_dir) if ec.cache_dir else run.embed_cache) if ec.cache else None
-            embedder = build_embedder(ec, cache_dir=cache, cluster=self.config.cluster)
-            private_emb = None
-            self._parties: list[Any] | None = None
-            if n_rel:
-                with self.metrics.stage("embedding_private"):
-                    private_emb = embed_private(embedder, inputs.private.texts)
-                if o.parties is not None:
-                    self._parties = self.build_parties(private_emb, private_groups)
-            D = Population.empty(embedder.dim)
-            weights = np.full(K, 1.0 / K)
-            examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-            hn = np.zeros(0)
+        self._gens = gens
+        embedder = ctx.embedder
+        private_emb = None
+        self._parties: list[Any] | None = None
+        if n_rel:
+            private_emb = ctx.embed_private(ctx.inputs.private.texts)
+            if o.parties is not None:
+                self._parties = self.build_parties(private_emb, ctx.private_groups)
+        D = Population.empty(embedder.dim)
+        weights = np.full(K, 1.0 / K)
+        examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        hn = np.zeros(0)
+        with progress("rounds", T) as rounds:
             for t in range(T):
-                store = run.iteration(t, space)
+                store = self.run.iteration(t, space)
                 if store.is_complete():  # resumed: the round's candidates, votes and weights were kept
                     D, hn, _, state = store.load_complete()
                     info = RoundInfo(**state["round"])
@@ -326,14 +231,17 @@ class WASP(AugPE):
                     if "examples" in state:
                         examples = {int(c): (np.asarray(g, dtype=np.int64), np.asarray(b, dtype=np.int64))
                                     for c, (g, b) in state["examples"].items()}
+                    rounds.advance(1)
                     continue
                 n_k = generator_counts(weights, int(sizes[t]))
                 info = RoundInfo(round=t, n_per_generator=[int(x) for x in n_k],
                                  weights_used=[float(x) for x in weights])
                 new = self._generate_round(t, gens, space, label_w, n_k, D, examples)
-                with self.metrics.stage("embedding", iteration=t) as st:
+                with self.metrics.stage("embedding", iteration=t) as st, \
+                        progress(f"round {t}: embedding", len(new)) as bar:
                     new.emb = (np.asarray(embedder.embed(new.texts), dtype=np.float32) if len(new)
                                else np.zeros((0, embedder.dim), dtype=np.float32))
+                    bar.update(completed=len(new))
                     st.count("texts", len(new))
                 D = Population.concat([D, new]) if len(D) else new
                 info.candidates = len(D)
@@ -342,7 +250,7 @@ class WASP(AugPE):
                 good_idx = np.zeros(0, dtype=np.int64)
                 if n_rel and (t < T - 1 or o.output == "nearest"):
                     assert private_emb is not None
-                    hn, hf, fed = self._vote(t, keeper, private_emb, private_groups, D)
+                    hn, hf, fed = self._vote(t, ctx, private_emb, D)
                     if fed is not None:
                         info.survivors = [int(x) for x in fed["survivors"]]
                         info.sum_noise_std = float(fed["sum_noise_std"][0])
@@ -368,32 +276,20 @@ class WASP(AugPE):
                 store.finish(D, hn, good_idx, state)
                 self.rounds_info.append(info)
                 self.metrics.bump("rounds")
-        finally:
-            prompt_log.close()
-            self._save_metrics_all(t_start, gens)
+                rounds.advance(1)
         if o.output == "nearest" and n_rel:
             keep = select_output(hn, D.group, label_w, N, rng=self.rng("wasp-output"))
             D = D.take(keep)
-        out = Corpus(
-            ids=tuple(f"syn-{i}" for i in range(len(D))), texts=tuple(D.texts),
-            labels={c: tuple(space.values[g][j] for g in D.group) for j, c in enumerate(space.columns)},
-            name="synthetic")
-        write_corpus(out, run.synthetic, include_ids=True)
         self._publish_rounds()
-        audit = guard.scan(rec for rec in read_jsonl(run.prompts))
-        self.write_diagnostics(ledger, audit)
-        atomic_write_json(run.privacy, self.privacy_statement(ledger, audit))
-        self._save_metrics_all(t_start, gens, final=True, records=len(out))
-        run.log(f"done: {len(out)} synthetic records; prompt audit clean={audit.clean}")
-        say(f"[green]done[/]: {len(out)} records → {run.synthetic}")
-        return run.root
+        return Synthetic(texts=list(D.texts), groups=np.asarray(D.group, dtype=np.int64))
 
     def _generate_round(self, t: int, gens: list[Any], space: LabelSpace, label_w: np.ndarray, n_k: np.ndarray,
                         D: Population, examples: dict[int, tuple[np.ndarray, np.ndarray]]) -> Population:
         parts: list[Population] = []
         zero_shot = t == 0 or self.options.feedback == "none"
         f0 = self.options.zero_shot_fraction
-        with self.metrics.stage("generation", iteration=t) as st:
+        total = int(sum(allocate(label_w, int(n), min_each=0).sum() for n in n_k))
+        with self.metrics.stage("generation", iteration=t) as st, progress(f"round {t}: generation", total) as bar:
             for k, gen in enumerate(gens):
                 per_label = allocate(label_w, int(n_k[k]), min_each=0)
                 for g, n in enumerate(per_label):
@@ -416,6 +312,7 @@ class WASP(AugPE):
                             batches.append((gen.contrastive(good, bad, info, int(n) - n0, rng=rng),
                                             "contrastive" if bad else "fewshot"))
                     for texts, origin in batches:
+                        bar.advance(len(texts))
                         start = sum(len(p) for p in parts)
                         parts.append(Population(
                             ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
@@ -424,56 +321,55 @@ class WASP(AugPE):
             st.count("texts", sum(len(p) for p in parts))
         return Population.concat(parts) if parts else Population.empty()
 
-    def _vote(self, t: int, keeper: ReleaseKeeper, private_emb: np.ndarray, private_groups: np.ndarray,
-              D: Population) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray] | None]:
+    def _vote(self, t: int, ctx: RunContext, private_emb: np.ndarray, D: Population
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray] | None]:
         key = f"votes/round_{t:03d}"
-        z, delta = self.sigma, self.sensitivity
+        z = self.sigma
         o = self.options
         if self._parties is not None:
-            return self._vote_parties(t, keeper, D)
-        release = Release(
-            key=key, mechanism="topq_vote_histograms", event=topq_event(z), noise_std=z * delta,
-            sensitivity=delta, iteration=t,
-            description=(f"noisy Top-{o.q} nearest and furthest vote histograms over {len(D)} candidates "
-                         f"(WASP Eq 3-6); exact L2 sensitivity Δ={delta:.6g}"),
+            return self._vote_parties(t, ctx, D)
+        release = gaussian_release(
+            key, mechanism="topq_vote_histograms", noise_multiplier=z, contribution=topq_contribution(o.q),
+            relation=ctx.relation, iteration=t,
+            description=f"noisy Top-{o.q} nearest and furthest vote histograms over {len(D)} candidates (WASP Eq 3-6)",
             meta={"q": o.q, "metric": o.metric, "calibration": self.config.privacy.calibration})
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             assert D.emb is not None
-            rel, event = dp_topq_histograms(private_emb, D.emb, q=o.q, noise_multiplier=z, sensitivity=delta,
-                                            rng=self.noise_rng(key), private_groups=private_groups,
-                                            candidate_groups=D.group, metric=o.metric)
+            rel, event = dp_topq_histograms(private_emb, D.emb, q=o.q, noise_multiplier=z,
+                                            sensitivity=release.sensitivity, rng=self.noise_rng(key),
+                                            private_groups=ctx.private_groups, candidate_groups=D.group,
+                                            metric=o.metric)
             return {"nearest": rel.nearest, "furthest": rel.furthest}, event
 
         with self.metrics.stage("vote", iteration=t):
-            vals = keeper.release(release, compute)
+            vals = ctx.keeper.release(release, compute)
         return vals["nearest"], vals["furthest"], None
 
-    def _vote_parties(self, t: int, keeper: ReleaseKeeper,
-                      D: Population) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    def _vote_parties(self, t: int, ctx: RunContext, D: Population
+                      ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """Alg 2 lines 8-11: the release is described and recorded BEFORE any party computes; then each party
         votes on its own records and adds its noise share, and only the (secure) sum comes back. The recorded
         event GaussianDpEvent(z) is the sum's with t survivors; more survivors only add noise (noise.py)."""
-        from ..federated.topq import federated_topq
+        from ...federated.topq import federated_topq
 
         key = f"votes/round_{t:03d}"
-        z, delta = self.sigma, self.sensitivity
+        z = self.sigma
         o = self.options
         pt = o.parties
         assert pt is not None and self._parties is not None
         L = len(self._parties)
         tmin = pt.min_survivors if pt.min_survivors is not None else L
-        unit = ("record" if pt.level == "record" else
-                "user (normalised votes)" if pt.normalise else f"user (≤ {pt.max_records} records each)")
-        release = Release(
-            key=key, mechanism="federated_topq_sum", event=topq_event(z), noise_std=z * delta,
-            sensitivity=delta, iteration=t,
+        release = gaussian_release(
+            key, mechanism="federated_topq_sum", noise_multiplier=z, contribution=topq_contribution(o.q),
+            relation=ctx.relation, iteration=t,
             description=(f"sum over {L} parties of their Top-{o.q} nearest and furthest vote histograms over "
-                         f"{len(D)} candidates, each party adding N(0, σ²/{tmin}) (WASP Alg 2, Eq 9); "
-                         f"{'SecAgg+' if pt.aggregation == 'secagg' else 'plain (NOT secure) aggregation'}; "
-                         f"{unit}-level L2 sensitivity Δ={delta:.6g}"),
+                         f"{len(D)} candidates, each party adding N(0, σ²/{tmin - pt.collusion}) (WASP Alg 2, Eq 9; "
+                         f"noise covers a server colluding with {pt.collusion} parties); "
+                         f"{'SecAgg+' if pt.aggregation == 'secagg' else 'plain (NOT secure) aggregation'}"),
             meta={"q": o.q, "metric": o.metric, "calibration": self.config.privacy.calibration, "parties": L,
-                  "aggregation": pt.aggregation, "min_survivors": tmin, "level": pt.level})
+                  "aggregation": pt.aggregation, "min_survivors": tmin, "collusion": pt.collusion,
+                  "level": pt.level})
 
         timing: dict[str, float] = {}
 
@@ -481,8 +377,9 @@ class WASP(AugPE):
             assert D.emb is not None and self._parties is not None
             t0 = time.perf_counter()
             r = federated_topq(
-                self._parties, D.emb, D.group, q=o.q, sigma=z * delta, value_bound=self.value_bound(),
-                aggregation=pt.aggregation, min_survivors=tmin, metric=o.metric, normalise=pt.normalise,
+                self._parties, D.emb, D.group, q=o.q, sigma=release.noise_std, value_bound=self.value_bound(),
+                aggregation=pt.aggregation, min_survivors=tmin, collusion=pt.collusion, metric=o.metric,
+                normalise=pt.normalise,
                 seed=self.seed, key=key, reproducible=self.config.privacy.reproducible_noise, timeout=pt.timeout,
                 drop=self.drop_hook())
             timing["seconds"] = time.perf_counter() - t0  # wall time: metrics only, not part of the release
@@ -491,12 +388,12 @@ class WASP(AugPE):
                     "sum_noise_std": np.asarray([r.noise_std])}, topq_event(z)
 
         with self.metrics.stage("vote", iteration=t):
-            vals = keeper.release(release, compute)
+            vals = ctx.keeper.release(release, compute)
         return vals["nearest"], vals["furthest"], {**vals, "seconds": np.asarray([timing.get("seconds", np.nan)])}
 
     def _publish_rounds(self) -> None:
         """Weights and histogram summaries per round: functions of released values and public sizes only."""
-        from ..privacy.statement import released_number
+        from ...privacy.statement import released_number
 
         def r(xs: list[float] | None) -> list[float] | None:
             return None if xs is None else [released_number(x) for x in xs]
@@ -516,23 +413,13 @@ class WASP(AugPE):
                    if info.survivors is not None else {})})
         self.released["wasp"] = {"generators": list(self._gen_names), "rounds": rounds}
 
-    def _save_metrics_all(self, t_start: float, gens: list[Any], *, final: bool = False,
-                          records: int | None = None) -> None:
-        from ..generate.base import GenerationStats
-
-        total = GenerationStats()
-        for g in gens:
-            total.merge(g.stats)
-        holder = type("G", (), {"stats": total})()
-        self._save_metrics(t_start, holder, final=final, records=records)
-        if self.rounds_info:
-            import json
-
-            d = json.loads(self.run.metrics.read_text(encoding="utf-8"))
-            d["wasp"] = {"generators": list(self._gen_names),
-                         "rounds": [i.to_dict() for i in self.rounds_info],
-                         "per_generator": {self._gen_names[k]: g.stats.to_dict() for k, g in enumerate(gens)}}
-            atomic_write_json(self.run.metrics, d)
+    def metrics_extra(self) -> dict[str, Any]:
+        """WASP's rounds in full (private/metrics.json): sizes, weights, histogram summaries, generator stats."""
+        if not getattr(self, "rounds_info", None):
+            return {}
+        return {"wasp": {"generators": list(self._gen_names), "rounds": [i.to_dict() for i in self.rounds_info],
+                         "per_generator": {self._gen_names[k]: g.stats.to_dict() for k, g in enumerate(self._gens)
+                                           if getattr(g, "stats", None) is not None}}}
 
 
 def generator_configs(config: Config) -> list[GeneratorConfig]:

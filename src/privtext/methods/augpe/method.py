@@ -1,0 +1,204 @@
+"""Aug-PE: Private Evolution for text with DP nearest-neighbour votes (the baseline of all three papers).
+
+Privacy (record-level, add/remove one private record)
+-----------------------------------------------------
+Each iteration releases one vote histogram: one vote per record, so L2 sensitivity Δ = 1 under add/remove one
+record (Δ from the run's relation, :mod:`privtext.privacy.relation`; see :mod:`privtext.mechanisms.voting`) and
+Gaussian noise N(0, σ²Δ²): a Gaussian mechanism with noise multiplier σ. T iterations are the T-fold composition (plus one Gaussian label histogram when
+``evolution.label_distribution.kind = dp``). Budget forms:
+
+* ``{epsilon, delta}`` — σ is the smallest value whose composition meets (ε, δ) under the PLD accountant
+  (tight); ``privacy.calibration: paper`` uses σ = √T/μ with μ from (ε, δ) by GDP duality instead.
+* ``{mu}`` — μ-GDP composes exactly: σ = √T/μ (Dong et al.; the Aug-PE calibration).
+* ``{secret: {p, r}}`` — μ = Φ⁻¹(1−p) − Φ⁻¹(1−r) (SecPE Eq 4 / Lemma 3.2), then as ``{mu}``: every secret gets
+  (p, r)-protection *when each secret sits in one record*. A secret repeated in k records needs group sensitivity
+  k (``augpe.sensitivity: secret_group``, SecPE's second GDP baseline): the run's relation is then the secret
+  group of k (k found before the first release), which multiplies the noise of EVERY release by k — the votes,
+  the label histogram (Δ = k) and the DP vocabulary of ``vocabulary_prompts`` (Δ₁ = k·r).
+* ``{noise_multiplier}`` — σ as given; the ledger only reports ε at δ = 1e-5.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ...backends import BackendOptions
+from ...config import Config
+from ...errors import ConfigError
+from ...mechanisms.distributed import build_counter
+from ...privacy.release import Release
+from ..base import LabelNoise, RunContext
+from ..parties import PartiesOptions, check_parties
+from ..votes import DPVoteMethod
+from .scorers import DPVoteScorer, FederatedVoteScorer
+from .vocabulary import VocabularyPrompts
+
+
+class AugPEOptions(BackendOptions):
+    """The ``augpe:`` section. ``sensitivity: secret_group`` is SecPE's second GDP baseline: the vote histogram's
+    sensitivity is the number of private records holding the most-repeated secret (found by ``detector``)."""
+
+    sensitivity: Literal["record", "secret_group"] = "record"
+    detector: str | dict[str, Any] | list[str | dict[str, Any]] = "regex"
+    vocabulary_prompts: bool = Field(
+        default=False, description="DP-KPS's baseline (dpkps.txt §3): release a DP vocabulary (Laplace, App A.1) and "
+        "write the initial candidates from prompts holding random DP-vocabulary terms, with no class topic")
+    vocabulary_epsilon_fraction: float = Field(default=1 / 6, gt=0, lt=1, description="share of privacy.epsilon "
+                                               "spent on the DP vocabulary (pure ε; the votes get the rest)")
+    vocabulary_size: int = Field(default=400, ge=1)
+    vocabulary_r: int = Field(default=10, ge=1)
+    vocabulary_terms: int = Field(default=8, ge=1, description="DP-vocabulary terms per prompt")
+    parties: PartiesOptions | None = Field(
+        default=None, description="several data holders (the PrE-Text setting): each party votes on its own "
+        "records and only the securely aggregated noisy sum is released (privtext.federated.votes)")
+
+
+def label_sigma_ratio(fraction: float, compositions: int) -> float:
+    """σ_label/σ so that the label release takes ``fraction`` of the GDP budget μ²
+    (:class:`~privtext.privacy.budget.BudgetSplit`): 1/σ_l² = f·μ² and T/σ² = (1−f)·μ²  ⇒  σ_l = σ·√((1−f)/(f·T))."""
+    from ...privacy.budget import BudgetSplit
+
+    split = BudgetSplit.gdp(1.0, {"labels": fraction, "votes": 1 - fraction})
+    return split.noise_ratio("labels", "votes", compositions=compositions)
+
+
+class AugPE(DPVoteMethod):
+    name: ClassVar[str] = "augpe"
+    Options = AugPEOptions
+    options: AugPEOptions
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        if options.vocabulary_prompts and config.privacy.kind != "dp":
+            raise ConfigError("augpe.vocabulary_prompts spends part of an (ε, δ) budget on a Laplace vocabulary: "
+                              f"give privacy: {{epsilon, delta}} (got a {config.privacy.kind!r} budget)")
+        if options.sensitivity == "secret_group":
+            from ...secrets import build_detector
+
+            build_detector(options.detector)
+        if options.parties is not None:
+            check_parties(config, options.parties, cls.name)
+            if options.sensitivity != "record":
+                raise ConfigError("augpe.parties counts each party's own votes; augpe.sensitivity: "
+                                  f"{options.sensitivity} needs every record's secrets in one place (use record)")
+            if options.vocabulary_prompts:
+                raise ConfigError("augpe.parties with augpe.vocabulary_prompts: the DP vocabulary would need its "
+                                  "own aggregation over the parties (not implemented); drop one of the two")
+
+    # ------------------------------------------------------------------ noise
+    def calibrate(self, compositions: int, label_fraction: float | None) -> tuple[float, float | None]:
+        """σ for T vote releases (+ an optional label release taking ``label_fraction`` of the budget)."""
+        import dp_accounting
+
+        from ...privacy import DpTarget, GdpTarget, calibrate, gaussian_noise_multiplier
+
+        p = self.config.privacy
+        if p.kind == "noise":
+            assert p.noise_multiplier is not None
+            if p.noise_multiplier == 0:
+                self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
+            sigma = float(p.noise_multiplier)
+            # the label release gets the same share of the (implicit) budget as with a target: σ_l = σ·ratio
+            return sigma, (sigma * label_sigma_ratio(label_fraction, compositions) if label_fraction else None)
+        b = self.budget
+        ratio = label_sigma_ratio(label_fraction, compositions) if label_fraction else None
+        vocab = self.vocabulary_event()
+        if p.calibration == "paper" and ratio is None and vocab is None:
+            return float(gaussian_noise_multiplier(b, compositions=compositions, method="paper")), None
+
+        def make(s: float) -> Any:
+            votes = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), compositions)
+            parts = ([vocab] if vocab is not None else []) + (
+                [dp_accounting.GaussianDpEvent(s * ratio)] if ratio is not None else [])
+            return dp_accounting.ComposedDpEvent([*parts, votes]) if parts else votes
+
+        target = GdpTarget(b.mu) if b.kind == "gdp" else DpTarget(b.epsilon, b.delta)
+        sigma = float(calibrate(make, target))
+        return sigma, (sigma * ratio if ratio is not None else None)
+
+    # ------------------------------------------------------------------ DP-vocabulary prompts (DP-KPS's baseline)
+    def vocabulary_prompts_on(self) -> bool:
+        return bool(self.options.vocabulary_prompts)
+
+    def vocabulary_epsilon(self) -> float | None:
+        if not self.vocabulary_prompts_on():
+            return None
+        return self.options.vocabulary_epsilon_fraction * float(self.config.privacy.epsilon)  # type: ignore[arg-type]
+
+    def vocabulary_event(self) -> Any:
+        from ...privacy.events import laplace_event
+
+        eps = self.vocabulary_epsilon()
+        return None if eps is None else laplace_event(eps)
+
+    def build_backends(self, public: Any, guard: Any, prompt_log: Any) -> Any:
+        gens, emb = super().build_backends(public, guard, prompt_log)
+        if self.vocabulary_prompts_on():
+            gens = [VocabularyPrompts(g, terms_per_prompt=self.options.vocabulary_terms) for g in gens]
+        return gens, emb
+
+    def release_vocabulary(self, ctx: RunContext) -> None:
+        """The DP vocabulary of DP-KPS (App A.1) for the baseline's prompts: Laplace(Δ₁/ε_v) on every public term,
+        Δ₁ from the run's relation (r for one record, k·r for a secret's group of k), through the keeper (recorded
+        before the private texts are read; kept for resume)."""
+        from ...data.vocabulary import vocabulary_from_corpus
+        from ...mechanisms.vocabulary import dp_vocabulary, vocabulary_contribution
+        from ...privacy.statement import released_number
+
+        o = self.options
+        eps = self.vocabulary_epsilon()
+        assert eps is not None
+        if ctx.public is None:
+            raise ConfigError("augpe.vocabulary_prompts needs data.public (the public vocabulary's source)")
+        vocab = vocabulary_from_corpus(list(ctx.public.texts), min_count=3)
+        size = min(o.vocabulary_size, len(vocab))
+        key = "vocabulary"
+        private_texts = ctx.inputs.private.texts
+
+        def compute(r: Release) -> tuple[dict[str, np.ndarray], Any]:
+            rel, event = dp_vocabulary(private_texts, vocab, r=o.vocabulary_r, epsilon=eps, size=size,
+                                       rng=self.noise_rng(key), neighbouring=ctx.relation)
+            return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, event
+
+        vals = ctx.laplace(key, mechanism="dp_vocabulary", epsilon=eps,
+                           contribution=vocabulary_contribution(o.vocabulary_r), compute=compute,
+                           description=f"DP vocabulary (DP-KPS App A.1): first {o.vocabulary_r} public terms per "
+                                       f"private record, Laplace histogram, top {size}")
+        terms = [vocab.terms[int(i)] for i in vals["indices"]]
+        for g in ctx.generators:
+            g.terms = terms  # type: ignore[attr-defined]
+        self.released["dp_vocabulary"] = {t: released_number(c) for t, c in zip(terms, vals["noisy_counts"],
+                                                                                 strict=True)}
+
+    # ------------------------------------------------------------------ the scorer
+    def scorer(self, ctx: RunContext) -> tuple[Any, LabelNoise | None]:
+        T = self.config.evolution.iterations
+        ld = self.config.evolution.label_distribution
+        frac = ld.budget_fraction if (ld.kind == "dp" and ctx.space.columns) else None
+        sigma, label_sigma = self.calibrate(T, frac)
+        self.sigma, self.label_sigma = sigma, label_sigma
+        if self.vocabulary_prompts_on():
+            self.release_vocabulary(ctx)
+        self.log(f"noise multiplier σ={sigma:.4f} for {T} vote releases; relation: {ctx.relation.words()}")
+        private_emb = ctx.embed_private(ctx.inputs.private.texts)
+        label_noise = LabelNoise("gaussian", sigma=label_sigma) if label_sigma is not None else None
+        ev = self.config.evolution
+        if self.options.parties is not None:
+            self.released_rounds = []
+            self.released["parties"] = {"rounds": self.released_rounds}  # survivors, sum noise std: public
+            return FederatedVoteScorer(
+                parties=self.build_parties(private_emb, ctx.private_groups), options=self.options.parties,
+                sigma=sigma, voting=self.config.voting, threshold=ev.threshold, relation=ctx.relation,
+                keeper=ctx.keeper, value_bound=self.value_bound(), seed=self.seed,
+                reproducible=self.config.privacy.reproducible_noise, drop=self.drop_hook(),
+                on_round=self.released_rounds.append), label_noise
+        scorer = DPVoteScorer(private_emb=private_emb, private_groups=ctx.private_groups, sigma=sigma,
+                              voting=self.config.voting, threshold=ev.threshold, relation=ctx.relation,
+                              keeper=ctx.keeper, noise_rng=self.noise_rng, counter=build_counter(self.config.cluster))
+        return scorer, label_noise
+
+
+__all__ = ["AugPE", "AugPEOptions", "label_sigma_ratio"]
