@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError
+from ..progress import advance
 from .base import Embedder, check_texts
 
 FILENAME = "embeddings.sqlite"
@@ -153,7 +154,9 @@ def embed_through(store: EmbeddingStore, name: str, dim: int, texts: list[str],
                   ) -> tuple[np.ndarray, int, int]:
     """The vectors of ``texts`` under model id ``name``: read from ``store`` where it holds them, the others
     computed by ``embed`` ``chunk_size`` distinct texts at a time, each chunk committed before the next starts.
-    Duplicate texts are embedded once. Returns (float32 vectors in input order, cache hits, texts embedded)."""
+    Duplicate texts are embedded once. Returns (float32 vectors in input order, cache hits, texts embedded).
+    The innermost progress bar (:func:`privtext.progress.advance`) is advanced by the texts read from the store
+    (and repeated ones) at once; ``embed``'s batches advance it by the texts they embed."""
     if not texts:
         return np.zeros((0, dim), dtype=np.float32), 0, 0
     keys = [store.key(t) for t in texts]
@@ -165,6 +168,7 @@ def embed_through(store: EmbeddingStore, name: str, dim: int, texts: list[str],
     first_text: dict[bytes, str] = {}
     for k, t in zip(keys, texts, strict=True):
         first_text.setdefault(k, t)
+    advance(len(texts) - len(missing_keys))  # the texts embedding will not reach (the embedder advances the rest)
     for i in range(0, len(missing_keys), chunk_size):
         chunk = missing_keys[i:i + chunk_size]
         vecs = np.asarray(embed([first_text[k] for k in chunk]), dtype=np.float32)

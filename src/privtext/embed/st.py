@@ -14,6 +14,7 @@ sentence-transformers' tokenizer, mean pooling and normalisation. Measured in ``
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from pydantic import Field
 
 from ..backends import BackendOptions
 from ..errors import BackendError, ConfigError
+from ..progress import advance, progress
 from .base import CoreDependencyMissing, check_texts, l2_normalize
 from .st_export import RUNTIMES, OnnxSession, _preprocess, ensure_export, require
 
@@ -167,28 +169,52 @@ class SentenceTransformerEmbedder:
         return cls(**kw)
 
     def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        """Unit vectors of ``texts``. Every batch advances the innermost open progress bar by its texts
+        (:func:`privtext.progress.advance`: a run's embedding bar moves as the batches finish); ``show_progress``
+        opens a bar of its own."""
         texts = check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.calls += 1
-        if self.session is not None:
-            return self._embed_onnx(texts, self.session)
+        with progress(f"embedding {len(texts)} texts", len(texts)) if show_progress else contextlib.nullcontext():
+            if self.session is not None:
+                return self._embed_onnx(texts, self.session)
+            return self._embed_torch(texts)
+
+    def _batches(self, texts: list[str]) -> list[np.ndarray]:
+        """The batches ``SentenceTransformer.encode`` itself would make of ``texts`` (index arrays): the texts
+        sorted by length, longest first — encode's own order (``_input_length``: characters; interleaved where
+        the model flattens inputs) — cut every ``batch_size``. Encoding each batch in its own call gives the
+        vectors one call on all of them gives (same batch members, same padding; ``tests/test_embed_progress.py``)
+        and lets each finished batch move the progress bar."""
+        length = getattr(self.model, "_input_length", len)
+        order = np.argsort([-length(t) for t in texts])
+        flatten = getattr(self.model, "_can_flatten_inputs", None)
+        if callable(flatten) and flatten():
+            order = self.model._interleave_sorted_indices(order)
+        return [order[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+
+    def _embed_torch(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         threads = torch.get_num_threads()
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         try:
             if self.torch_threads:
                 torch.set_num_threads(self.torch_threads)
-            # sentence-transformers sorts each call's texts by length before batching (little padding)
-            if self.precision == "fp32":
-                vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=show_progress,
-                                         convert_to_numpy=True, normalize_embeddings=True)
-            else:  # bf16 tensors have no numpy dtype: to fp32, normalised below in float64
-                vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=show_progress,
-                                         convert_to_tensor=True, normalize_embeddings=False).float().cpu().numpy()
+            for idx in self._batches(texts):
+                batch = [texts[j] for j in idx]
+                if self.precision == "fp32":
+                    vecs = self.model.encode(batch, batch_size=self.batch_size, show_progress_bar=False,
+                                             convert_to_numpy=True, normalize_embeddings=True)
+                else:  # bf16 tensors have no numpy dtype: to fp32, normalised below in float64
+                    vecs = self.model.encode(batch, batch_size=self.batch_size, show_progress_bar=False,
+                                             convert_to_tensor=True, normalize_embeddings=False).float().cpu().numpy()
+                out[idx] = np.asarray(vecs, dtype=np.float32)
+                advance(len(idx))
         finally:
             if self.torch_threads:
                 torch.set_num_threads(threads)
-        return l2_normalize(np.asarray(vecs), what=self.name)
+        return l2_normalize(out, what=self.name)
 
     def _embed_onnx(self, texts: list[str], session: OnnxSession) -> np.ndarray:
         if self.batch_size == 1:  # one text per request, several requests in flight (OpenVINO throughput streams)
@@ -196,7 +222,7 @@ class SentenceTransformerEmbedder:
             for t in texts:
                 features = _preprocess(self.model, [t])
                 feeds.append({k: np.asarray(features[k].cpu().numpy(), dtype=np.int64) for k in session.input_names})
-            return l2_normalize(session.run_each(feeds), what=self.name)
+            return l2_normalize(session.run_each(feeds, on_done=advance), what=self.name)
         # as sentence-transformers' encode: longest first, batches of batch_size padded to their longest text
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -205,6 +231,7 @@ class SentenceTransformerEmbedder:
             features = _preprocess(self.model, [texts[j] for j in idx])
             feeds = {k: np.asarray(features[k].cpu().numpy(), dtype=np.int64) for k in session.input_names}
             out[idx] = session.run(feeds)
+            advance(len(idx))
         return l2_normalize(out, what=self.name)
 
 

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,13 +236,20 @@ class OnnxSession:
             self._req = compiled.create_infer_request()
             self.input_names = [p.get_any_name() for p in compiled.inputs]
 
-    def run_each(self, feeds: list[dict[str, np.ndarray]]) -> np.ndarray:
+    def run_each(self, feeds: list[dict[str, np.ndarray]], *,
+                 on_done: Callable[[int], None] | None = None) -> np.ndarray:
         """One request per feed (each a batch of one text), outputs stacked in order: in flight together on the
-        throughput streams, else one after another."""
+        throughput streams, else one after another. ``on_done(1)`` is called as each request finishes (on
+        OpenVINO's callback thread when in flight: it must be thread-safe, as rich's progress bars are)."""
         if not feeds:
             raise BackendError("run_each needs at least one feed")
         if not self.throughput:
-            return np.concatenate([self.run(f) for f in feeds])
+            outs = []
+            for f in feeds:
+                outs.append(self.run(f))
+                if on_done is not None:
+                    on_done(1)
+            return np.concatenate(outs)
         ov = require("openvino")
         if self._queue is None:
             n = int(self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
@@ -250,6 +258,8 @@ class OnnxSession:
 
         def done(request: Any, i: int) -> None:
             rows[i] = np.array(request.get_output_tensor(0).data, dtype=np.float32, copy=True)
+            if on_done is not None:
+                on_done(1)
 
         self._queue.set_callback(done)
         for i, f in enumerate(feeds):

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..progress import progress
 from .base import Embedder, check_texts
 from .cache import CachedEmbedder, EmbeddingStore, embed_through
 
@@ -177,10 +178,13 @@ class TieredEmbedder:
             t0 = time.perf_counter()
             emb = self.tiers[tier]
             store = self._private_store if private else None
-            if store is not None:
-                vecs, _, n_new = embed_through(store, self.tier_name(tier), self.dim, missing, emb.embed)
-            else:
-                vecs, n_new = np.asarray(emb.embed(missing), dtype=np.float32), len(missing)
+            what = "fp32 vectors" if tier == len(self.tiers) - 1 else f"tier {tier} vectors"
+            # a bar of its own: the vote's bar, open meanwhile, counts votes, not texts
+            with progress(f"exact votes: {what}", len(missing)):
+                if store is not None:
+                    vecs, _, n_new = embed_through(store, self.tier_name(tier), self.dim, missing, emb.embed)
+                else:
+                    vecs, n_new = np.asarray(emb.embed(missing), dtype=np.float32), len(missing)
             for t, v in zip(missing, vecs, strict=True):
                 memo[t] = v
             self.counters.add(f"tier{tier}_seconds", time.perf_counter() - t0)
