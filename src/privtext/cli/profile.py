@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 #: the count each stage's throughput is measured in
-UNITS = {"embedding": "texts", "generation": "texts", "voting": "candidates"}
+UNITS = {"embedding": "texts", "embedding_private": "texts", "generation": "texts", "voting": "candidates"}
 
 
 def profile_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
