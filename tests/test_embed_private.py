@@ -81,6 +81,23 @@ def test_a_second_run_embeds_no_private_text_and_releases_the_same(tmp_path: Pat
     assert m["private_embedding_embedded"] == 0
 
 
+@pytest.mark.parametrize("method", ["secpe", "wasp"])
+def test_every_method_reads_its_private_corpus_from_the_cache(method: str, tmp_path: Path, cache_home: Path,
+                                                             seen: list[str]) -> None:
+    """The private cache sits in the run skeleton (RunContext.embed_private), so each method has it without a
+    line of its own: SecPE and WASP as Aug-PE above (DP-KPS embeds no private text)."""
+    priv, pub = _corpora()
+    kw = {"private": priv, "public": pub, "method": method, "iterations": 2,
+          "embedder": {"backend": "hashing", "dim": 64, "cache": False}}
+    tiny_run(tmp_path / "first", **kw)  # type: ignore[arg-type]
+    assert set(priv.texts) <= set(seen)
+    seen.clear()
+    second = tiny_run(tmp_path / "second", **kw)  # type: ignore[arg-type]
+    assert not set(priv.texts) & set(seen)
+    m = json.loads((second / "private" / "metrics.json").read_text())["counters"]
+    assert m["private_embedding_cached"] == len(priv) and m["private_embedding_embedded"] == 0
+
+
 def test_the_count_catches_a_run_without_the_cache(tmp_path: Path, cache_home: Path, seen: list[str]) -> None:
     """Planted fault: with the cache off the second run embeds the private file again, and the count sees it."""
     priv, pub = _corpora(1)

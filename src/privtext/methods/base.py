@@ -235,8 +235,8 @@ class RunContext:
         return self.keeper.release(release, lambda: compute(release))
 
     def embed_private(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of private texts (float32, one row per text), for every method: through the user's private
-        embedding cache (:func:`privtext.embed.private.embed_private`; ``embedder: {private_cache: false}`` turns
+        """Embeddings of texts from the private file (float32, one row per text; SecPE's secret-free records too),
+        for every method: through the user's private embedding cache (:func:`privtext.embed.private.embed_private`; ``embedder: {private_cache: false}`` turns
         it off), so a later run on the same private file embeds none of it. What the cache did is counted in the
         run's private metrics (``private_embedding_texts``/``cached``/``embedded``/``seconds``). With exact votes
         (``runtime: auto``) the rows keep their source (the array is returned as it is, not copied), so the vote
