@@ -307,6 +307,8 @@ class BaseGenerator:
 
             raise BackendError(f"{self.name}: backend returned {len(out)} texts for {expected} requested")
         self.stats.texts += len(out)
+        if self.prompt_log is not None:
+            self.prompt_log.generated(out)
 
     # ---- to implement
     def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
