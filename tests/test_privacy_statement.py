@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,9 @@ def _skeleton(st: dict[str, Any]) -> Any:
         if isinstance(x, (int, float)):
             return MASK if any(math.isclose(float(x), m, rel_tol=1e-9) for m in masked) else x
         if isinstance(x, str):
-            for m in masked:  # numbers quoted in the words (e.g. σ in "Assumed public: noise_std = 2.5")
-                x = x.replace(f"{m:.4g}", MASK)
+            for m in masked:  # numbers quoted in the words (e.g. σ in "Assumed public: noise_std = 2.5"), whole
+                # numbers only: a released count of 20 is not the 20 of "ChaCha20"
+                x = re.sub(rf"(?<![\w.]){re.escape(f'{m:.4g}')}(?![\w]|\.\d)", MASK, x)
             return x
         if isinstance(x, dict):
             return {k: walk(v) for k, v in x.items() if k != "released"}
