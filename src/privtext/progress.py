@@ -35,21 +35,36 @@ class _Bar:
         if self.prog is not None:
             self.prog.advance(self.task, n)
 
+    def note(self, text: str) -> None:
+        """A short status shown after the bar (e.g. the current loss and tokens/s)."""
+        if self.prog is not None:
+            self.prog.update(self.task, note=text)
+
 
 @contextlib.contextmanager
-def progress(description: str, total: float | None) -> Iterator[_Bar]:
-    """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``."""
+def progress(description: str, total: float | None, *, eta: bool = False) -> Iterator[_Bar]:
+    """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``.
+    ``eta=True`` adds the estimated time remaining; :meth:`_Bar.note` shows a status after the bar."""
     if quiet() or not sys.stderr.isatty():
         yield _Bar(None, None)
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    ) as prog:
-        task = prog.add_task(description, total=total)
+    columns: list[Any] = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn()]
+    if eta:
+        columns += [TextColumn("ETA"), TimeRemainingColumn()]
+    columns.append(TextColumn("{task.fields[note]}"))
+    with Progress(*columns, console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(description, total=total, note="")
         yield _Bar(prog, task)
 
 
