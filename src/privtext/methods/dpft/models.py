@@ -67,8 +67,7 @@ class PublicSmallLM:
         self.empty_retries = int(empty_retries)
         info = lm.info
         self.origin = (f"a GPT-2 of {info.get('parameters', 0) / 1e6:.2g} M parameters trained here on the public "
-                       f"corpus ({info.get('public_texts', '?')} texts; privtext's lm generator, cache key "
-                       f"{str(info.get('key', ''))[:12]})")
+                       f"corpus ({info.get('public_texts', '?')} texts; privtext's lm generator)")
 
     def training_sequence(self, text: str, label: Mapping[str, str] | None) -> list[int]:
         return _truncate(self.encoder.record(text, label), self.max_length)
