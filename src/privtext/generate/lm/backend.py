@@ -80,14 +80,18 @@ class LMOptions(BackendOptions):
     cache_dir: str | None = Field(default=None, description="default $PRIVTEXT_CACHE_HOME/lm, else "
                                   "$XDG_CACHE_HOME/privtext/lm, else ~/.cache/privtext/lm")
     device: str = Field(default="auto", description="auto, cpu, cuda, cuda:1")
-    torch_threads: int | None = Field(default=None, ge=1, description="CPU threads (restored after each call)")
+    torch_threads: int | None = Field(default=None, ge=1, description="CPU threads for training (default: torch's; "
+                                      "restored afterwards)")
+    sample_threads: int | None = Field(default=1, ge=1, description="CPU threads for sampling (None: torch's). One "
+                                       "by default: a token step's matmuls are too small to split, and on a shared "
+                                       "2-core machine two threads measured 10x slower")
     # ---- sampling
     temperature: float = Field(default=1.0, gt=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
     top_k: int = Field(default=0, ge=0, description="0 disables top-k")
     max_new_tokens: int = Field(default=256, ge=1)
     min_new_tokens: int = Field(default=4, ge=0, description="free format: no end before this many tokens")
-    sample_batch_size: int = Field(default=32, ge=1)
+    sample_batch_size: int = Field(default=64, ge=1)
     empty_retries: int = Field(default=2, ge=0, description="re-sample outputs that decode to empty text")
     paraphrase_keyphrases: int = Field(default=8, ge=1, le=64)
     paraphrase_keep: float = Field(default=0.5, ge=0, le=1)
@@ -142,6 +146,8 @@ class LMGenerator(BaseGenerator):
                 guard=guard)
         enc = self.lm.encoder
         self.enc = enc
+        on_cpu = next(self.lm.model.parameters()).device.type == "cpu"
+        self._sample_threads = (o.sample_threads or o.torch_threads) if on_cpu else None
         # the infill budget of training (codes.ExampleMaker): text tokens of the source of an infill sequence
         self._infill_budget = int(0.75 * (self.lm.n_positions - len(enc.codebook.columns) - 4))
 
@@ -167,8 +173,9 @@ class LMGenerator(BaseGenerator):
 
     # ------------------------------------------------------------------------------------------- plumbing
     @contextlib.contextmanager
-    def _threads(self) -> Iterator[None]:
-        n = self.options.torch_threads
+    def _threads(self, n: int | None = None) -> Iterator[None]:
+        """Run with ``n`` torch CPU threads (default: ``torch_threads``), restoring the count afterwards."""
+        n = n or self.options.torch_threads
         if not n:
             yield
             return
@@ -222,7 +229,7 @@ class LMGenerator(BaseGenerator):
                 break
             if attempt:
                 self.stats.retries += len(todo)
-            with self._threads():
+            with self._threads(self._sample_threads):
                 new = self.lm.sample([jobs[i].prompt for i in todo], rng,
                                      n_blanks=[jobs[i].n_blanks for i in todo], settings=self.sampling,
                                      stats=stats)
@@ -354,7 +361,7 @@ class LMGenerator(BaseGenerator):
         import math
 
         labels = None if label is None else [label.as_dict()] * len(texts)
-        with self._threads():
+        with self._threads(self._sample_threads):
             return math.exp(self.lm.loss(list(texts), labels))
 
     def close(self) -> None:

@@ -36,7 +36,15 @@ from .keyphrases import KeyphraseExtractor
 from .model import ModelShape, build_model, count_parameters, model_shape
 from .sample import SamplingSettings, sample
 from .tokenizer import load_tokenizer, normalize, train_tokenizer
-from .train import TrainResult, collate, evaluate_loss, length_batches, train_loop, warmup_cosine
+from .train import (
+    PAD_MULTIPLE,
+    TrainResult,
+    collate,
+    evaluate_loss,
+    length_batches,
+    train_loop,
+    warmup_cosine,
+)
 
 
 @dataclass(frozen=True)
@@ -141,7 +149,7 @@ def _epochs(maker: ExampleMaker, idx: np.ndarray, settings: LMSettings, pad_id: 
         rng = derive(settings.seed, "lm-epoch", e)
         seqs = [maker.example(int(i), rng) for i in idx]
         for b in length_batches([len(s) for s in seqs], settings.batch_size, rng):
-            yield collate([seqs[int(i)] for i in b], pad_id=pad_id, device=device)
+            yield collate([seqs[int(i)] for i in b], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE)
         e += 1
 
 

@@ -34,7 +34,7 @@ class SamplingSettings:
     top_k: int = 0
     max_new_tokens: int = 256
     min_new_tokens: int = 4
-    batch_size: int = 32
+    batch_size: int = 64
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -45,22 +45,51 @@ class SamplingSettings:
             raise ConfigError("top_k >= 0, max_new_tokens >= 1, min_new_tokens >= 0 and batch_size >= 1 required")
 
 
-def _filter(logits: Any, s: SamplingSettings) -> Any:
-    """Temperature, top-k and top-p on (rows, vocab) float logits (-inf marks a banned token)."""
+NUCLEUS_CANDIDATES = 256  # top-p looks at this many most likely tokens first (a full sort only when needed)
+
+
+def _draw(logits: Any, s: SamplingSettings, gen: Any) -> Any:
+    """One token per row of (rows, vocab) float logits (-inf marks a banned token): temperature, top-k, nucleus
+    (top-p) truncation, then an inverse-CDF draw of one uniform per row.
+
+    Top-p keeps the most likely tokens while the mass of the strictly more likely ones is at most ``top_p``. It is
+    computed on the ``NUCLEUS_CANDIDATES`` most likely tokens (``torch.topk``), which is exact whenever their mass
+    exceeds ``top_p`` (every later token then has more than ``top_p`` before it); otherwise on a full sort. Without
+    top-k and top-p no sort is needed: the draw runs on the unsorted probabilities."""
     import torch
 
     logits = logits / s.temperature
-    if s.top_k and s.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, s.top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
+    V = logits.shape[-1]
+    if s.top_k and s.top_k < V:
+        vals, idx = torch.topk(logits, s.top_k, dim=-1)
+    elif s.top_p < 1.0:
+        k = min(NUCLEUS_CANDIDATES, V)
+        vals, idx = torch.topk(logits, k, dim=-1)
+        if k < V:
+            mass = torch.exp(vals - torch.logsumexp(logits, dim=-1, keepdim=True)).sum(-1)
+            if bool((mass <= s.top_p).any()):
+                vals, idx = torch.sort(logits, descending=True, dim=-1)
+    else:
+        vals, idx = logits, None
+    probs = torch.softmax(vals, dim=-1)
     if s.top_p < 1.0:
-        sorted_logits, idx = torch.sort(logits, descending=True, dim=-1)
-        probs = torch.softmax(sorted_logits, dim=-1)
         before = torch.cumsum(probs, dim=-1) - probs  # mass of the strictly more likely tokens
-        drop = before > s.top_p
-        drop[:, 0] = False
-        logits = logits.scatter(-1, idx, sorted_logits.masked_fill(drop, float("-inf")))
-    return logits
+        probs = probs.masked_fill(before > s.top_p, 0.0)
+    cdf = torch.cumsum(probs, dim=-1)
+    u = torch.rand((cdf.shape[0], 1), generator=gen, device=cdf.device, dtype=cdf.dtype)
+    u = u.clamp(min=torch.finfo(cdf.dtype).tiny) * cdf[:, -1:]  # u > 0: a leading zero-mass token is never hit
+    j = torch.searchsorted(cdf, u).clamp(max=cdf.shape[-1] - 1)
+    # a zero-probability token (banned, -inf) never gets the draw: searchsorted returns the first index whose
+    # cumulative mass reaches u, which carries mass itself
+    return (j if idx is None else idx.gather(1, j)).squeeze(1)
+
+
+def _select_rows(past: Any, rows: Any) -> Any:
+    """The key/value cache of the batch rows ``rows`` (a Cache object or the legacy tuple of (key, value))."""
+    if hasattr(past, "batch_select_indices"):
+        past.batch_select_indices(rows)
+        return past
+    return tuple(tuple(t[rows] for t in layer) for layer in past)
 
 
 def _cache_kwargs(model: Any) -> tuple[str, dict[str, int]]:
@@ -138,17 +167,16 @@ def _sample_batch(model: Any, prompts: list[list[int]], blanks: list[int], seed:
             res = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **extra)
             past, logits = _past(res), res.logits[:, -1].float()
             next_pos = pos[:, -1] + 1
-            ones = torch.ones((B, 1), dtype=mask.dtype, device=device)
+            rows = torch.arange(B, device=device)  # original row of each row still in the batch
             for t in range(steps):
                 eos_l, ans_l = logits[:, EOS].clone(), logits[:, ANSWER].clone()
                 logits[:, :n_special] = float("-inf")
                 allow_eos = torch.where(infill, answers >= need, generated >= s.min_new_tokens)
                 logits[:, EOS] = torch.where(allow_eos, eos_l, float("-inf"))
                 logits[:, ANSWER] = torch.where(infill & ~last_answer, ans_l, float("-inf"))
-                probs = torch.softmax(_filter(logits, s), dim=-1)
-                nxt = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+                nxt = _draw(logits, s, gen)
                 nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
-                out[:, t] = nxt
+                out[rows, t] = nxt
                 live = ~done
                 generated += live.long()
                 is_answer = (nxt == ANSWER) & live
@@ -156,9 +184,15 @@ def _sample_batch(model: Any, prompts: list[list[int]], blanks: list[int], seed:
                 last_answer = torch.where(live, is_answer, last_answer)
                 done = done | (nxt == EOS) | (infill & (answers >= need))
                 if bool(done.all()) or t == steps - 1:
-                    out = out[:, :t + 1]
                     break
-                mask = torch.cat([mask, ones], dim=1)
+                n_live = int((~done).sum())
+                if n_live <= len(rows) // 2:  # drop finished rows: the step cost follows the rows still writing
+                    keep = torch.nonzero(~done).squeeze(1)
+                    past = _select_rows(past, keep)
+                    rows, nxt, mask, next_pos = rows[keep], nxt[keep], mask[keep], next_pos[keep]
+                    infill, need, answers, generated = infill[keep], need[keep], answers[keep], generated[keep]
+                    last_answer, done = last_answer[keep], done[keep]
+                mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=device)], dim=1)
                 res = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=next_pos[:, None],
                             use_cache=True, **{cache_kw: past})
                 past, logits = _past(res), res.logits[:, -1].float()

@@ -28,15 +28,22 @@ import numpy as np
 from ...errors import ConfigError
 
 IGNORE = -100
+PAD_MULTIPLE = 16  # training and evaluation batches are padded to a multiple of this width (see collate)
 
 
-def collate(seqs: Sequence[Sequence[int]], *, pad_id: int, device: Any = None) -> dict[str, Any]:
-    """A right-padded batch: ``input_ids``, ``attention_mask``, ``labels`` (padding → -100), ``position_ids``."""
+def collate(seqs: Sequence[Sequence[int]], *, pad_id: int, device: Any = None,
+            pad_to_multiple: int = 1) -> dict[str, Any]:
+    """A right-padded batch: ``input_ids``, ``attention_mask``, ``labels`` (padding → -100), ``position_ids``.
+
+    ``pad_to_multiple`` rounds the width up: fewer distinct shapes. On CPUs, bf16 autocast runs matmuls through
+    oneDNN primitives cached per shape, and a width per batch made the memory of a training run grow without
+    bound (0.7 → 2.3 GB in 120 steps of a 4 M-parameter model, flat at 0.7 GB with one width)."""
     import torch
 
     if not seqs:
         raise ConfigError("cannot collate an empty batch")
     width = max(len(s) for s in seqs)
+    width = -(-width // pad_to_multiple) * pad_to_multiple
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for r, s in enumerate(seqs):
@@ -119,7 +126,7 @@ def evaluate_loss(model: Any, seqs: Sequence[Sequence[int]], *, pad_id: int, bat
     try:
         with torch.no_grad():
             for s in range(0, len(seqs), batch_size):
-                batch = collate(seqs[s:s + batch_size], pad_id=pad_id, device=device)
+                batch = collate(seqs[s:s + batch_size], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE)
                 with _autocast(device, autocast_dtype):
                     nll, keep = _token_nll(model, batch)
                 total += float((nll * keep).sum())
