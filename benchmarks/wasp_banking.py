@@ -29,6 +29,7 @@ tested on the real test rows. Prints accuracy per run and WASP's generator weigh
 
     PYTHONPATH=src python benchmarks/wasp_banking.py            # small: ~10 min on a busy 2-core box
     PYTHONPATH=src python benchmarks/wasp_banking.py --num-samples 1000 --seeds 0,1,2   # larger
+    python benchmarks/wasp_banking.py --prepare    # only the split examples/wasp-banking77.yaml reads (seconds)
 """
 
 from __future__ import annotations
@@ -53,6 +54,26 @@ def generators(args: argparse.Namespace, **extra: Any) -> list[dict[str, Any]]:
     ]
 
 
+def write_split(train: Any, args: argparse.Namespace, seed: int) -> Path:
+    """``--private`` queries of the chosen intents' training rows (seeded) as ``WORK/seed<s>/private.csv``, the
+    rest (minus copies of a private query) as ``public.csv``; returns the folder."""
+    import numpy as np
+
+    from privtext.data import write_corpus
+    from privtext.guard import PrivateGuard
+
+    perm = np.random.default_rng(seed).permutation(len(train))
+    private = train.subset(np.sort(perm[: args.private]))
+    guard = PrivateGuard(private.texts)  # Banking77 repeats some queries: such copies stay out of public
+    public = train.subset([int(i) for i in np.sort(perm[args.private:])
+                           if not guard.is_private_record(train.texts[int(i)])])
+    pdir = args.work / f"seed{seed}"
+    pdir.mkdir(parents=True, exist_ok=True)
+    write_corpus(private, pdir / "private.csv")
+    write_corpus(public, pdir / "public.csv")
+    return pdir
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--intents", type=int, default=10)
@@ -73,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", default="sentence-transformers")
     ap.add_argument("--work", type=Path, default=ROOT / "artifacts" / "wasp_banking")
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "wasp_banking.json")
+    ap.add_argument("--prepare", action="store_true", help="only write each seed's split (WORK/seed<s>/private.csv, "
+                    "public.csv: what examples/wasp-banking77.yaml reads) and stop")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if not (DATA / "train.csv").exists():
@@ -82,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from privtext.config import config_from_dict
-    from privtext.data import Corpus, load_corpus, write_corpus
+    from privtext.data import Corpus, load_corpus
     from privtext.embed import build_embedder
     from privtext.evaluate import downstream_accuracy
     from privtext.runner import run_config
@@ -94,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     train = train.subset(keep)
     test = test.subset([i for i, c in enumerate(test.labels["category"]) if c in cats])
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.prepare:
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            pdir = write_split(train, args, seed)
+            print(f"seed {seed}: {pdir / 'private.csv'}, {pdir / 'public.csv'}")
+        return 0
     cache = args.work / "embed-cache"
     emb_cfg = {"backend": args.embedder, "cache": True, "cache_dir": str(cache)}
     evaluator = build_embedder(emb_cfg, cache_dir=cache)
@@ -101,18 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                                "intents": cats, "test": len(test), "runs": {}}
     wanted = [r.strip() for r in args.runs.split(",") if r.strip()]
     for seed in [int(s) for s in args.seeds.split(",")]:
-        rng = np.random.default_rng(seed)
-        perm = rng.permutation(len(train))
-        private = train.subset(np.sort(perm[: args.private]))
-        from privtext.guard import PrivateGuard
-
-        guard = PrivateGuard(private.texts)  # Banking77 repeats some queries: such copies stay out of public
-        public = train.subset([int(i) for i in np.sort(perm[args.private:])
-                               if not guard.is_private_record(train.texts[int(i)])])
-        pdir = args.work / f"seed{seed}"
-        pdir.mkdir(parents=True, exist_ok=True)
-        write_corpus(private, pdir / "private.csv")
-        write_corpus(public, pdir / "public.csv")
+        pdir = write_split(train, args, seed)
+        private = load_corpus(pdir / "private.csv", label_columns=["category"], name="private")
         base: dict[str, Any] = {
             "seed": seed,
             "data": {"private": str(pdir / "private.csv"), "public": str(pdir / "public.csv"),

@@ -1,6 +1,7 @@
-"""Empirical audits: the fixed mechanisms pass, and the two canaries of the first review are caught — halved noise
-(on the vote histogram, the label histogram and SecPE's clustering) and the shared-sample bug (one Bernoulli draw
-for counts and centres, accounted as two independent releases).
+"""Empirical audits of single mechanisms at fixed trial counts: the fixed mechanisms pass, and the two canaries of
+the first review are caught — halved noise (on the vote histogram, the label histogram and SecPE's clustering) and
+the shared-sample bug (one Bernoulli draw for counts and centres, accounted as two independent releases). The
+audits at real noise levels, with derived trial counts and group canaries, are tests/test_audit_runs.py.
 
 Default suite: a short form at confidence 1 − 1e-3 (so a correct mechanism fails with probability < 1e-3 per
 audit, whatever the seed). ``pytest -m audit``: more settings and trials."""
@@ -74,35 +75,23 @@ def test_secret_clustering_halved_noise_is_caught() -> None:
 
 
 @pytest.mark.audit
-@pytest.mark.parametrize("seed", [0, 12345])  # two seeds keep `pytest -m audit` under 15 min on 2 cores
-def test_canaries_long(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    for rho in (0.05, 0.1, 0.2):
-        s_ind = _sigma(rho, "independent")
-        bug = audit_secret_clustering(rho=rho, sigma=s_ind, sample="shared", claim_sample="independent",
-                                      trials=100000, rng=rng, alpha=ALPHA)
-        assert not bug.passed, bug.line()
+def test_shared_sample_bug_long() -> None:
+    """The shared-sample bug at ρ = 0.05, the hardest of the first review's settings (the default suite covers
+    ρ = 0.1; benchmarks/audit.py the rest)."""
+    rng = np.random.default_rng(0)
+    s_ind = _sigma(0.05, "independent")
+    bug = audit_secret_clustering(rho=0.05, sigma=s_ind, sample="shared", claim_sample="independent",
+                                  trials=60000, rng=rng, alpha=ALPHA)
+    assert not bug.passed, bug.line()
 
 
 @pytest.mark.audit
-@pytest.mark.parametrize("rho", [0.05, 0.5])  # the default suite and benchmarks/audit.py cover 0.1 and 0.2
-@pytest.mark.parametrize("sample", ["independent", "shared"])
-def test_secret_clustering_long(rho: float, sample: str, any_seed: int) -> None:
-    rng = np.random.default_rng(any_seed)
+@pytest.mark.parametrize(("rho", "sample", "trials"), [(0.05, "shared", 40000), (0.5, "independent", 15000)])
+def test_secret_clustering_long(rho: float, sample: str, trials: int) -> None:
+    rng = np.random.default_rng(int(rho * 100))
     s = _sigma(rho, sample)
-    ok = audit_secret_clustering(rho=rho, sigma=s, sample=sample, trials=100000, rng=rng, alpha=ALPHA)
+    ok = audit_secret_clustering(rho=rho, sigma=s, sample=sample, trials=trials, rng=rng, alpha=ALPHA)
     assert ok.passed, ok.line()
-
-
-@pytest.mark.audit
-@pytest.mark.parametrize("sigma", [0.5, 1.0, 2.0])
-def test_gaussian_releases_long(sigma: float, any_seed: int) -> None:
-    rng = np.random.default_rng(any_seed)
-    for audit in (audit_vote_histogram, audit_label_histogram):
-        ok = audit(sigma, trials=20000, rng=rng, alpha=ALPHA)
-        assert ok.passed, ok.line()
-        broken = audit(sigma, trials=20000, rng=rng, alpha=ALPHA, actual_noise_scale=0.7)
-        assert not broken.passed, broken.line()
 
 
 def test_audit_of_a_run_reads_its_ledger(tmp_path) -> None:
@@ -113,8 +102,10 @@ def test_audit_of_a_run_reads_its_ledger(tmp_path) -> None:
     run = tiny_run(tmp_path / "r", private=priv, public=pub, iterations=2, privacy={"epsilon": 4.0, "delta": 1e-5},
                    evolution={"label_distribution": {"kind": "dp"}})
     results = audit_run(run, trials=1500, rng=np.random.default_rng(0), alpha=ALPHA)
-    kinds = sorted(r.mechanism.split(" ")[0] for r in results)
+    kinds = sorted(r.mechanism.split(" ")[0] for r in results if r.check == "attack")
     assert kinds == ["dp_label_histogram", "dp_vote_histogram"] and all(r.passed for r in results)
+    assert sorted(r.mechanism.split(" ")[0] for r in results if r.check == "derivation") == ["labels_gaussian",
+                                                                                              "votes"]
 
 
 def test_topq_histograms_pass_and_the_public_codes_xor_sensitivity_is_caught() -> None:
@@ -163,7 +154,7 @@ def test_audit_of_wasp_and_dpkps_runs(tmp_path) -> None:
             {"backend": "scripted", "name": "b", "vocabulary": ["thing", "stuff", "went", "okay"]}]
     wasp = tiny_run(tmp_path / "wasp", private=priv, public=pub, method="wasp", num_samples=60, iterations=3,
                     generators=gens, privacy={"epsilon": 4.0, "delta": 1e-5}, wasp={"q": 3, "in_context": 4})
-    res = audit_run(wasp, trials=1500, rng=np.random.default_rng(1), alpha=ALPHA)
+    res = [r for r in audit_run(wasp, trials=1500, rng=np.random.default_rng(1), alpha=ALPHA) if r.check == "attack"]
     assert [r.mechanism.split(" ")[0] for r in res] == ["dp_topq_histograms"] and res[0].passed, res
 
     p2, pool, _ = toy_corpora(rng=np.random.default_rng(5), n_private=60, n_pool=150)
@@ -173,6 +164,6 @@ def test_audit_of_wasp_and_dpkps_runs(tmp_path) -> None:
                   evolution={"label_distribution": {"kind": "dp", "budget_fraction": 0.1}},
                   dpkps={"vocab_size": 20, "length": 4, "n_features": 32, "vocabulary_min_count": 3})
     res = audit_run(dp, trials=1500, rng=np.random.default_rng(2), alpha=ALPHA)
-    kinds = sorted(r.mechanism.split(" ")[0] for r in res)
+    kinds = sorted(r.mechanism.split(" ")[0] for r in res if r.check == "attack")
     assert kinds == ["dp_term_histogram", "dp_vocabulary", "laplace_label_histogram"] and all(
         r.passed for r in res), res

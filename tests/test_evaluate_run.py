@@ -52,8 +52,17 @@ def evaluated(runs: dict[str, Path]) -> dict:
 
 def test_evaluation_is_complete_and_written(runs: dict[str, Path], evaluated: dict) -> None:
     ev = evaluated
+    from privtext.privacy.statement import released_tree
+
     on_disk = json.loads((runs["augpe"] / "evaluation.json").read_text())
-    assert on_disk["fid"] == ev["fid"] and on_disk["real"]["fingerprint"] == ev["real"]["fingerprint"]
+    assert on_disk["fid"] == released_tree(ev["fid"]) and on_disk["real"]["fingerprint"] == ev["real"]["fingerprint"]
+    assert on_disk["fid"]["fid"] == float(f"{ev['fid']['fid']:.4g}")  # rounded as a released value is
+    # the shareable file holds no private diagnostics: no OnlyPrivate baseline, timings, time stamps or paths
+    assert "only_private" not in on_disk["train_sets"] and not ({"runtime", "seconds", "created", "run"} & set(on_disk))
+    assert all("only_private" not in per for per in on_disk["downstream"]["results"].values())
+    assert on_disk["real"]["path"] == "real.csv"
+    private = json.loads((runs["augpe"] / "private" / "evaluation.json").read_text())
+    assert private["fid"] == ev["fid"] and private["runtime"] == ev["runtime"] and private["private"] is True
     assert ev["method"] == "augpe" and ev["guarantee_text"] == "μ=1.2-GDP"
     assert ev["embedder"]["name"].startswith("hashing")  # the run's own embedder section
     assert ev["synthetic"] == {"n": 20, "source": "synthetic.jsonl"}
@@ -127,7 +136,7 @@ def test_missing_private_corpus_skips_only_private_with_a_note(runs: dict[str, P
     cfg["data"]["private"] = str(tmp_path / "gone.csv")
     (copy / "private" / "config.yaml").write_text(yaml.safe_dump(cfg))
     ev = evaluate_run(copy, real=runs["real"], quiet=True, per_iteration=False, classifiers=("tfidf-logreg",))
-    assert "only_private" not in ev["train_sets"] and any("OnlyPrivate" in n for n in ev["notes"])
+    assert "only_private" not in ev["train_sets"] and any("OnlyPrivate" in n for n in ev["private_notes"])
 
 
 def test_max_real_samples_the_real_corpus(runs: dict[str, Path]) -> None:
@@ -184,12 +193,12 @@ def test_cli_compare_prints_the_table_and_writes_csv(runs: dict[str, Path], tmp_
     assert {"fid", "acc:category", "acc:mood", "generation_s", "embedding_s", "histogram_s", "wall_s",
             "llm_calls", "guarantee", "method"} <= set(rows[0])
     for r, key in zip(rows, ("augpe", "secpe"), strict=True):
-        ev = json.loads((runs[key] / "evaluation.json").read_text())
+        ev = json.loads((runs[key] / "private" / "evaluation.json").read_text())  # the whole, unrounded one
         assert float(r["fid"]) == pytest.approx(ev["fid"]["fid"], rel=1e-12)
         assert float(r["acc:mood"]) == pytest.approx(
             ev["downstream"]["results"]["tfidf-logreg"]["synthetic"]["mood"]["accuracy"], rel=1e-12)
     for r, key in zip(rows, ("augpe", "secpe"), strict=True):
-        ev = json.loads((runs[key] / "evaluation.json").read_text())
+        ev = json.loads((runs[key] / "private" / "evaluation.json").read_text())
         assert float(r["generation_s"]) == pytest.approx(ev["runtime"]["groups"]["generation"], rel=1e-6)
 
     js = invoke("compare", str(runs["augpe"]), str(runs["secpe"]), "--real", str(runs["real"]), "--json",
@@ -274,8 +283,10 @@ def test_compare_augpe_and_secpe_on_yelp(tmp_path: Path) -> None:
 
 def test_corpus_names_real_path(runs: dict[str, Path]) -> None:
     t = compare_runs([runs["augpe"]], real=runs["real"], classifiers=("tfidf-logreg",), quiet=True)
-    ev = json.loads((runs["augpe"] / "evaluation.json").read_text())
+    ev = json.loads((runs["augpe"] / "private" / "evaluation.json").read_text())
     assert ev["real"]["path"] == str(runs["real"]) and t.real["path"] == str(runs["real"])
+    # the shareable evaluation names the file only (no local path in a release)
+    assert json.loads((runs["augpe"] / "evaluation.json").read_text())["real"]["path"] == "real.csv"
 
 
 def test_classifier_options_from_the_command_line(runs: dict[str, Path]) -> None:
@@ -305,7 +316,8 @@ def test_compare_identifies_private_data_by_content(tmp_path: Path) -> None:
 def test_evaluating_on_the_private_data_is_flagged(runs: dict[str, Path]) -> None:
     ev = evaluate_run(runs["augpe"], real=runs["private"], quiet=True, write=False, per_iteration=False,
                       classifiers=("tfidf-logreg",))
-    assert any("shares 40 texts with the private corpus" in n for n in ev["notes"])
+    assert any("shares 40 texts with the private corpus" in n for n in ev["private_notes"])
+    assert not any("shares" in n for n in ev["notes"])  # an exact private count: private notes only
     clean = evaluate_run(runs["augpe"], real=runs["real"], quiet=True, write=False, per_iteration=False,
                          classifiers=("tfidf-logreg",))
     assert not any("private corpus" in n for n in clean["notes"])

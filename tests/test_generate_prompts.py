@@ -30,7 +30,7 @@ YELP_LABEL = LabelInfo(("label1", "label2"), ("Business Category: Restaurants", 
 
 
 def test_shipped_families_load_and_render() -> None:
-    assert family_names() == ["generic", "openreview", "pubmed", "yelp"]
+    assert family_names() == ["clinical_note", "generic", "openreview", "pubmed", "yelp"]
     rng = np.random.default_rng(0)
     for name in family_names():
         f = load_family(name)
@@ -57,6 +57,7 @@ def test_label_rendering() -> None:
     (["label1", "label2"], ["Business Category: Bars", "Review Stars: 1.0"], "", "yelp"),
     (["label1", "label2"], ["Area: Optimization", "Recommendation: 8: accept, good paper"], "", "openreview"),
     ([], [], "pubmed", "pubmed"),
+    (["department", "visit"], ["Department: Cardiology", "Visit: follow-up"], "", "clinical_note"),
     (["topic"], ["sports"], "news", "generic"),
     ([], [], "", "generic"),
 ])

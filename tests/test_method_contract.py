@@ -593,3 +593,13 @@ def test_a_secret_value_the_detector_missed_elsewhere_still_makes_its_record_a_h
     assert any("prior" in c for c in st["coverage"]) and st["guarantee"]["conditional_on"]
     prompts = (root / "prompts.jsonl").read_text()
     assert "Locker code" not in prompts
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_the_release_scan_finds_nothing_outside_private(name: str, runs_dir: Path) -> None:
+    """Every file outside private/ of every method's run: no unrounded noisy value, timing, time stamp,
+    absolute path or exact private count (privtext.evaluate.release_scan; its own tests plant each fault)."""
+    from privtext.evaluate.release_scan import scan_release, summary
+
+    found = scan_release(_ran(CASE[name], runs_dir).root)
+    assert not found, summary(found)

@@ -89,8 +89,12 @@ def test_report_has_every_section(run: Path, page: Path) -> None:
     assert f"{ev['fid']['fid']:.4g}" in html  # headline FID as computed
     for t in ev["per_iteration"]:
         assert f"{t['fid']:.4g}" in html
-    assert "only-private" in html and "zero-shot" in html and "majority class" in html
+    # the OnlyPrivate baseline (trained on private records, no noise) is a private diagnostic
+    assert "only-private" not in html and "zero-shot" in html and "majority class" in html
     assert "Prompt audit" in html
+    # no time stamp and no local path in a shareable page
+    assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", html)
+    assert str(run.parent) not in html and "real.csv" in html
     # only synthetic text is shown: no real record appears in the page
     real = (run.parent / "real.csv").read_text().splitlines()[1:]
     assert not any(line.split(",")[1] in html for line in real if line.count(",") >= 3)
@@ -122,6 +126,7 @@ def test_diagnostic_report_is_private_and_complete(run: Path) -> None:
     for heading in ("Private diagnostics", "Runtime and LLM usage", "Secret exposure"):
         assert f"<h2>{heading}</h2>" in html, heading
     assert "LLM calls" in html and "PRIVATE DIAGNOSTICS" in html
+    assert "only-private (PRIVATE: trained on the private records, no noise)" in html
     diag = json.loads((run / "private" / "diagnostics.json").read_text())
     assert diag["records"]["private"] == 40  # the exact count lives here, and only here
     assert '"private": 40' not in (run / "privacy.json").read_text()

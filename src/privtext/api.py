@@ -142,7 +142,8 @@ class Run:
                 self.dir.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
 
     def evaluate(self, real: Any, **options: Any) -> dict[str, Any]:
-        """:func:`privtext.evaluate.evaluate_run` on this run (writes ``evaluation.json``)."""
+        """:func:`privtext.evaluate.evaluate_run` on this run (writes ``evaluation.json``, the shareable part, and
+        ``private/evaluation.json``, the whole; returns the whole)."""
         from .evaluate import evaluate_run
 
         return evaluate_run(self.path, real=real, **options)

@@ -13,7 +13,6 @@ import json
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -138,9 +137,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 class PromptLog:
     """Appends every prompt sent to a generator to ``prompts.jsonl`` (thread-safe).
 
-    A record: ``{"t": unix time, "backend": ..., "operation": random|variation|seeded|contrastive,
-    "prompt": text or chat messages, "meta": {...}}``. Generators call :meth:`log` once per prompt, before
-    sending it. ``PromptLog(None)`` keeps prompts in memory only (tests, library use without a run directory).
+    A record: ``{"backend": ..., "operation": random|variation|seeded|contrastive, "prompt": text or chat
+    messages, "meta": {...}}``, in the order sent. ``prompts.jsonl`` is part of the release, so a record carries no
+    time stamp: when each prompt was sent is a timing of the private work. Generators call :meth:`log` once per
+    prompt, before sending it. ``PromptLog(None)`` keeps prompts in memory only (tests, library use without a run directory).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, fsync: bool = False):
@@ -152,7 +152,7 @@ class PromptLog:
         self._fh = open(self.path, "a", encoding="utf-8") if self.path is not None else None
 
     def log(self, *, backend: str, operation: str, prompt: Any, meta: Mapping[str, Any] | None = None) -> None:
-        rec = {"t": round(time.time(), 3), "backend": backend, "operation": operation, "prompt": prompt}
+        rec: dict[str, Any] = {"backend": backend, "operation": operation, "prompt": prompt}
         if meta:
             rec["meta"] = dict(meta)
         with self._lock:

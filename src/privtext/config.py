@@ -93,6 +93,10 @@ class GeneratorConfig(OpenSection):
     backend: str = "ngram"
     name: str | None = None
     prompt_family: str = "auto"
+    target_words: int | list[int] | None = Field(
+        default=None, description="target length of generated texts in words: N (about N) or [low, high]; a public "
+        "parameter (state what you know of the domain, never a length computed from the private data): it "
+        "replaces the prompt family's length prior, and 1.5 × high caps every text (privtext.generate.length)")
 
 
 class EmbedderConfig(OpenSection):
@@ -387,13 +391,30 @@ def yaml_positions(text: str) -> dict[tuple[Any, ...], tuple[int, int]]:
     return out
 
 
+def _override_for(loc: Sequence[Any], overrides: Mapping[tuple[str, ...], str]) -> str | None:
+    """The ``--set`` that set the value at ``loc`` (or a section above or below it), if any."""
+    key = tuple(str(p) for p in loc)
+    best = None
+    for path, text in overrides.items():
+        n = min(len(path), len(key))
+        if path[:n] == key[:n] and (best is None or len(path) > len(best[0])):
+            best = (path, text)
+    return best[1] if best else None
+
+
 def format_validation_error(err: ValidationError, *, source: str = "config",
-                            positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None) -> str:
+                            positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None,
+                            overrides: Mapping[tuple[str, ...], str] | None = None) -> str:
+    """One line naming every invalid key: where the file holds it (line, column), or the ``--set`` that gave it
+    (``overrides``: key path → the ``--set`` text), never a line of the file that holds something else."""
     msgs = []
     for e in err.errors():
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
         where = ".".join(str(p) for p in loc) or "(top level)"
-        if positions:  # point into the file: the deepest key of the path that the file holds
+        given = _override_for(loc, overrides) if overrides and loc else None
+        if given is not None:
+            where = f"{where} (from --set {given})"
+        elif positions:  # point into the file: the deepest key of the path that the file holds
             for n in range(len(loc), 0, -1):
                 pos = positions.get(tuple(loc[:n]))
                 if pos is not None:
@@ -471,14 +492,16 @@ def config_from_dict(
     positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None,
 ) -> Config:
     d = _deepcopy(dict(raw))
-    for k, v in parse_overrides(overrides):
+    given: dict[tuple[str, ...], str] = {}
+    for (k, v), text in zip(parse_overrides(overrides), overrides, strict=True):
         _set_path(d, k, v)
+        given[tuple(k.split("."))] = text.strip()
     if base_dir is not None:
         _resolve_paths(d, base_dir)
     try:
         return Config.model_validate(d)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source=source, positions=positions)) from None
+        raise ConfigError(format_validation_error(e, source=source, positions=positions, overrides=given)) from None
 
 
 def _deepcopy(x: Any) -> Any:

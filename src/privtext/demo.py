@@ -201,10 +201,18 @@ def make_demo_corpora(*, n_private: int = 240, n_public: int = 700, n_patients: 
     return private, public, patients
 
 
+#: the demo's methods: SecPE (the default: the corpus has declared secrets), Aug-PE and WASP at (ε = 4, δ = 1e-5),
+#: DP-KPS at pure ε = 6 (its guarantee has no δ)
+DEMO_METHODS = ("secpe", "augpe", "wasp", "dpkps")
+
+
 def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
-    privacy: dict[str, Any] = {"secret": {"p": 1e-3, "r": 2e-2}} if method == "secpe" else {
-        "epsilon": 4.0, "delta": 1e-5}
-    return {
+    """The demo's run configuration for ``method`` (one of :data:`DEMO_METHODS`); paths are the demo folder's."""
+    privacy: dict[str, Any] = {
+        "secpe": {"secret": {"p": 1e-3, "r": 2e-2}},
+        "dpkps": {"epsilon": 6.0},  # pure ε-DP: DP-KPS's Laplace releases take no δ
+    }.get(method, {"epsilon": 4.0, "delta": 1e-5})
+    raw: dict[str, Any] = {
         "method": method,
         "seed": 0,
         "data": {"private": str(folder / "private.csv"), "public": str(folder / "public.csv"),
@@ -215,12 +223,25 @@ def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
         # variation strength falls over the iterations (Aug-PE's schedule): large edits early, small ones late
         "evolution": {"num_samples": 80, "iterations": 4, "variations": 6, "selection": "rank",
                       "variation": {"kind": "blank", "mask_prob": 0.5, "mask_prob_schedule": [0.5, 0.35, 0.25, 0.2]}},
-        "secpe": {"detector": ["regex",
-                               {"name": "explicit", "file": str(folder / "patient_names.txt"), "type": "PATIENT_NAME"},
-                               {"name": "explicit", "file": str(folder / "record_numbers.txt"), "type": "MRN"}],
-                  "sampling": "auto", "recluster_each_iteration": True},
         "output": str(folder / f"run-{method}"),
     }
+    if method == "secpe":
+        raw["secpe"] = {"detector": ["regex",
+                                     {"name": "explicit", "file": str(folder / "patient_names.txt"),
+                                      "type": "PATIENT_NAME"},
+                                     {"name": "explicit", "file": str(folder / "record_numbers.txt"), "type": "MRN"}],
+                        "sampling": "auto", "recluster_each_iteration": True}
+    elif method == "wasp":
+        # two offline generators of different strength, weighted by their votes (WASP Eq 8)
+        raw.pop("generator")
+        raw["generators"] = [{"backend": "ngram", "order": 4, "name": "ngram-4"},
+                             {"backend": "ngram", "order": 2, "name": "ngram-2"}]
+        raw["evolution"] = {"num_samples": 80, "iterations": 4}
+        raw["wasp"] = {"q": 4, "in_context": 4}
+    elif method == "dpkps":
+        raw["evolution"] = {"num_samples": 80}
+        raw["dpkps"] = {"vocab_size": 150, "length": 6}
+    return raw
 
 
 def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
@@ -233,8 +254,8 @@ def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
     from .errors import ConfigError
     from .runner import run_config
 
-    if method not in ("secpe", "augpe"):
-        raise ConfigError(f"demo method must be 'secpe' or 'augpe', got {method!r}")
+    if method not in DEMO_METHODS:
+        raise ConfigError(f"demo method must be one of {', '.join(DEMO_METHODS)}; got {method!r}")
     folder = Path(out).resolve()
     run_dir = folder / f"run-{method}"
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -257,7 +278,8 @@ def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
     from .report import write_report
 
     evaluate_run(root, real=folder / "heldout.csv", quiet=True)
-    diagnose_run(root)
+    if method != "dpkps":  # DP-KPS has no iterations to diagnose
+        diagnose_run(root)
     write_report(root)
     return root
 
@@ -278,17 +300,34 @@ def make_heldout(n: int = 200, seed: int = 99) -> Corpus:
 
 
 def demo_summary(root: str | os.PathLike[str]) -> dict[str, Any]:
-    """What the demo shows, from the run's private diagnostics: FID of the selected notes to the private notes per
-    iteration, the zero-shot FID (the generator alone), and whether the private signal helped."""
+    """What the demo shows, from the run's private diagnostics: FID to the private notes per iteration (of the
+    selected notes; of all notes so far for WASP, whose output is every round's notes), the zero-shot FID (the
+    generator alone), and whether the private signal helped. DP-KPS, which has no iterations, is summarised by
+    its evaluation against the clinic's held-out notes."""
     import json
 
     from .rundir import RunDir
 
-    d = json.loads(RunDir(root).diagnostics.read_text(encoding="utf-8")).get("evolution") or {}
-    fids = [r["fid_selected"] for r in d.get("iterations", [])]
+    run = RunDir(root)
+    method = json.loads(run.privacy.read_text(encoding="utf-8")).get("method") if run.privacy.exists() else None
+    if method == "dpkps":
+        ev_path = run.private / "evaluation.json"
+        ev = json.loads(ev_path.read_text(encoding="utf-8")) if ev_path.exists() else {}
+        f = (ev.get("fid") or {}).get("fid")
+        pr = ev.get("precision_recall") or {}
+        words = ("DP-KPS released a DP vocabulary and term histograms once and wrote one note per sampled keyphrase "
+                 "sequence (no iterations). Against the clinic's held-out notes: FID "
+                 + ("—" if f is None else f"{f:.3f}")
+                 + (f", kNN precision {100 * pr['precision']:.0f} %, recall {100 * pr['recall']:.0f} %." if pr else "."))
+        return {"fid_zero_shot": None, "fid_per_iteration": [], "improved": None, "words": words}
+    d = json.loads(run.diagnostics.read_text(encoding="utf-8")).get("evolution") or {}
+    key = "fid_candidates" if method == "wasp" else "fid_selected"
+    fids = [r[key] for r in d.get("iterations", []) if r.get(key) is not None]
     z = d.get("fid_zero_shot")
     ok = bool(fids) and z is not None and fids[-1] < fids[0] and fids[-1] < z
-    words = (f"FID to the private notes (lower is closer): zero-shot generator {z:.3f}; selected notes by iteration "
+    what = "all notes so far, by round" if method == "wasp" else "selected notes by iteration"
+    words = ("FID to the private notes (lower is closer): zero-shot generator "
+             + ("—" if z is None else f"{z:.3f}") + f"; {what} "
              + ", ".join(f"{f:.3f}" for f in fids)
              + (". The private votes moved the synthetic notes toward the clinic's notes: the last iteration is "
                 "closer than the first and than the generator alone." if ok else

@@ -17,6 +17,14 @@ def quiet() -> bool:
     return os.environ.get("PRIVTEXT_QUIET", "") not in ("", "0", "false", "False")
 
 
+def hide_library_bars() -> None:
+    """The libraries' own progress bars (tqdm, the Hugging Face hub, transformers' "Loading weights") are hidden
+    on the command line whether quiet or not: privtext's one display shows where the time goes. Their warnings
+    are kept (only :func:`silence_libraries` hides those)."""
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def silence_libraries() -> None:
     """Quiet means quiet: also the progress bars of tqdm, the Hugging Face hub and transformers (model loading).
     tqdm reads its environment when it is first imported, so this runs before any heavy import (``privtext``'s
@@ -171,4 +179,4 @@ def say(message: str) -> None:
         Console(stderr=True).print(message, highlight=False)
 
 
-__all__ = ["advance", "display", "progress", "quiet", "say", "silence_libraries", "steps"]
+__all__ = ["advance", "display", "hide_library_bars", "progress", "quiet", "say", "silence_libraries", "steps"]

@@ -30,9 +30,29 @@ def _mount() -> None:
     register_audit(app)
 
 
+#: the global options that may also follow the command (``privtext run cfg.yaml -q``)
+GLOBAL_FLAGS = ("-q", "--quiet", "--debug")
+
+
+def global_flags_first(argv: list[str]) -> list[str]:
+    """``argv`` with the global flags (-q, --debug) moved in front of the command, wherever they were typed: every
+    command accepts them (a value that follows ``--set`` or another option is never taken for one)."""
+    flags, rest = [], []
+    for i, a in enumerate(argv):
+        takes_value = i > 0 and argv[i - 1] in ("--set", "-o", "--output", "--out", "--real")
+        (flags if a in GLOBAL_FLAGS and not takes_value else rest).append(a)
+    return [*dict.fromkeys(flags), *rest]
+
+
 def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    from ..progress import hide_library_bars
+
+    hide_library_bars()  # before any heavy import reads its environment
     _mount()
-    app(args=argv, prog_name="privtext")
+    args = list(sys.argv[1:] if argv is None else argv)
+    app(args=global_flags_first(args), prog_name="privtext")
 
 
 __all__ = ["app", "console", "fail", "handle_errors", "main", "out", "print_json"]

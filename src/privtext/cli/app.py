@@ -19,10 +19,11 @@ from ..errors import PrivtextError
 
 app = typer.Typer(
     name="privtext",
-    help="Private synthetic text from foundation models (Aug-PE, SecPE) with a stated guarantee.",
+    help="Private synthetic text from foundation models (Aug-PE, SecPE, WASP, DP-KPS) with a stated guarantee.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 console = Console(stderr=True)
 out = Console()
@@ -63,10 +64,20 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(dumps(obj, indent=2) + "\n")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        sys.stdout.write(f"privtext {__version__}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
 ) -> None:
     _STATE["debug"] = debug
     if quiet:

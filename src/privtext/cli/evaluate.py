@@ -260,7 +260,8 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def report_cmd(
         run_dir: Annotated[Path, typer.Argument(help="run directory")],
-        output: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file (default RUN_DIR/report.html)")] = None,
+        output: Annotated[Path | None, typer.Option(
+            "--output", "-o", "--out", help="HTML file (default RUN_DIR/report.html)")] = None,
         real: Annotated[Path | None, typer.Option(
             "--real", help="evaluate against this corpus first (else use RUN_DIR/evaluation.json if present)")] = None,
         embedder: EmbOpt = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,10 +39,8 @@ def _interrupted(root: Path | None, console: object) -> None:
     from ..rundir import RunDir
 
     if root is not None and RunDir(root).config.exists():
-        import shlex
-
-        msg = (f"interrupted; `privtext resume {shlex.quote(str(root))}` continues (released values are kept and never redrawn; the "
-               "step in progress is redone)")
+        msg = (f"interrupted; `privtext resume {shlex.quote(str(root))}` continues (released values are kept and "
+               "never redrawn; the step in progress is redone)")
     else:
         msg = "interrupted before the run started; nothing was written"
     console.print(f"[bold yellow]{msg}[/]", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
@@ -68,6 +67,7 @@ def register(app: typer.Typer) -> None:
 
         cfg = load_config(config, overrides=set_ or [])
         target = Path(output if output is not None else cfg.output)
+        _refuse_finished(target)
         try:
             with interruptible():
                 root = run_config(cfg, out=output, force=force)
@@ -94,8 +94,9 @@ def register(app: typer.Typer) -> None:
     @app.command("demo")
     @handle_errors
     def demo_cmd(
-        out_dir: Annotated[Path, typer.Option("--out", help="where to write the demo data and run")] = Path("privtext-demo"),
-        method: Annotated[str, typer.Option(help="secpe (default) or augpe")] = "secpe",
+        out_dir: Annotated[Path, typer.Option(
+            "--output", "-o", "--out", help="where to write the demo data and run")] = Path("privtext-demo"),
+        method: Annotated[str, typer.Option(help="secpe (default), augpe, wasp or dpkps")] = "secpe",
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Make a small clinic-notes corpus with planted secrets and run it end to end offline."""
@@ -105,7 +106,36 @@ def register(app: typer.Typer) -> None:
         _summary(root, as_json, out, print_json, demo=True)
 
 
+def _refuse_finished(target: Path) -> None:
+    """A finished run is never resumed or replaced: say so before anything runs (``privtext resume`` is only for
+    an interrupted run)."""
+    from ..errors import RunError
+    from ..rundir import RunDir
+
+    run = RunDir(target)
+    if run.synthetic.exists() and run.privacy.exists():
+        raise RunError(f"{target} already holds a finished run ({run.synthetic.name}, {run.privacy.name}); choose "
+                       "another output (-o DIR): a finished run is neither resumed nor replaced")
+
+
+def _statement_lines(privacy: dict) -> list[str]:
+    """The statement as the report shows it: the headline, then one line per part."""
+    from ..privacy.statement import statement_sections
+
+    if not privacy.get("headline"):
+        return [str(privacy.get("statement") or "")]
+    lines = []
+    for heading, items in statement_sections(privacy):
+        if not heading:
+            lines.append(items[0])
+        else:
+            lines.append(f"{heading}: " + "; ".join(x.removeprefix(f"{heading}: ") for x in items))
+    return lines
+
+
 def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> None:
+    from rich.markup import escape
+
     from ..rundir import RunDir
 
     run = RunDir(root)
@@ -137,7 +167,8 @@ def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> 
     out.print(f"[bold]privacy[/]        {info['privacy']}")
     if info["statement"]:
         style = "" if info["private"] else "[bold red]"
-        out.print(f"  {style}{info['statement']}", highlight=False)
+        for line in _statement_lines(privacy):
+            out.print(f"  {style}{escape(line)}", highlight=False)
     out.print(f"[bold]prompt audit[/]   {'passed: no prompt holds private text' if info['prompt_audit_clean'] else 'FAILED — see private/diagnostics.json'}")
     if info["report"]:
         out.print(f"[bold]report[/]         {info['report']}")

@@ -230,7 +230,7 @@ def compare_runs(
         warnings.append(f"runs have different synthetic-set sizes (FID depends on n): {sorted(map(str, sizes))}")
     evaluations = []
     for v in views:
-        ev = v.evaluation() if reuse else {}
+        ev = v.private_evaluation() if reuse else {}  # the whole one: the table shows timings
         if not (ev and _reusable(ev, fp, emb.name, classifiers)):
             ev = evaluate_run(v.root, real=real_corpus, embedder=emb, classifiers=classifiers, seed=seed,
                               quiet=quiet, **evaluate_options)

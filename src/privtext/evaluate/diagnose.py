@@ -111,7 +111,10 @@ def diagnose_run(
         if keys is not None:
             for k in sorted(set(keys)):
                 per_label[str(k)] = round(float(votes[(keys == k).to_numpy()].sum()), 3)
-        sub = rng.choice(len(cand_emb), size=min(len(cand_emb), max(2, int(sel_mask.sum()))), replace=False)
+        # the pool at the selected set's size (FID is biased upwards at small n); a round that selected nothing
+        # (WASP's last one) is measured on its whole pool, not on 2 samples
+        k = int(sel_mask.sum())
+        sub = rng.choice(len(cand_emb), size=min(len(cand_emb), k) if k >= 2 else len(cand_emb), replace=False)
         row: dict[str, Any] = {
             "iteration": t, "candidates": len(df), "selected": int(sel_mask.sum()),
             "distinct_selected": int(sel_mask.sum()),
@@ -147,7 +150,8 @@ def summary_lines(d: Mapping[str, Any]) -> Sequence[str]:
     lines = []
     z = d.get("fid_zero_shot")
     for r in d["iterations"]:
-        lines.append(f"iteration {r['iteration']}: FID to private: selected {r['fid_selected']:.4g}, candidate pool "
+        fs = "—" if r["fid_selected"] is None else f"{r['fid_selected']:.4g}"
+        lines.append(f"iteration {r['iteration']}: FID to private: selected {fs}, candidate pool "
                      f"{r['fid_candidates']:.4g}; candidates with a vote {100 * r['share_with_votes']:.1f}%; "
                      f"nearest private {r['nn_private_selected']}, nearest public {r['nn_public_selected']}")
     if z is not None:

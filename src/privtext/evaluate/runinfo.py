@@ -73,10 +73,21 @@ class RunView:
 
     @property
     def evaluation_path(self) -> Path:
+        """``evaluation.json``: the shareable evaluation (release)."""
         return self.dir.evaluation
 
+    @property
+    def private_evaluation_path(self) -> Path:
+        """``private/evaluation.json``: the whole evaluation, private diagnostics included."""
+        return self.dir.private / "evaluation.json"
+
     def evaluation(self) -> dict[str, Any]:
+        """The shareable evaluation (``evaluation.json``)."""
         return self._json(self.evaluation_path)
+
+    def private_evaluation(self) -> dict[str, Any]:
+        """The whole evaluation (``private/evaluation.json``; falls back to ``evaluation.json``)."""
+        return self._json(self.private_evaluation_path) or self.evaluation()
 
     # ------------------------------------------------------------------------------------------ config bits
     @property

@@ -66,6 +66,19 @@ def vote_distribution(candidates: Any, *, label_columns: Sequence[str], max_poin
     return out
 
 
+def released_vote_distribution(candidates: Any, *, label_columns: Sequence[str], max_points: int = 2000
+                               ) -> dict[str, Any]:
+    """:func:`vote_distribution` as a shareable file may hold it: computed from the noisy votes rounded as a
+    released value is (:data:`privtext.rng.RELEASE_DIGITS` significant digits), and its summaries rounded the same
+    way, so no raw noisy double leaves the private folder (SecPE/Aug-PE votes are kept raw in
+    ``private/checkpoints``)."""
+    from ..privacy.statement import released_number, released_tree
+
+    df = candidates.copy()
+    df["votes"] = [released_number(v) for v in df["votes"].to_numpy(dtype=np.float64)]
+    return released_tree(vote_distribution(df, label_columns=label_columns, max_points=max_points))
+
+
 # ------------------------------------------------------------------------------------------------ runtime
 
 STAGE_GROUPS = {
@@ -232,5 +245,5 @@ def load_secrets(path: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
-__all__ = ["STAGE_GROUPS", "SecretExposure", "gini", "load_secrets", "runtime_split", "secret_exposure",
-           "stage_group", "vote_distribution"]
+__all__ = ["STAGE_GROUPS", "SecretExposure", "gini", "load_secrets", "released_vote_distribution", "runtime_split",
+           "secret_exposure", "stage_group", "vote_distribution"]

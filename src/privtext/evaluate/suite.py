@@ -13,8 +13,14 @@ What is compared with what:
 * **Lengths**, **votes**, **runtime split**, **LLM calls/tokens** and, given a list of secrets, **secret exposure**
   against the zero-shot baseline.
 
-The OnlyPrivate baseline reads the private corpus: evaluation is outside the run's privacy guarantee, and
-``evaluation.json`` (like the report) holds only aggregate numbers, never private or real text.
+What may be shared and what may not: ``RUN/evaluation.json`` is part of the release and holds only what the
+public evaluation computes from released outputs and the real (public or held-out) corpus — every float rounded
+as a released value is (:func:`privtext.privacy.statement.released_tree`), vote summaries computed from the
+rounded noisy votes, the real corpus named by its file name only, no timings and no timestamps
+(:func:`shareable_evaluation`). The OnlyPrivate baseline (a classifier trained on private records without noise),
+the run's stage timings, secret exposure counts and notes that count private records are private diagnostics:
+the whole evaluation goes to ``RUN/private/evaluation.json`` (:data:`PRIVATE_EVALUATION`), which only
+``privtext report --diagnostics`` shows. Neither file holds a real or private text.
 """
 
 from __future__ import annotations
@@ -43,9 +49,15 @@ from .fid import fid, mauve_score, precision_recall
 from .lengths import length_distribution
 from .nextword import next_word_accuracy
 from .runinfo import RunView
-from .runstats import runtime_split, secret_exposure, vote_distribution
+from .runstats import released_vote_distribution, runtime_split, secret_exposure
 
 EVALUATION = "evaluation.json"
+#: the whole evaluation, private diagnostics included (relative to the run directory)
+PRIVATE_EVALUATION = "private/evaluation.json"
+#: top-level keys that only the private evaluation holds (timings of private work, secret statistics, paths)
+PRIVATE_KEYS = ("runtime", "secrets", "seconds", "created", "run", "private_notes")
+#: training sets computed from private records without noise: private evaluation only
+PRIVATE_TRAIN_SETS = ("only_private",)
 DEFAULT_CLASSIFIERS = ("embedding-logreg", "tfidf-logreg")
 
 
@@ -185,6 +197,7 @@ class EvaluationContext:
     progress: Any
     train_sets: dict[str, Corpus] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    private_notes: list[str] = field(default_factory=list)  # notes that state private facts (private file only)
 
     def rng(self, *keys: object) -> np.random.Generator:
         return derive(self.seed, "eval", *keys)
@@ -240,23 +253,27 @@ class Baselines:
                 priv = _private_baseline(ctx.view, ctx.options.private, len(ctx.syn), ctx.rng("only-private"))
             except PrivtextError as e:
                 priv = None
-                ctx.notes.append(f"OnlyPrivate baseline skipped: {e}")
+                ctx.private_notes.append(f"OnlyPrivate baseline skipped: {e}")
             if priv is not None:
                 ctx.train_sets["only_private"] = priv
             else:
-                ctx.notes.append("OnlyPrivate baseline skipped: private corpus not available")
+                ctx.private_notes.append("OnlyPrivate baseline skipped: private corpus not available")
             zs = ctx.view.zero_shot(len(ctx.syn), rng=ctx.rng("zero-shot"))
             if zs is not None:
                 ctx.train_sets["zero_shot"] = zs
+            elif ctx.view.method == "dpkps":
+                ctx.notes.append("no zero-shot baseline: every DP-KPS prompt holds released keyphrases, so none of "
+                                 "its outputs is generator-only")
             else:
                 ctx.notes.append("zero-shot baseline skipped: no origin == 'random' rows in iteration 0")
         overlap = _overlap(ctx.real, ctx.train_sets.get("only_private"), ctx.view)
         if overlap:
             msg = (f"the evaluation set shares {overlap} texts with the private corpus: evaluating on private data "
                    "inflates the OnlyPrivate baseline and makes this evaluation a private diagnostic")
-            ctx.notes.append(msg)
+            ctx.private_notes.append(msg)
             say(f"[yellow]warning:[/] {msg}")
-        out: dict[str, Any] = {"train_sets": {k: len(v) for k, v in ctx.train_sets.items()}, "notes": ctx.notes}
+        out: dict[str, Any] = {"train_sets": {k: len(v) for k, v in ctx.train_sets.items()}, "notes": ctx.notes,
+                               "private_notes": ctx.private_notes}
         if "zero_shot" in ctx.train_sets:
             zs = ctx.train_sets["zero_shot"]
             out["fid_zero_shot"] = fid(ctx.emb.embed(list(zs.texts)), ctx.real_emb).to_dict()
@@ -354,7 +371,8 @@ class PerIteration:
 
 
 class Votes:
-    """The released vote distribution per label of every iteration (sorted votes of the last one kept)."""
+    """The released vote distribution per label of every iteration (sorted votes of the last one kept), from the
+    noisy votes rounded as a release is (:func:`~privtext.evaluate.runstats.released_vote_distribution`)."""
 
     name = "votes"
 
@@ -364,16 +382,18 @@ class Votes:
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
         ctx.progress.note("votes and runtime")
         votes: dict[str, Any] = {}
-        all_its = ctx.view.iterations()
-        for t in all_its:
+        for t in ctx.view.iterations():
             df = ctx.view.candidates(t)
             if "votes" not in df.columns:
                 continue
-            dist = vote_distribution(df, label_columns=ctx.view.label_columns, max_points=300)
-            if t != all_its[-1]:
-                for v in dist.values():
+            votes[str(t)] = released_vote_distribution(df, label_columns=ctx.view.label_columns, max_points=300)
+        # the sorted votes are kept for the last iteration that took a vote (WASP's last round takes none)
+        voted = [t for t, d in votes.items() if any(v["total_votes"] or v["max_votes"] for v in d.values())]
+        keep = voted[-1] if voted else (list(votes)[-1] if votes else None)
+        for t, d in votes.items():
+            if t != keep:
+                for v in d.values():
                     v.pop("sorted_votes", None)
-            votes[str(t)] = dist
         return {"votes": votes}
 
 
@@ -477,8 +497,41 @@ def evaluate_run(
     result["seconds"] = time.perf_counter() - t0
     result["created"] = _dt.datetime.now().isoformat(timespec="seconds")
     if write:
-        atomic_write_json(view.evaluation_path, result)
+        # the private file first: a shareable file never exists without the diagnostics it was cut from
+        atomic_write_json(view.private_evaluation_path, {**result, "private": True, "notice": PRIVATE_NOTICE})
+        atomic_write_json(view.evaluation_path, shareable_evaluation(result))
     return result
+
+
+PRIVATE_NOTICE = ("PRIVATE DIAGNOSTICS: the OnlyPrivate baseline, run timings and secret statistics are computed "
+                  "from private data without noise; do not share this file (evaluation.json is the shareable part)")
+
+
+def _file_name(path: Any) -> Any:
+    """A corpus path as a shareable file may name it: the file name only (an ``hf:`` spec stays as it is)."""
+    if not isinstance(path, str) or path.startswith("hf:") or path.startswith("("):
+        return path
+    return Path(path).name
+
+
+def shareable_evaluation(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of an evaluation that may be shared (``evaluation.json``): no OnlyPrivate baseline, timings,
+    timestamps, secret statistics or private notes; the real corpus by file name only; every float rounded as a
+    released value is (:func:`privtext.privacy.statement.released_tree`)."""
+    from ..privacy.statement import released_tree
+
+    ev = {k: v for k, v in evaluation.items() if k not in PRIVATE_KEYS and k not in ("private", "notice")}
+    if isinstance(ev.get("real"), Mapping):
+        ev["real"] = {**ev["real"], "path": _file_name(ev["real"].get("path"))}
+    if isinstance(ev.get("train_sets"), Mapping):
+        ev["train_sets"] = {k: v for k, v in ev["train_sets"].items() if k not in PRIVATE_TRAIN_SETS}
+    ds = ev.get("downstream")
+    if isinstance(ds, Mapping) and isinstance(ds.get("results"), Mapping):
+        ev["downstream"] = {**ds, "results": {c: {k: v for k, v in per.items() if k not in PRIVATE_TRAIN_SETS}
+                                              for c, per in ds["results"].items()}}
+    if isinstance(ev.get("next_word"), Mapping):
+        ev["next_word"] = {k: v for k, v in ev["next_word"].items() if k not in PRIVATE_TRAIN_SETS}
+    return released_tree(ev)
 
 
 def headline(evaluation: Mapping[str, Any]) -> dict[str, Any]:
@@ -498,5 +551,6 @@ def headline(evaluation: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-__all__ = ["DEFAULT_CLASSIFIERS", "DEFAULT_METRICS", "EVALUATION", "EvaluationContext", "EvaluationOptions", "Metric",
-           "corpus_fingerprint", "evaluate_run", "guarantee_text", "headline", "load_real", "privacy_facts"]
+__all__ = ["DEFAULT_CLASSIFIERS", "DEFAULT_METRICS", "EVALUATION", "PRIVATE_EVALUATION", "EvaluationContext",
+           "EvaluationOptions", "Metric", "corpus_fingerprint", "evaluate_run", "guarantee_text", "headline",
+           "load_real", "privacy_facts", "shareable_evaluation"]

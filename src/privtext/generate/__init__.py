@@ -31,6 +31,7 @@ from .base import (
     GeneratorContext,
     VariationSpec,
 )
+from .length import LengthTarget, cap_words
 from .prompts import (
     Prompt,
     PromptFamily,
@@ -76,6 +77,14 @@ def build_generator(cfg: GeneratorConfig | Mapping[str, Any], ctx: GeneratorCont
     requested = cfg.prompt_family if cfg.prompt_family != "auto" else ctx.family
     family = resolve_family(requested or "auto", label_columns=ctx.label_columns, public=ctx.public)
     gen = cls.from_options(options, ctx, family=family, name=cfg.name)
+    # target lengths: released (ctx.length) > configured (generator.target_words) > the family's public prior
+    # (a fallback for generators that lack length knowledge: see BaseGenerator.wants_prior)
+    if ctx.length is not None:
+        gen.length = ctx.length
+    elif cfg.target_words is not None:
+        gen.length = LengthTarget.parse(cfg.target_words, source="configured (generator.target_words)")
+    elif family.length is not None and gen.wants_prior(family.length):
+        gen.length = family.length
     return gen  # type: ignore[no-any-return]
 
 
@@ -86,10 +95,12 @@ __all__ = [
     "Generator",
     "GeneratorContext",
     "LabelInfo",
+    "LengthTarget",
     "Prompt",
     "PromptFamily",
     "VariationSpec",
     "build_generator",
+    "cap_words",
     "check_generator",
     "detect_family",
     "family_names",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..atomicio import PromptLog
     from ..data.corpus import Corpus
     from ..guard import PrivateGuard
+    from .length import LengthTarget
     from .prompts import PromptFamily
 
 @dataclass(frozen=True)
@@ -109,6 +110,9 @@ class GeneratorContext:
     guard: PrivateGuard | None = None
     seed: int | None = 0
     cache_dir: Path | None = None
+    #: target lengths from released values (a DP length histogram, privtext.mechanisms.lengths): when set, it
+    #: replaces the configured target and the prompt family's prior
+    length: LengthTarget | None = None
 
 
 # --------------------------------------------------------------------------------------------- options models
@@ -183,6 +187,9 @@ class BaseGenerator:
 
     backend: ClassVar[str] = "base"
     Options: ClassVar[type[BaseModel]] = BackendOptions
+    #: target lengths and the cap every output honours (set by build_generator: released, configured, or the
+    #: prompt family's prior; None: the backend's own lengths)
+    length: LengthTarget | None = None
 
     def __init__(self, *, family: PromptFamily | None = None, prompt_log: PromptLog | None = None,
                  name: str | None = None):
@@ -193,6 +200,11 @@ class BaseGenerator:
         self.name = name or self.backend
         self.stats = GenerationStats()
         self._closed = False
+
+    def wants_prior(self, prior: LengthTarget) -> bool:
+        """Whether a prompt family's length prior should steer this generator (a model prompted without any
+        length knowledge: yes). The n-gram backend declines it when its public text already has such lengths."""
+        return True
 
     # factories used by build_generator
     @classmethod
@@ -343,8 +355,18 @@ class PromptedGenerator(BaseGenerator):
     def _complete(self, operation: str, prompts: list[Any], rng: np.random.Generator) -> list[str]:
         raise NotImplementedError
 
+    def _capped(self, out: list[str]) -> list[str]:
+        """Outputs cut at the length target's cap (a model may run past the length it was asked for)."""
+        if self.length is None:
+            return out
+        from .length import cap_words
+
+        return [cap_words(t, self.length.max_words) for t in out]
+
     def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:
-        return self._complete("random", [self.family.random_prompt(label, rng) for _ in range(n)], rng)
+        prompts = [self.family.random_prompt(label, rng, target_words=self.length.draw(rng) if self.length else None)
+                   for _ in range(n)]
+        return self._capped(self._complete("random", prompts, rng))
 
     def _variation(self, texts: list[str], label: LabelInfo | None, spec: VariationSpec,
                    rng: np.random.Generator) -> list[str]:
@@ -352,14 +374,14 @@ class PromptedGenerator(BaseGenerator):
             prompts = [self.family.blank_variation_prompt(t, spec.mask_prob, label, rng) for t in texts]
         else:
             prompts = [self.family.paraphrase_prompt(t, label, spec.style, rng) for t in texts]
-        return self._complete("variation", prompts, rng)
+        return self._capped(self._complete("variation", prompts, rng))
 
     def _seeded(self, keyphrases: list[list[str]], doc_type: str, rng: np.random.Generator,
                 examples: list[list[str]]) -> list[str]:
-        return self._complete("seeded", [self.family.seeded_prompt(k, doc_type, examples=e)
-                                         for k, e in zip(keyphrases, examples, strict=True)], rng)
+        return self._capped(self._complete("seeded", [self.family.seeded_prompt(k, doc_type, examples=e)
+                                                      for k, e in zip(keyphrases, examples, strict=True)], rng))
 
     def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
                      rng: np.random.Generator) -> list[str]:
         prompts = [self.family.contrastive_prompt(good, bad, label, rng) for _ in range(n)]
-        return self._complete("contrastive", prompts, rng)
+        return self._capped(self._complete("contrastive", prompts, rng))

@@ -32,8 +32,10 @@ Label conditioning: when the public corpus has the run's label columns, one mode
 
 Operations
 ----------
-* ``random`` — free sampling to a length drawn from the public texts' word counts (per label when known), then
-  to the end of the sentence;
+* ``random`` — free sampling to a length drawn from the public texts' word counts (per label when known) — or,
+  when the generator has a length target (released, configured, or the prompt family's prior:
+  :mod:`privtext.generate.length`), from that target — then to the end of the sentence; every operation stops at
+  ``max_words`` and at the length target's cap;
 * ``variation(blank)`` — every token is masked with probability ``mask_prob``; each run of masks is refilled with
   about as many words (± ``length_noise``) sampled from the left context; ``blank_candidates`` candidates are
   scored by the global model's probability of the (up to ``order - 1``) words that follow the blank and one is
@@ -71,6 +73,7 @@ from ..backends import BackendOptions
 from ..data.labels import LabelInfo
 from ..errors import ConfigError, DataError
 from .base import BaseGenerator, GeneratorContext, VariationSpec
+from .length import cap_words
 
 BOS, EOS, UNK = 0, 1, 2
 SPECIALS = ("<s>", "</s>", "<unk>")
@@ -699,6 +702,10 @@ def _bad_only_ngrams(lm: NgramLM, good: Sequence[str], bad: Sequence[str]) -> se
 # --------------------------------------------------------------------------------------------- generator
 
 
+#: public texts inside a length range needed to draw targets from their lengths (else uniform over the range)
+MIN_IN_RANGE = 20
+
+
 class NgramOptions(BackendOptions):
     order: int = Field(default=4, ge=1, le=8, description="n-gram order")
     min_count: int = Field(default=1, ge=1, description="words seen fewer times become <unk> (never emitted)")
@@ -771,6 +778,41 @@ class NgramGenerator(BaseGenerator):
                    prompt_log=ctx.prompt_log, name=name)
 
     # --------------------------------------------------------------------------------------------- ops
+    def wants_prior(self, prior: Any) -> bool:
+        """A family's length prior is a fallback for off-domain public text: declined when at least half of the
+        public texts already fall inside its range (their own lengths are the better target)."""
+        arr = self.lm.lengths[None]
+        lo, hi = min(prior.low), max(prior.high)
+        return bool(np.mean((arr >= lo) & (arr <= hi)) < 0.5)
+
+    @property
+    def cap(self) -> int:
+        """The most words any output may have: ``max_words``, or the length target's cap when lower."""
+        return min(self.options.max_words, self.length.max_words) if self.length is not None else \
+            self.options.max_words
+
+    def _target(self, label: LabelInfo | None, u: _Uniforms) -> int:
+        """A target length. Without a length target: a public text's word count (per label when known). With a
+        range (configured, or the family's prior): a public text's word count among those inside the range when
+        at least ``MIN_IN_RANGE`` public texts fall inside it (in-domain public text keeps its own length
+        profile), else uniform over the range. With a histogram (a DP release): drawn from it."""
+        if self.length is None:
+            return self.lm.sample_length(label, u)
+        if len(self.length.low) == 1:
+            keys = self.lm.label_keys(label)
+            arr = self.lm.lengths[keys[-1]] if keys else self.lm.lengths[None]
+            inside = arr[(arr >= self.length.low[0]) & (arr <= self.length.high[0])]
+            if len(inside) >= MIN_IN_RANGE:
+                return int(inside[min(int(u() * len(inside)), len(inside) - 1)])
+        return self.length.sample(u(), u())
+
+    def _ceiling(self, target: int) -> int:
+        """Where a free draw stops when no sentence end came: with a length target, a third past it (at least 5
+        words; long public sentences would otherwise carry a short target far beyond it), else the cap."""
+        if self.length is None:
+            return self.cap
+        return min(self.cap, target + max(5, target // 3))
+
     def _meta(self, label: LabelInfo | None, **kw: Any) -> dict[str, Any]:
         return {"label_models": [list(k) if isinstance(k, tuple) else k for k in self.lm.label_keys(label)], **kw}
 
@@ -781,9 +823,9 @@ class NgramGenerator(BaseGenerator):
         meta = {k: v for k, v in prompt.meta.items() if k != "persona"}  # the n-gram model has no persona
         out = []
         for _ in range(n):
-            length = self.lm.sample_length(label, u)
+            length = self._target(label, u)
             self._log("random", prompt.user, {**meta, "ngram": self._meta(label, target_words=length)})
-            out.append(self.lm.sample(u, label=label, length=length, max_words=self.options.max_words, mix=mix))
+            out.append(self.lm.sample(u, label=label, length=length, max_words=self._ceiling(length), mix=mix))
         self.stats.calls += 1
         self.stats.prompts += n
         self.stats.completion_tokens += sum(len(tokenize(t)) for t in out)
@@ -839,13 +881,14 @@ class NgramGenerator(BaseGenerator):
         if not toks:
             prompt = self.family.blank_prompt("_", 0, label)
             self._log("variation", prompt.user, {**prompt.meta, "ngram": self._meta(label)})
-            return self.lm.sample(u, label=label, max_words=self.options.max_words, mix=mix)
+            n = self._target(label, u)
+            return self.lm.sample(u, label=label, length=n, max_words=self._ceiling(n), mix=mix)
         items, masked = self._blank_items(toks, mask_prob, u)
         n_words = sum(1 for t in toks if _is_word(t))
-        prompt = self.family.blank_prompt(masked, n_words, label)
+        prompt = self.family.blank_prompt(masked, min(n_words, self.cap), label)
         self._log("variation", prompt.user, {**prompt.meta, "ngram": self._meta(label, kind="blank")})
         filled = self.lm.fill(items, mix, u, candidates=self.options.blank_candidates, max_words=0)
-        return detokenize(filled)
+        return cap_words(detokenize(filled), self.cap)
 
     def _paraphrase_one(self, text: str, label: LabelInfo | None, spec: VariationSpec, mix: _Mixture,
                         u: _Uniforms) -> str:
@@ -859,10 +902,10 @@ class NgramGenerator(BaseGenerator):
         prompt = self.family.paraphrase_prompt(text, label, spec.style, None)
         self._log("variation", prompt.user, {**prompt.meta, "ngram": self._meta(label, kind="paraphrase",
                                                                                 anchors=anchors)})
-        target = max(1, round(n_words * (1.0 + self.noise * _normal(u))))
+        target = min(max(1, round(n_words * (1.0 + self.noise * _normal(u)))), self.cap)
         items = self._anchored_items([[a] for a in anchors], target, u)
-        return detokenize(self.lm.fill(items, mix, u, candidates=self.options.blank_candidates,
-                                       max_words=self.options.max_words))
+        return cap_words(detokenize(self.lm.fill(items, mix, u, candidates=self.options.blank_candidates,
+                                                 max_words=self.cap)), self.cap)
 
     def _anchored_items(self, phrases: Sequence[Sequence[str]], target_words: int,
                         u: _Uniforms) -> list[tuple[str, Any]]:
@@ -901,10 +944,10 @@ class NgramGenerator(BaseGenerator):
             self._log("seeded", prompt.user, meta)
             # few-shot examples: the n-gram model cannot read them; their mean length is the target length
             target = (max(1, round(float(np.mean([len(tokenize(t)) for t in ex])))) if ex
-                      else self.lm.sample_length(None, u))
-            items = self._anchored_items(phrases, target, u)
-            out.append(detokenize(self.lm.fill(items, mix, u, candidates=self.options.blank_candidates,
-                                               max_words=self.options.max_words)))
+                      else self._target(None, u))
+            items = self._anchored_items(phrases, min(target, self.cap), u)
+            out.append(cap_words(detokenize(self.lm.fill(items, mix, u, candidates=self.options.blank_candidates,
+                                                         max_words=self.cap)), self.cap))
         self.stats.calls += 1
         self.stats.prompts += len(keyphrases)
         self.stats.completion_tokens += sum(len(tokenize(t)) for t in out)
@@ -934,8 +977,8 @@ class NgramGenerator(BaseGenerator):
             prompt = self.family.contrastive_prompt(g, b, label, None)
             self._log("contrastive", prompt.user, {**prompt.meta, "ngram": self._meta(label)})
             base = lengths[min(int(u() * len(lengths)), len(lengths) - 1)]
-            target = max(1, round(base * (1.0 + 0.1 * _normal(u))))
-            out.append(lm.sample(u, label=label, length=target, max_words=self.options.max_words, mix=mix))
+            target = min(max(1, round(base * (1.0 + 0.1 * _normal(u)))), self.cap)
+            out.append(lm.sample(u, label=label, length=target, max_words=self._ceiling(target), mix=mix))
         self.stats.calls += 1
         self.stats.prompts += n
         self.stats.completion_tokens += sum(len(tokenize(t)) for t in out)

@@ -10,7 +10,10 @@ A family is one YAML file with these sections (see ``generic.yaml`` for a commen
 ``contrastive``  WASP Tab 7: worse examples, then better examples, then the instruction (``fewshot`` is the
                  "w/o contrastive" form used when no worse examples are given);
 ``detect``       regular expressions on label columns, label values and the public corpus name that make
-                 ``prompt_family: auto`` choose this family.
+                 ``prompt_family: auto`` choose this family;
+``length``       (optional) a public prior on the length of the domain's texts: ``target_words: [low, high]``
+                 (random prompts ask for a length drawn from it) and ``max_words`` (a cap every backend honours);
+                 see :mod:`privtext.generate.length`.
 
 Placeholders: ``{label}`` (e.g. ``Business Category: Bars, Review Stars: 4.0``), ``{label_sentence}`` (the
 family's sentence about the label, empty without label), ``{persona}``, ``{doc_type}``, ``{text}``, ``{style}``,
@@ -32,6 +35,7 @@ import numpy as np
 import yaml
 
 from ..errors import ConfigError, UnknownNameError
+from .length import LengthTarget
 
 if TYPE_CHECKING:
     from ..data.corpus import Corpus
@@ -40,8 +44,8 @@ if TYPE_CHECKING:
 BLANK = "_"
 
 _ALLOWED = {
-    "random.labeled": {"label", "label_sentence", "persona", "doc_type"},
-    "random.unlabeled": {"persona", "doc_type"},
+    "random.labeled": {"label", "label_sentence", "persona", "doc_type", "target_words"},
+    "random.unlabeled": {"persona", "doc_type", "target_words"},
     "paraphrase.template": {"label", "label_sentence", "doc_type", "text", "style"},
     "blank.template": {"label", "label_sentence", "doc_type", "masked", "target_words"},
     "seeded.template": {"doc_type", "keyphrases"},
@@ -124,6 +128,7 @@ class PromptFamily:
     detect_columns: tuple[str, ...] = ()
     detect_values: tuple[str, ...] = ()
     detect_corpus: tuple[str, ...] = ()
+    length: LengthTarget | None = None
     source: str = ""
 
     # ------------------------------------------------------------------------------------------- loading
@@ -177,6 +182,7 @@ class PromptFamily:
             detect_columns=texts("detect.columns", []),
             detect_values=texts("detect.values", []),
             detect_corpus=texts("detect.corpus", []),
+            length=_family_length(get("length", None), where),
             source=source,
         )
         checks = {
@@ -211,6 +217,10 @@ class PromptFamily:
                  "contrastive.fewshot_template": fam.fewshot_template}[key]
             if need not in _fields(t):
                 raise ConfigError(f"{where}: {key} must contain the placeholder {{{need}}}")
+        if fam.length is None and any("target_words" in _fields(t)
+                                      for t in (*fam.random_labeled, *fam.random_unlabeled)):
+            raise ConfigError(f"{where}: random templates ask for {{target_words}}: give the family a length section "
+                              "(length: {target_words: [low, high], max_words: N})")
         if not 0 < fam.sample_fraction <= 1:
             raise ConfigError(f"{where}: contrastive.sample_fraction must be in (0, 1], got {fam.sample_fraction}")
         if fam.blank_length_noise < 0:
@@ -243,15 +253,30 @@ class PromptFamily:
     def _prompt(self, template: str, meta: dict[str, Any], **values: Any) -> Prompt:
         return Prompt(user=render(template, **values), system=self.system, meta=meta)
 
-    def random_prompt(self, label: LabelInfo | None, rng: np.random.Generator | None) -> Prompt:
-        """``rng=None`` takes the first persona and template (backends that do not use them, e.g. n-gram)."""
+    def random_prompt(self, label: LabelInfo | None, rng: np.random.Generator | None, *,
+                      target_words: int | None = None) -> Prompt:
+        """``rng=None`` takes the first persona and template (backends that do not use them, e.g. n-gram).
+        ``target_words``: the length asked for, where the template asks for one (default: drawn from the family's
+        ``length`` with ``rng``, its mean without)."""
         persona = self.personas[_pick(len(self.personas), rng)]
         templates = self.random_labeled if label else self.random_unlabeled
         t = templates[_pick(len(templates), rng)]
-        meta = {"family": self.name, "persona": persona}
+        meta: dict[str, Any] = {"family": self.name, "persona": persona}
         if label:
             meta["label"] = label.as_dict()
-        return self._prompt(t, meta, persona=persona, doc_type=self.doc_type, **self._label_vars(label))
+        values: dict[str, Any] = {}
+        if target_words is None and self.length is not None and "target_words" in _fields(t):
+            target_words = self.length.draw(rng) if rng is not None else round(self.length.mean())
+        if target_words is not None:
+            values["target_words"] = int(target_words)
+            meta["target_words"] = int(target_words)
+        elif "target_words" in _fields(t):  # pragma: no cover - refused when the family is loaded
+            raise ConfigError(f"prompt family {self.name!r}: its random template needs a target length")
+        p = self._prompt(t, meta, persona=persona, doc_type=self.doc_type, **values, **self._label_vars(label))
+        if target_words is not None and "target_words" not in _fields(t):  # a family without the placeholder
+            p = Prompt(user=f"{p.user} The {self.doc_type} should have about {int(target_words)} words.",
+                       system=p.system, meta=p.meta)
+        return p
 
     def paraphrase_prompt(self, text: str, label: LabelInfo | None, style: str | None,
                           rng: np.random.Generator | None) -> Prompt:
@@ -304,6 +329,21 @@ class PromptFamily:
         """Mask ``text`` as Aug-PE does and render the fill-in-the-blanks prompt."""
         masked, n_words = mask_words(text, mask_prob, rng)
         return self.blank_prompt(masked, n_words, label)
+
+
+def _family_length(section: Any, where: str) -> LengthTarget | None:
+    """A family's ``length`` section: ``target_words: [low, high]`` and an optional ``max_words``."""
+    if section is None:
+        return None
+    if not isinstance(section, Mapping) or "target_words" not in section:
+        raise ConfigError(f"{where}: length must be a mapping with target_words: [low, high] (and max_words)")
+    unknown = set(section) - {"target_words", "max_words"}
+    if unknown:
+        raise ConfigError(f"{where}: length has unknown key(s) {sorted(unknown)}; valid: max_words, target_words")
+    mw = section.get("max_words")
+    if mw is not None and (isinstance(mw, bool) or not isinstance(mw, int) or mw < 1):
+        raise ConfigError(f"{where}: length.max_words must be a positive integer, got {mw!r}")
+    return LengthTarget.parse(section["target_words"], max_words=mw, source=f"prompt family ({where})")
 
 
 def _pick(n: int, rng: np.random.Generator | None) -> int:

@@ -14,8 +14,8 @@ diagnostics (``private/diagnostics.json``). ``tests/test_privacy_statement.py`` 
 private corpora of different size and content and checks that their ``privacy.json`` differ only in released and
 assumed-public values.
 
-:func:`statement_words` is the only code that turns a statement into sentences (the CLI, the report and
-``compare`` call it).
+:func:`statement_sections` is the only code that turns a statement into sentences (the report shows its sections;
+:func:`statement_words` joins them into the one paragraph the CLI and ``compare`` print).
 """
 
 from __future__ import annotations
@@ -83,25 +83,42 @@ PRIVATE_FOLDER_WORDS = ("private/ (mode 0700): the ledger with every event, chec
                         "data, never to be shared")
 
 
-def statement_words(st: Mapping[str, Any]) -> str:
-    """The statement in plain words: headline, what was public, what is assumed, what is not covered."""
-    parts = [str(st.get("headline", "")).strip()]
-    pub = list(st.get("treated_as_public") or [])
+def statement_sections(st: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """The statement as (heading, items) pairs, in reading order: the headline (heading ``""``), what was treated
+    as public, what is assumed public, what is not covered, the prompt audit and the noise source. The report
+    shows them as a structured list; :func:`statement_words` joins them into one paragraph."""
+    out: list[tuple[str, list[str]]] = []
+    head = str(st.get("headline", "")).strip()
+    if head:
+        out.append(("", [head]))
+    pub = [str(x) for x in st.get("treated_as_public") or []]
     if pub:
-        parts.append("Treated as public (used without noise): " + "; ".join(pub) + ".")
+        out.append(("Treated as public (used without noise)", pub))
     assumed = list(st.get("assumed_public") or [])
     if assumed:
-        parts.append("Assumed public: " + "; ".join(
-            f"{a['name']} = {_num(a['value'])} ({a['why']})" for a in assumed) + ".")
-    cov = list(st.get("coverage") or [])
+        out.append(("Assumed public", [f"{a['name']} = {_num(a['value'])} ({a['why']})" for a in assumed]))
+    cov = [str(x) for x in st.get("coverage") or []]
     if cov:
-        parts.append("Not covered: " + " ".join(cov))
+        out.append(("Not covered", cov))
     audit = st.get("prompt_audit") or {}
-    if audit:
-        parts.append(str(audit.get("words", "")))
+    if audit and audit.get("words"):
+        out.append(("Prompt audit", [str(audit["words"])]))
     noise = st.get("noise") or {}
     if noise.get("words"):
-        parts.append(str(noise["words"]))
+        out.append(("Noise", [str(noise["words"])]))
+    return out
+
+
+def statement_words(st: Mapping[str, Any]) -> str:
+    """The statement in plain words: headline, what was public, what is assumed, what is not covered."""
+    parts = []
+    for heading, items in statement_sections(st):
+        if heading in ("", "Prompt audit", "Noise"):
+            parts.extend(items)
+        elif heading == "Not covered":
+            parts.append("Not covered: " + " ".join(items))
+        else:
+            parts.append(f"{heading}: " + "; ".join(items) + ".")
     return " ".join(p for p in parts if p)
 
 
@@ -141,6 +158,23 @@ def released_number(x: float) -> float:
     return round_release(float(x))
 
 
+def released_tree(x: Any) -> Any:
+    """``x`` (nested dicts/lists) with every float rounded as :func:`released_number` rounds a released value;
+    integers, booleans and strings are kept. For shareable files that hold functions of released noisy values
+    (vote summaries, evaluation figures): nothing leaves the private folder with a raw double's low bits."""
+    if isinstance(x, Mapping):
+        return {k: released_tree(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [released_tree(v) for v in x]
+    if isinstance(x, bool) or x is None or isinstance(x, (str, int)):
+        return x
+    if isinstance(x, float):
+        return released_number(x)
+    if hasattr(x, "item") and callable(x.item):  # numpy scalars
+        return released_tree(x.item())
+    return x
+
+
 def _jsonable(x: Any) -> Any:
     if isinstance(x, Mapping):
         return {str(k): _jsonable(v) for k, v in x.items()}
@@ -153,4 +187,5 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-__all__ = ["FORMAT", "Assumption", "PrivacyStatement", "released_number", "short_label", "statement_words"]
+__all__ = ["FORMAT", "Assumption", "PrivacyStatement", "released_number", "released_tree", "short_label",
+           "statement_sections", "statement_words"]

@@ -4,10 +4,13 @@ Self-contained means: CSS inline, figures as base64 PNG ``data:`` URIs, no scrip
 so the file can be mailed or archived and opens offline. Every piece of text that comes from the run (statement,
 labels, synthetic samples) is HTML-escaped.
 
-Sections: the privacy statement in plain words (and the numbers behind it, the prompt audit), headline metrics,
-downstream accuracy with baselines, FID and accuracy per iteration, length histograms, vote distributions, runtime
-split and LLM usage, secret exposure, and sample outputs. Parts that need ``evaluation.json`` say how to produce it
-when it is missing; vote distributions and runtime come from the run itself.
+Sections: the privacy statement (headline, then one list per part: treated as public, assumed public, not covered,
+prompt audit, noise) and the numbers behind it, headline metrics, downstream accuracy with the zero-shot baseline,
+FID and accuracy per iteration, length histograms, the released vote distributions of the last iteration that took
+a vote, WASP's rounds and DP-KPS's keyphrases, and sample outputs. Parts that need ``evaluation.json`` say how to
+produce it when it is missing; vote distributions come from the run itself. The shareable page names files
+without their folder and holds no time stamp; the private diagnostics (exact counts, run time, secret statistics,
+the OnlyPrivate baseline) appear only in ``--diagnostics`` (``private/report.html``), marked PRIVATE.
 
 Only synthetic text is shown: real and private records never enter the report.
 """
@@ -15,7 +18,6 @@ Only synthetic text is shown: real and private records never enter the report.
 from __future__ import annotations
 
 import base64
-import datetime as _dt
 import html
 import os
 from collections.abc import Mapping, Sequence
@@ -27,7 +29,7 @@ import numpy as np
 from ..atomicio import atomic_write_text
 from ..errors import RunError
 from ..evaluate.runinfo import RunView
-from ..evaluate.runstats import runtime_split, vote_distribution
+from ..evaluate.runstats import released_vote_distribution, runtime_split
 from ..evaluate.suite import guarantee_text, privacy_facts
 from ..rng import derive
 from . import plots
@@ -49,7 +51,10 @@ img{max-width:100%;height:auto;display:block;margin:8px 0}
 padding:8px 14px;min-width:120px}.kpi b{display:block;font-size:1.3em}.kpi span{color:#5a6572;font-size:.8em}
 .sample{white-space:pre-wrap;font-size:.9em;line-height:1.4;overflow-wrap:anywhere}.tag{display:inline-block;
 background:#eef1f5;border-radius:4px;padding:1px 6px;margin-right:4px;font-size:.8em;color:#364152}
-.scroll{overflow-x:auto;max-width:100%}td,th,.card{overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%}td,th,.card{overflow-wrap:anywhere}th.l{overflow-wrap:normal;
+word-break:normal;min-width:8em}.statement p{margin:0 0 8px}.statement h4{margin:10px 0 2px;font-size:.95em}
+.statement ul{margin:2px 0 4px;padding-left:22px}.statement li{margin:2px 0;font-size:.95em}
+.private{color:#9b2c2c;font-weight:600}
 @media (max-width:640px){main{padding:12px 10px 40px}h1{font-size:1.3em}table{font-size:.8em}
 th,td{padding:3px 5px}.card{padding:10px 12px}}
 """
@@ -79,11 +84,27 @@ def _img(png: bytes | None, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
 
 
+def _records_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A list of flat records (e.g. per-round values) as a table, one column per key."""
+    cols: list[str] = []
+    for r in rows:
+        cols += [str(k) for k in r if str(k) not in cols]
+
+    def cell(v: Any) -> str:
+        if isinstance(v, (list, tuple)):
+            return ", ".join(_num(x) for x in v) if v else "—"
+        return _num(v) if not isinstance(v, Mapping) else _e(v)
+
+    return _table([c.replace("_", " ") for c in cols], [[cell(r.get(c)) for c in cols] for r in rows], left=0)
+
+
 def _kv(d: Mapping[str, Any]) -> str:
     rows = []
     for k, v in d.items():
         if isinstance(v, Mapping):
             cell = _kv(v) if v else "—"
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, Mapping) for x in v):
+            cell = _records_table(v)
         elif isinstance(v, (list, tuple)):
             cell = _e(", ".join(str(x) for x in v[:20]) + (" …" if len(v) > 20 else "")) if v else "—"
         else:
@@ -101,12 +122,47 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 
     return f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def _missing(what: str, run: Path) -> str:
-    return (f'<p class="muted">{_e(what)} needs an evaluation: run <code>privtext evaluate {_e(run)} --real '
-            "PATH</code> (or <code>privtext report RUN --real PATH</code>).</p>")
+def _missing(what: str) -> str:
+    return (f'<p class="muted">{_e(what)} needs an evaluation: run <code>privtext evaluate RUN --real PATH</code> '
+            "(or <code>privtext report RUN --real PATH</code>), RUN being this run's folder.</p>")
 
 
 # ------------------------------------------------------------------------------------------------- sections
+
+
+def _statement_html(p: Mapping[str, Any]) -> str:
+    """The statement as the headline and a short list per part (what was public, assumed, not covered, the
+    prompt audit, the noise), from :func:`privtext.privacy.statement.statement_sections`."""
+    from ..privacy.statement import statement_sections
+
+    if not p.get("headline"):  # an old statement without its parts: the recorded paragraph
+        statement, _ = privacy_facts(p)
+        return f"<p>{_e(statement or '(no statement recorded)')}</p>"
+    out = []
+    for heading, items in statement_sections(p):
+        if not heading:
+            out.append(f"<p><b>{_e(items[0])}</b></p>")
+        elif len(items) == 1:
+            text = items[0].removeprefix(f"{heading}: ")  # "Noise: ChaCha20 ..." under the heading "Noise"
+            out.append(f"<h4>{_e(heading)}</h4><p>{_e(text)}</p>")
+        else:
+            out.append(f"<h4>{_e(heading)}</h4><ul>" + "".join(f"<li>{_e(x)}</li>" for x in items) + "</ul>")
+    return "".join(out)
+
+
+def _released_shown(released: Mapping[str, Any]) -> dict[str, Any]:
+    """Released values as the privacy section lists them; the ones with a section of their own are referred to."""
+    shown: dict[str, Any] = {}
+    for k, v in released.items():
+        if k == "dp_vocabulary" and isinstance(v, Mapping):
+            shown[k] = f"{len(v)} terms (top terms in the DP-KPS section below)"
+        elif k == "wasp" and isinstance(v, Mapping):
+            n = len(v.get("rounds") or [])
+            shown["WASP rounds"] = (f"{n} round(s): generator weights, samples per generator and vote totals "
+                                    "(WASP section below)")
+        else:
+            shown[k] = v
+    return shown
 
 
 def _privacy_section(view: RunView) -> str:
@@ -114,9 +170,8 @@ def _privacy_section(view: RunView) -> str:
     if not p:
         return ('<div class="card warn">This run has no <code>privacy.json</code>: it did not finish, so no '
                 "guarantee is stated.</div>")
-    statement, _ = privacy_facts(p)
-    cls = "card statement" if p.get("private", True) else "card warn"
-    parts = [f'<div class="{cls}">{_e(statement or "(no statement recorded)")}</div>']
+    cls = "card statement" if p.get("private", True) else "card statement warn"
+    parts = [f'<div class="{cls}">{_statement_html(p)}</div>']
     g = p.get("guarantee") if isinstance(p.get("guarantee"), Mapping) else {}
     facts: dict[str, Any] = {"guarantee": guarantee_text(p), "private": p.get("private")}
     for key in ("neighbouring_relation", "spent", "reference", "from_secret_budget"):
@@ -127,23 +182,16 @@ def _privacy_section(view: RunView) -> str:
         facts[f"assumed public: {a.get('name')}"] = a.get("value")
     if (p.get("noise") or {}).get("source"):
         facts["noise"] = p["noise"]["source"]
-    parts.append(_kv(facts))
+    parts.append("<h3>The numbers behind it</h3>" + _kv(facts))
     released = p.get("released") or {}
     if released:
-        shown = {k: (f"{len(v)} terms (top terms in the DP-KPS section)" if k == "dp_vocabulary"
-                     and isinstance(v, Mapping) else v) for k, v in released.items()}
-        parts.append("<h3>Released noisy values</h3>" + _kv(shown))
+        parts.append("<h3>Released noisy values</h3>" + _kv(_released_shown(released)))
     releases = p.get("releases") or p.get("release_list")
     if isinstance(releases, list) and releases and isinstance(releases[0], Mapping):
         cols = [c for c in ("mechanism", "iteration", "noise_std", "sensitivity") if c in releases[0]]
         rows = [[_e(r.get("key", i)), *[_num(r.get(c)) if c != "mechanism" else _e(r.get(c)) for c in cols]]
                 for i, r in enumerate(releases[:50])]
         parts.append("<h3>Noisy releases</h3>" + _table(["release", *cols], rows, left=2))
-    audit = p.get("prompt_audit")
-    if isinstance(audit, Mapping) and audit:
-        ok = audit.get("passed", audit.get("clean"))
-        parts.append(f'<h3>Prompt audit</h3><div class="{"card" if ok in (True, None) else "card warn"}">'
-                     f'{_e(audit.get("words") or ("passed" if ok else "FAILED"))}</div>')
     return "".join(parts)
 
 
@@ -191,19 +239,35 @@ def _kpis(ev: Mapping[str, Any], syn_n: int) -> str:
                                           for k, v in items) + "</div>"
 
 
-def _downstream_section(ev: Mapping[str, Any]) -> str:
+PRIVATE_SET_LABEL = "only-private (PRIVATE: trained on the private records, no noise)"
+
+
+def _set_name(name: str) -> str:
+    return PRIVATE_SET_LABEL if name == "only_private" else name.replace("_", "-")
+
+
+def _public_sets(per_set: Mapping[str, Any], diagnostics: bool) -> dict[str, Any]:
+    """The training sets a report shows: the shareable one never shows OnlyPrivate (even from an evaluation.json
+    written before it moved to the private evaluation)."""
+    from ..evaluate.suite import PRIVATE_TRAIN_SETS
+
+    return {k: v for k, v in per_set.items() if diagnostics or k not in PRIVATE_TRAIN_SETS}
+
+
+def _downstream_section(ev: Mapping[str, Any], *, diagnostics: bool = False) -> str:
     ds = ev.get("downstream")
-    nw = ev.get("next_word")
+    nw = _public_sets(ev.get("next_word") or {}, diagnostics)
     out = []
     if ds:
-        for cname, per_set in (ds.get("results") or {}).items():
+        for cname, all_sets in (ds.get("results") or {}).items():
+            per_set = _public_sets(all_sets, diagnostics)
             labels = sorted({c for s in per_set.values() for c in s})
             header = ["trained on", *[f"{c} accuracy" for c in labels], *[f"{c} macro-F1" for c in labels], "n train"]
             rows = []
             for sname, res in per_set.items():
                 first: Mapping[str, Any] = next(iter(res.values()), {})
                 n = first.get("n_train")
-                rows.append([_e(sname.replace("_", "-")),
+                rows.append([_e(_set_name(sname)),
                              *[_num(res.get(c, {}).get("accuracy"), pct=True) for c in labels],
                              *[_num(res.get(c, {}).get("macro_f1"), pct=True) for c in labels], _num(n)])
             maj = [next((s[c]["majority_accuracy"] for s in per_set.values() if c in s), None) for c in labels]
@@ -215,26 +279,33 @@ def _downstream_section(ev: Mapping[str, Any]) -> str:
     if nw:
         header = ["trained on", "next-word accuracy", "in-vocabulary accuracy", "OOV rate", "most-frequent-word",
                   "model", "steps"]
-        rows = [[_e(s.replace("_", "-")), _num(r.get("accuracy"), pct=True), _num(r.get("accuracy_in_vocab"), pct=True),
+        rows = [[_e(_set_name(s)), _num(r.get("accuracy"), pct=True), _num(r.get("accuracy_in_vocab"), pct=True),
                  _num(r.get("oov_rate"), pct=True), _num(r.get("unigram_accuracy"), pct=True), _e(r.get("model")),
                  _num(r.get("steps"))] for s, r in nw.items()]
         out.append(f"<h3>Next-word prediction on real text</h3>{_table(header, rows)}")
-    notes = ev.get("notes") or []
+    notes = [*(ev.get("notes") or []), *((ev.get("private_notes") or []) if diagnostics else [])]
     if notes:
         out.append("".join(f'<p class="muted">{_e(n)}</p>' for n in notes))
     return "".join(out) or '<p class="muted">No labels and no next-word evaluation.</p>'
 
 
-def _iteration_section(ev: Mapping[str, Any]) -> str:
-    per_it = ev.get("per_iteration") or []
+def _iteration_section(ev: Mapping[str, Any], method: str) -> str:
+    if method == "dpkps":
+        return ('<p class="muted">DP-KPS is not iterative: it releases its sketches once and sends one prompt per '
+                "sampled keyphrase sequence (see the DP-KPS section).</p>")
+    rows_all = ev.get("per_iteration") or []
+    per_it = [r for r in rows_all if r.get("n_selected")]
     if not per_it:
         return '<p class="muted">No per-iteration evaluation.</p>'
+    skipped = [str(r.get("iteration")) for r in rows_all if not r.get("n_selected")]
+    note = (f'<p class="muted">Iteration(s) {", ".join(skipped)} selected nothing to evaluate (a final round that '
+            "only generates, without a vote).</p>") if skipped else ""
     labels = sorted({c for r in per_it for c in (r.get("accuracy") or {})})
     header = ["iteration", "selected", "FID", *[f"{c} accuracy" for c in labels]]
     rows = [[_num(r.get("iteration")), _num(r.get("n_selected")), _num(r.get("fid")),
              *[_num((r.get("accuracy") or {}).get(c), pct=True) for c in labels]] for r in per_it]
     zs = (ev.get("fid_zero_shot") or {}).get("fid")
-    return (_table(header, rows, left=0)
+    return (_table(header, rows, left=0) + note
             + _img(plots.per_iteration_plot(per_it, zero_shot_fid=zs), "FID and accuracy per iteration"))
 
 
@@ -249,18 +320,30 @@ def _length_section(ev: Mapping[str, Any]) -> str:
     return _img(plots.length_plot(L, zero_shot=ev.get("lengths_zero_shot")), "length histograms") + _kv(stats)
 
 
-def _votes_section(votes: Mapping[str, Any]) -> str:
-    if not votes:
+def _voted(dist: Mapping[str, Any]) -> bool:
+    return any(float(d.get("total_votes") or 0) != 0 or float(d.get("max_votes") or 0) != 0 for d in dist.values())
+
+
+def _votes_section(votes: Mapping[str, Any], method: str) -> str:
+    if method == "dpkps":
+        return ('<p class="muted">DP-KPS takes no votes: it releases a DP vocabulary and per-class term histograms '
+                "(see the DP-KPS section).</p>")
+    voted = [t for t in votes if _voted(votes[t])]
+    if not voted:
         return '<p class="muted">No vote information in the checkpoints.</p>'
-    last = max(votes, key=int)
+    last = max(voted, key=int)
     dist = votes[last]
+    what = ("the released nearest-vote histogram (Top-Q, Eq 3-6) of each round's candidates" if method == "wasp"
+            else "the released noisy histogram values")
+    later = [t for t in votes if int(t) > int(last)]
+    after = (f" Later iteration(s) {', '.join(sorted(later, key=int))} took no vote." if later else "")
     header = ["label", "candidates", "selected", "total votes", "max", "top-10% share", "zero-vote share", "Gini"]
     rows = [[_e(k), _num(d.get("n_candidates")), _num(d.get("n_selected")), _num(d.get("total_votes")),
              _num(d.get("max_votes")), _num(d.get("top10_share"), pct=True), _num(d.get("zero_share"), pct=True),
              _num(d.get("gini"))] for k, d in sorted(dist.items())]
     return (_img(plots.votes_plot(dist, iteration=int(last)), "vote distribution per label")
-            + f"<p class=\"muted\">Iteration {_e(last)}; votes are the released noisy histogram values.</p>"
-            + _table(header, rows))
+            + f"<p class=\"muted\">Iteration {_e(last)} (the last one with a vote); votes are {what}, rounded as "
+            f"released.{_e(after)}</p>" + _table(header, rows))
 
 
 def _wasp_section(privacy: Mapping[str, Any]) -> str:
@@ -381,6 +464,25 @@ def _samples_section(view: RunView, *, per_label: int, limit: int) -> str:
             f"{len(groups)} labels.</p>" + "".join(out))
 
 
+def _file_name(path: Any) -> str:
+    """A corpus path as a shareable page names it: the file name only (an ``hf:`` spec as it is)."""
+    if not isinstance(path, str) or path.startswith("hf:"):
+        return "" if path is None else str(path)
+    return Path(path).name
+
+
+def _progress_words(view: RunView) -> str:
+    """How far the run got, in the method's own terms (DP-KPS has no iterations, WASP has rounds)."""
+    n = len(view.iterations())
+    if view.method == "dpkps":
+        return "one release, no iterations (one prompt per sampled keyphrase sequence)"
+    unit = "round" if view.method == "wasp" else "iteration"
+    planned = (view.privacy.get("parameters") or {}).get("iterations")
+    if isinstance(planned, int) and planned != n:
+        return f"{n} of {planned} {unit}s complete"
+    return f"{n} {unit}{'s' if n != 1 else ''}"
+
+
 def build_report(
     run_dir: str | os.PathLike[str],
     *,
@@ -393,26 +495,35 @@ def build_report(
     """Write the report (default ``RUN/report.html``) and return its path.
 
     ``evaluation`` defaults to ``RUN/evaluation.json`` when present. The default report is shareable: it shows
-    ``privacy.json``, the evaluation, released noisy votes and synthetic samples, never the private diagnostics
-    (run time, exact counts, secret statistics). ``diagnostics=True`` adds them and writes
+    ``privacy.json``, the shareable evaluation, released noisy votes (rounded) and synthetic samples, never the
+    private diagnostics (run time, exact counts, secret statistics, the OnlyPrivate baseline), no time stamp and no
+    local path. ``diagnostics=True`` adds them (from ``RUN/private/evaluation.json``) and writes
     ``RUN/private/report.html`` instead (not to be shared).
     """
+    from ..evaluate.suite import shareable_evaluation
+
     view = RunView(run_dir)
-    ev = dict(evaluation) if evaluation is not None else view.evaluation()
+    if evaluation is not None:
+        ev = dict(evaluation)
+    else:
+        ev = view.private_evaluation() if diagnostics else view.evaluation()
+    if not diagnostics and ev:
+        ev = shareable_evaluation(ev)  # what a shareable page may show, whatever it was handed
     votes = ev.get("votes")
     if not votes:
         votes = {}
-        its = view.iterations()
-        if its:
-            df = view.candidates(its[-1])
+        for t in reversed(view.iterations()):
+            df = view.candidates(t)
             if "votes" in df.columns:
-                votes = {str(its[-1]): vote_distribution(df, label_columns=view.label_columns, max_points=300)}
+                dist = released_vote_distribution(df, label_columns=view.label_columns, max_points=300)
+                votes[str(t)] = dist
+                if _voted(dist):
+                    break
     rt = (ev.get("runtime") or runtime_split(view.metrics)) if diagnostics else {}
     try:
         syn_n = len(view.synthetic())
     except RunError:
         syn_n = 0
-    now = _dt.datetime.now().isoformat(timespec="seconds")
     real = ev.get("real") or {}
     parts = [
         "<!DOCTYPE html>",
@@ -420,22 +531,26 @@ def build_report(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>privtext report: {_e(view.name)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>privtext report: {_e(view.name)}</h1>",
-        f'<p class="meta">method <b>{_e(view.method)}</b> · {_num(len(view.iterations()))} complete iteration(s) · '
-        f"run <code>{_e(view.root.resolve())}</code> · written {_e(now)}</p>",
-        "<h2>Privacy guarantee</h2>", _privacy_section(view),
-        "<h2>Summary</h2>", _kpis(ev, syn_n),
+        f'<p class="meta">method <b>{_e(view.method)}</b> · {_e(_progress_words(view))}</p>',
     ]
+    if diagnostics:
+        parts.append('<div class="card warn"><b>PRIVATE DIAGNOSTIC REPORT</b>: it shows figures computed from the '
+                     "private data without noise (marked PRIVATE). Do not share it; <code>report.html</code> is the "
+                     "shareable report.</div>")
+    parts += ["<h2>Privacy guarantee</h2>", _privacy_section(view), "<h2>Summary</h2>", _kpis(ev, syn_n)]
     if ev:
         parts.append(f'<p class="meta">Evaluated against {_num(real.get("n"))} real records from '
-                     f"<code>{_e(real.get('path'))}</code> with embedder <code>{_e((ev.get('embedder') or {}).get('name'))}"
-                     f"</code> ({_e(ev.get('created', ''))}). Evaluation uses real data and is not covered by the "
-                     "privacy guarantee; only aggregate numbers are shown.</p>")
+                     f"<code>{_e(_file_name(real.get('path')))}</code> with embedder "
+                     f"<code>{_e((ev.get('embedder') or {}).get('name'))}</code>. Evaluation uses real data and is "
+                     "not covered by the privacy guarantee; only aggregate numbers are shown.</p>")
     else:
-        parts.append(_missing("FID, accuracy and length comparison", view.root))
-    parts += ["<h2>Downstream utility</h2>", _downstream_section(ev) if ev else _missing("Downstream accuracy", view.root)]
-    parts += ["<h2>Per iteration</h2>", _iteration_section(ev) if ev else _missing("Per-iteration FID", view.root)]
-    parts += ["<h2>Lengths</h2>", _length_section(ev) if ev.get("lengths") else _missing("Length comparison", view.root)]
-    parts += ["<h2>Votes</h2>", _votes_section(votes)]
+        parts.append(_missing("FID, accuracy and length comparison"))
+    parts += ["<h2>Downstream utility</h2>",
+              _downstream_section(ev, diagnostics=diagnostics) if ev else _missing("Downstream accuracy")]
+    parts += ["<h2>Per iteration</h2>", _iteration_section(ev, view.method) if ev or view.method == "dpkps"
+              else _missing("Per-iteration FID")]
+    parts += ["<h2>Lengths</h2>", _length_section(ev) if ev.get("lengths") else _missing("Length comparison")]
+    parts += ["<h2>Votes</h2>", _votes_section(votes, view.method)]
     if view.privacy:
         parts.append(_wasp_section(view.privacy))
         parts.append(_dpkps_section(view))
@@ -444,9 +559,9 @@ def build_report(
         parts += ["<h2>Runtime and LLM usage</h2>", _runtime_section(rt)]
         parts.append(_secrets_section(ev))
     else:
-        parts.append('<p class="meta">Run time, exact counts and secret statistics are private diagnostics: '
-                     f"<code>privtext report {_e(view.root)} --diagnostics</code> writes them to "
-                     "<code>private/report.html</code>.</p>")
+        parts.append('<p class="meta">Run time, exact counts, secret statistics and the OnlyPrivate baseline are '
+                     "private diagnostics: <code>privtext report RUN --diagnostics</code> writes them to "
+                     "<code>RUN/private/report.html</code>.</p>")
     parts += ["<h2>Sample outputs</h2>", _samples_section(view, per_label=samples_per_label, limit=max_samples)]
     parts.append('<p class="meta">Generated by privtext. This page is self-contained: no scripts, no external '
                  "resources.</p></main></body></html>")

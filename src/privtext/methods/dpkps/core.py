@@ -207,13 +207,13 @@ def dpkps_plan(params: DPKPSParams) -> list[Release]:
     histogram_contribution`, :func:`~privtext.mechanisms.kde.sketch_contribution`)."""
     relation = NeighbouringRelation.of(params.neighbouring)
     out = [laplace_release(
-        "dpkps/vocabulary", mechanism="laplace", epsilon=params.epsilon_vocab,
+        "dpkps/vocabulary", mechanism="dp_vocabulary", epsilon=params.epsilon_vocab,
         contribution=vocabulary_contribution(params.r), relation=relation,
         description=f"DP vocabulary (App A.1): first {params.r} terms per document, Laplace histogram, top "
                     f"{params.vocab_size}")]
     if params.sketch_kind == "histogram":
         out.append(laplace_release(
-            "dpkps/histogram", mechanism="laplace", epsilon=params.epsilon_kde,
+            "dpkps/histogram", mechanism="dp_term_histogram", epsilon=params.epsilon_kde,
             contribution=histogram_contribution(weighting=params.weighting, max_points=params.max_points),
             relation=relation,
             description=f"per-class DP term histogram over Ṽ (the discrete-kernel DP-KDE), all classes (parallel "
@@ -223,7 +223,7 @@ def dpkps_plan(params: DPKPSParams) -> list[Release]:
                                        max_points=params.max_points)
     for m, eps in zip(params.blocks, ensemble_epsilons(params.epsilon_kde, len(params.blocks)), strict=True):
         out.append(laplace_release(
-            f"dpkps/kde/m={m}", mechanism="laplace", epsilon=eps, contribution=contribution, relation=relation,
+            f"dpkps/kde/m={m}", mechanism="dp_rff_sketch", epsilon=eps, contribution=contribution, relation=relation,
             description=f"DP-KDE sketch over {m}-term windows, all classes (parallel composition), "
                         f"{params.n_features} random Fourier features, noise={params.noise}"))
     return out

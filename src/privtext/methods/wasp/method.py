@@ -166,6 +166,12 @@ class WASP(DPVoteMethod):
             return float(std / delta_q), delta_q
         return float(gaussian_noise_multiplier(self.budget, compositions=n, method="pld")), delta_q
 
+    def statement_parameters(self) -> dict[str, Any]:
+        """WASP's rounds use T, N and the label distribution, not the evolution loop's variations or selection."""
+        ev = self.config.evolution
+        return {"iterations": ev.iterations, "num_samples": ev.num_samples,
+                "label_distribution": ev.label_distribution.kind, "calibration": self.config.privacy.calibration}
+
     def statement_parts(self, ledger: Any) -> dict[str, Any]:
         parts = super().statement_parts(ledger)
         o = self.options

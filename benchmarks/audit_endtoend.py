@@ -1,0 +1,115 @@
+"""End-to-end attacks on the demo's corpus (``privtext audit --end-to-end``): each method as built, then the three
+broken fixtures of issue 22, each run once with its canaries; prints the lower bound beside the claim and the run
+times (docs/audit.md quotes the output).
+
+    python benchmarks/audit_endtoend.py [--out DIR] [--embedder demo|hashing] [--only augpe,secpe,...]
+
+* ``augpe``, ``wasp`` — the demo's Aug-PE configuration at (ε, δ) = (4, 1e-5) (WASP: the same generator as its
+  one generator); ``dpkps`` — pure ε = 4; ``secpe`` — the demo's (p, r) = (1e-3, 2e-2). Canaries: as many as the
+  claim needs (membership), 32 secrets with 5 holders each (reconstruction).
+* ``fault:prompt`` — Aug-PE whose generators put private records into their prompts and copy them;
+* ``fault:noise`` — DP-KPS (ε = 1, counting each document's highest-idf terms) on a small corpus (10 demo notes)
+  with a public vocabulary holding 200 rare terms, every noise draw removed;
+* ``fault:detector`` — SecPE whose detector misses the planted secret in 4 of its 5 holders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _corpora(folder: Path, *, n_private: int = 240, rare: int = 0) -> None:
+    from privtext.data import write_corpus
+    from privtext.demo import make_demo_corpora
+    from privtext.testing.audit_faults import with_rare_terms
+
+    folder.mkdir(parents=True, exist_ok=True)
+    private, public, patients = make_demo_corpora(n_private=n_private)
+    if rare:
+        public = with_rare_terms(public, rare)
+    write_corpus(private, folder / "private.csv", include_ids=False)
+    write_corpus(public, folder / "public.csv", include_ids=False)
+    (folder / "patient_names.txt").write_text("".join(f"{p['name']}\n" for p in patients))
+    (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients))
+
+
+def _config(folder: Path, method: str, embedder: str) -> dict[str, Any]:
+    from privtext.demo import demo_config
+
+    raw = demo_config(folder, "secpe" if method == "secpe" else "augpe")
+    raw["method"] = method
+    if embedder == "hashing":
+        raw["embedder"] = {"backend": "hashing", "dim": 256, "cache": False}
+    if method == "dpkps":
+        raw["privacy"] = {"epsilon": 4.0}
+        raw["evolution"] = {"num_samples": raw["evolution"]["num_samples"]}
+        raw["dpkps"] = {"vocab_size": 200, "length": 6}
+    return raw
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="/tmp/privtext-audit-endtoend")
+    ap.add_argument("--embedder", choices=["demo", "hashing"], default="demo")
+    ap.add_argument("--only", default="augpe,wasp,dpkps,secpe,fault:prompt,fault:noise,fault:detector")
+    args = ap.parse_args()
+    from privtext.audit.endtoend import audit_end_to_end
+    from privtext.report import build_report
+    from privtext.testing.audit_faults import (
+        DetectorMisses,
+        PrivateTextInPrompts,
+        private_texts_of,
+        scaled_noise,
+    )
+
+    out = Path(args.out)
+    demo, small = out / "demo", out / "small"
+    _corpora(demo)
+    _corpora(small, n_private=10, rare=200)
+    rows = []
+    t_all = time.perf_counter()
+    for case in args.only.split(","):
+        t0 = time.perf_counter()
+        report = build_report  # every run's report.html is built and read by the attacker
+        if case in ("augpe", "wasp", "dpkps", "secpe"):
+            res = audit_end_to_end(_config(demo, case, args.embedder), workdir=out / case, holders=5,
+                                   after_run=report)
+        elif case == "fault:prompt":
+            fault = PrivateTextInPrompts()
+            with fault.active():
+                res = audit_end_to_end(_config(demo, "augpe", args.embedder), workdir=out / "fault-prompt",
+                                       on_canaries=lambda cs, f=fault: f.prime(private_texts_of(cs, [])),
+                                       after_run=report)
+        elif case == "fault:noise":
+            raw = _config(small, "dpkps", args.embedder)
+            raw["privacy"] = {"epsilon": 1.0}
+            raw["dpkps"] = {"vocab_size": 400, "length": 6, "vocab_selection": "idf"}
+            with scaled_noise(0.0):
+                res = audit_end_to_end(raw, workdir=out / "fault-noise", canaries=64, after_run=report)
+        elif case == "fault:detector":
+            det = DetectorMisses()
+            with det.active():
+                res = audit_end_to_end(_config(demo, "secpe", args.embedder), workdir=out / "fault-detector",
+                                       holders=5, on_canaries=det.prime, after_run=report)
+        else:
+            raise SystemExit(f"unknown case {case!r}")
+        rows.append((case, res, time.perf_counter() - t0))
+        for line in res.lines():
+            print(f"[{case}] {line}", flush=True)
+    print()
+    print(f"{'case':16} {'claim':44} {'lower bound (95%)':>18} {'canaries':>9} {'run s':>7} {'total s':>8}  verdict")
+    for case, res, sec in rows:
+        lb = (f"{res.lower_bound:.3g}" if res.game == "membership" else
+              f"{res.details['successes']}/{res.canaries} ≥ {res.lower_bound:.3g}")
+        expect_fail = case.startswith("fault:")
+        verdict = ("caught" if not res.passed else "MISSED") if expect_fail else ("pass" if res.passed else "FAIL")
+        print(f"{case:16} {res.claim_words[:44]:44} {lb:>18} {res.canaries:>9} {res.seconds['run']:7.0f} "
+              f"{sec:8.0f}  {verdict}")
+    print(f"\n{len(rows)} end-to-end audits in {time.perf_counter() - t_all:.0f} s (embedder: {args.embedder})")
+
+
+if __name__ == "__main__":
+    main()

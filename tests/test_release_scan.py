@@ -1,0 +1,168 @@
+"""The release scan (privtext.evaluate.release_scan): a run of each method, evaluated and reported, holds nothing
+outside private/ that the scan flags; every kind of fault planted into a copy of a release is caught."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privtext.data import write_corpus
+from privtext.data.corpus import Corpus
+from privtext.evaluate import evaluate_run
+from privtext.evaluate.release_scan import kept_values, private_counts, release_files, scan_release, summary
+from privtext.report import build_report
+from privtext.testing.tinyrun import tiny_run, toy_corpora
+
+N_PRIVATE = 47  # no public size of these runs is 47: an exact private count is recognisable
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("release")
+    priv, pub, real = toy_corpora(rng=np.random.default_rng(0), n_private=N_PRIVATE, n_pool=200)
+    write_corpus(real.subset(np.arange(40)), root / "real.csv")  # 40 real records: no public size is 47
+    gens = [{"backend": "scripted", "name": "a", "vocabulary": ["pizza", "room", "store", "great", "menu"]},
+            {"backend": "scripted", "name": "b", "vocabulary": ["thing", "stuff", "went", "okay"]}]
+    out = {
+        "augpe": tiny_run(root / "augpe", private=priv, public=pub, iterations=2,
+                          privacy={"epsilon": 4.0, "delta": 1e-5}),
+        "secpe": tiny_run(root / "secpe", private=priv, public=pub, method="secpe", iterations=2),
+        "wasp": tiny_run(root / "wasp", private=priv, public=pub, method="wasp", num_samples=60, iterations=3,
+                         generators=gens, privacy={"epsilon": 4.0, "delta": 1e-5}, wasp={"q": 3, "in_context": 4}),
+        "dpkps": tiny_run(root / "dpkps", private=priv, public=Corpus(pub.ids, pub.texts, {}, name="pool"),
+                          method="dpkps", num_samples=16, privacy={"epsilon": 6.0},
+                          data={"label_values": {"category": ["food", "hotel"], "mood": ["good", "bad"]}},
+                          evolution={"label_distribution": {"kind": "dp", "budget_fraction": 0.1}},
+                          dpkps={"vocab_size": 20, "length": 4, "n_features": 32, "vocabulary_min_count": 3}),
+    }
+    for r in out.values():
+        evaluate_run(r, real=root / "real.csv", quiet=True, classifiers=("tfidf-logreg",), secrets=["pizza"])
+        build_report(r)
+        build_report(r, diagnostics=True)
+    return out
+
+
+@pytest.mark.parametrize("method", ["augpe", "secpe", "wasp", "dpkps"])
+def test_release_of_every_method_is_clean(runs: dict[str, Path], method: str) -> None:
+    run = runs[method]
+    files = {p.relative_to(run).as_posix() for p in release_files(run)}
+    assert {"config.yaml", "privacy.json", "prompts.jsonl", "synthetic.jsonl", "evaluation.json",
+            "report.html"} <= files and not any(f.startswith("private/") for f in files)
+    found = scan_release(run)
+    assert not found, summary(found)  # config.yaml names its files only (the full one is private/config.yaml)
+    # the private side holds what the release must not: the scan would flag it there
+    private = json.loads((run / "private" / "evaluation.json").read_text())
+    assert "runtime" in private and "seconds" in private
+    assert N_PRIVATE in private_counts(run)
+
+
+def _copy(run: Path, tmp: Path) -> Path:
+    dst = tmp / run.name
+    shutil.copytree(run, dst)
+    return dst
+
+
+def _kinds(run: Path) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for f in scan_release(run):
+        out[(f.file, f.kind)] = out.get((f.file, f.kind), 0) + 1
+    return out
+
+
+def _edit_json(path: Path, **extra: object) -> None:
+    obj = json.loads(path.read_text())
+    obj.update(extra)
+    path.write_text(json.dumps(obj, indent=2))
+
+
+@pytest.mark.parametrize("method", ["augpe", "wasp"])
+def test_an_unrounded_noisy_value_in_evaluation_json_is_caught(runs: dict[str, Path], tmp_path: Path,
+                                                               method: str) -> None:
+    run = _copy(runs[method], tmp_path)
+    kept = kept_values(run)
+    raw = float(kept[np.argmax(np.abs(kept))])
+    assert raw != float(f"{raw:.4g}")  # a raw double: more digits than a release keeps
+    _edit_json(run / "evaluation.json", planted={"votes": [raw]})
+    assert _kinds(run) == {("evaluation.json", "unrounded_noisy_value"): 1}
+    # the same value rounded as the release rounds it is fine
+    _edit_json(run / "evaluation.json", planted={"votes": [float(f"{raw:.4g}")]})
+    assert _kinds(run) == {}
+
+
+def test_what_evaluation_json_held_before_the_split_is_caught(runs: dict[str, Path], tmp_path: Path) -> None:
+    """evaluation.json used to hold every noisy vote bin unrounded (vote_distribution of the raw votes), the
+    stage timings, a time stamp and the real corpus's absolute path: each part is flagged."""
+    from privtext.evaluate.runinfo import RunView
+    from privtext.evaluate.runstats import vote_distribution
+
+    run = _copy(runs["augpe"], tmp_path)
+    view = RunView(run)
+    old = json.loads((run / "private" / "evaluation.json").read_text())  # timings, time stamp, absolute path
+    old["votes"] = {str(t): vote_distribution(view.candidates(t), label_columns=view.label_columns)
+                    for t in view.iterations()}
+    (run / "evaluation.json").write_text(json.dumps(old))
+    kinds = _kinds(run)
+    for kind in ("unrounded_noisy_value", "unrounded_number", "timing", "timestamp", "absolute_path"):
+        assert kinds.get(("evaluation.json", kind), 0) >= 1, (kind, kinds)
+
+
+def test_sums_of_raw_votes_timings_and_timestamps_are_caught(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = _copy(runs["augpe"], tmp_path)
+    total = float(np.sum(kept_values(run)))
+    _edit_json(run / "evaluation.json", total_votes=total, wall_seconds=12.5, created="2026-01-02T03:04:05")
+    assert _kinds(run) == {("evaluation.json", "unrounded_number"): 1, ("evaluation.json", "timing"): 1,
+                           ("evaluation.json", "timestamp"): 1}
+
+
+def test_a_prompt_time_stamp_is_caught(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = _copy(runs["secpe"], tmp_path)
+    lines = (run / "prompts.jsonl").read_text().splitlines()
+    rec = json.loads(lines[3])
+    assert "t" not in rec  # the prompt log writes none
+    rec["t"] = round(time.time(), 3)
+    lines[3] = json.dumps(rec)
+    (run / "prompts.jsonl").write_text("\n".join(lines) + "\n")
+    found = [f for f in scan_release(run) if f.kind == "timestamp"]
+    assert len(found) == 1 and found[0].file == "prompts.jsonl" and found[0].where.startswith("line 4")
+
+
+def test_paths_counts_and_raw_values_in_the_report_are_caught(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = _copy(runs["wasp"], tmp_path)
+    html = (run / "report.html").read_text()
+    assert str(run) not in html and str(runs["wasp"]) not in html
+    raw = float(kept_values(run)[-1])
+    planted = html.replace("</main>", f"<p>run <code>{run}</code></p><table><tr><td>{N_PRIVATE}</td>"
+                                      f"<td>{raw!r}</td></tr></table></main>")
+    (run / "report.html").write_text(planted)
+    assert _kinds(run) == {("report.html", "absolute_path"): 1, ("report.html", "private_count"): 1,
+                           ("report.html", "unrounded_noisy_value"): 1}
+
+
+def test_an_exact_private_count_in_a_json_file_is_caught(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = _copy(runs["dpkps"], tmp_path)
+    _edit_json(run / "privacy.json", private_records=N_PRIVATE)
+    found = scan_release(run)
+    assert [(f.file, f.kind, f.where) for f in found if f.file != "config.yaml"] == [
+        ("privacy.json", "private_count", "private_records")]
+
+
+def test_a_new_file_anywhere_outside_private_is_scanned(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = _copy(runs["secpe"], tmp_path)
+    (run / "extra").mkdir()
+    (run / "extra" / "notes.txt").write_text(f"made at 2026-03-04 10:11 in {Path.home()}/work\n")
+    (run / "extra" / "votes.npy").write_bytes(b"\x93NUMPY\x01\x00\xff\xfe")
+    # anything under private/ is not the release
+    (run / "private" / "notes.txt").write_text(f"{run} 2026-03-04T10:11\n")
+    assert _kinds(run) == {("extra/notes.txt", "timestamp"): 1, ("extra/notes.txt", "absolute_path"): 1,
+                           ("extra/votes.npy", "unreadable"): 1}
+
+
+def test_scan_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
+    from privtext.errors import RunError
+
+    with pytest.raises(RunError, match="not a privtext run directory"):
+        scan_release(tmp_path)
