@@ -6,6 +6,8 @@ acceptance check of dpft against its control.
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp   [--seeds 0,1,2] [--only dpft,dpft-control]
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset pubmed [--seeds 0,1,2]
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --configs-only   # write the YAMLs only
+    PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --only dpft,dpft-control \
+        --dpft-epochs 1 --dpft-max-length 128 --tag small    # dpft scaled down for a loaded 2-core machine
 
 Scaled set-up (a loaded 2-core CPU; the issue's full one is 5000 private Yelp records):
 
@@ -87,7 +89,8 @@ def secret_budget() -> dict[str, float]:
     return {"p": P_SECRET, "r": float(r_from_mu_p(P_SECRET, mu))}
 
 
-def configs(dataset: str, data: Path) -> dict[str, dict[str, Any]]:
+def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: int = 256,
+            tag: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
     base: dict[str, Any] = {
         "seed": 0,
@@ -101,7 +104,8 @@ def configs(dataset: str, data: Path) -> dict[str, dict[str, Any]]:
           "variation": {"kind": "blank", "mask_prob": 0.5}}
     ngram = {"backend": "ngram", "order": 4}
     label_dist = {"label_distribution": {"kind": "dp"}} if labelled else {}
-    dpft = {"sampling_rate": 0.064, "epochs": 3, "max_grad_norm": 1.0, "lr": 5e-4, "max_length": 256,
+    dpft = {"sampling_rate": 0.064, "epochs": dpft_epochs, "max_grad_norm": 1.0, "lr": 5e-4,
+            "max_length": dpft_max_length,
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
@@ -127,15 +131,15 @@ def configs(dataset: str, data: Path) -> dict[str, dict[str, Any]]:
     }
     for name, c in out.items():
         c["name"] = name
-        c["output"] = str(ART / "runs" / dataset / name)
+        c["output"] = str(ART / "runs" / (dataset + tag) / name)
     return out
 
 
-def write_configs(dataset: str, data: Path, only: list[str] | None) -> list[Path]:
-    folder = ART / "configs" / dataset
+def write_configs(dataset: str, data: Path, only: list[str] | None, **scale: Any) -> list[Path]:
+    folder = ART / "configs" / (dataset + scale.get("tag", ""))
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, c in configs(dataset, data).items():
+    for name, c in configs(dataset, data, **scale).items():
         if only and name not in only:
             continue
         p = folder / f"{name}.yaml"
@@ -174,17 +178,22 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated configuration names")
     ap.add_argument("--configs-only", action="store_true")
     ap.add_argument("--no-mauve", action="store_true")
+    ap.add_argument("--dpft-epochs", type=int, default=3, help="dpft's epochs (σ is calibrated to ε for them)")
+    ap.add_argument("--dpft-max-length", type=int, default=256, help="dpft's training tokens per record")
+    ap.add_argument("--tag", default="", help="suffix of the configs/runs folders and tables (a scaled variant)")
     args = ap.parse_args()
+    tag = f"-{args.tag}" if args.tag else ""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     data = prepare_data()
     only = [x.strip() for x in args.only.split(",")] if args.only else None
-    paths = write_configs(args.dataset, data, only)
+    paths = write_configs(args.dataset, data, only, dpft_epochs=args.dpft_epochs,
+                          dpft_max_length=args.dpft_max_length, tag=tag)
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
     seeds = [int(s) for s in args.seeds.split(",")]
     print("each one is the command: privtext compare " + " ".join(str(p.relative_to(ROOT)) for p in paths)
           + f" --real {(data / f'{args.dataset}-real.csv').relative_to(ROOT)} --out-dir "
-          f"{(ART / 'runs' / args.dataset).relative_to(ROOT)} --seeds {args.seeds} --classifier embedding-logreg "
+          f"{(ART / 'runs' / (args.dataset + tag)).relative_to(ROOT)} --seeds {args.seeds} --classifier embedding-logreg "
           "--no-baselines")
     if args.configs_only:
         return
@@ -197,11 +206,11 @@ def main() -> None:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     table = compare_configs([str(p) for p in paths], real=data / f"{args.dataset}-real.csv",
-                            out_dir=ART / "runs" / args.dataset, seeds=seeds, classifiers=("embedding-logreg",),
+                            out_dir=ART / "runs" / (args.dataset + tag), seeds=seeds, classifiers=("embedding-logreg",),
                             baselines=False, mauve=not args.no_mauve and importlib.util.find_spec("mauve") is not None,
                             quiet=True)
     summary = table.summary()
-    tag = args.dataset + ("" if not only else "-" + "-".join(only))
+    tag = args.dataset + tag + ("" if not only else "-" + "-".join(only))
     table.to_csv(ART / f"{tag}-runs.csv")
     summary.to_csv(ART / f"{tag}-summary.csv")
     (ART / f"{tag}-summary.md").write_text(summary.to_markdown(), encoding="utf-8")
