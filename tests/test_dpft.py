@@ -158,6 +158,12 @@ def test_a_run_records_the_events_it_calibrated_and_spends_its_budget(tmp_path: 
     assert 4.0 - 1e-3 < eps <= 4.0
     assert st["private"] is True and "DP-SGD fine-tuning" in st["headline"]
     assert len((root / "synthetic.jsonl").read_text().splitlines()) == 8
+    # the audit derives every release again (Δ = C for the epochs, 1 for the label histogram) and agrees
+    from privtext.audit import audit_run
+
+    audited = audit_run(root, attack=False)
+    assert {r.mechanism.split(" ")[0] for r in audited} == {"dpsgd", "labels_gaussian"}
+    assert all(r.passed and r.check == "derivation" for r in audited)
 
 
 # ------------------------------------------------------------------------------------------------ clipping + noise
