@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     from privtext.data import write_corpus
     from privtext.demo import make_demo_corpora, make_heldout
     from privtext.evaluate import evaluate_run
-    from privtext.mechanisms.lengths import dp_length_histogram, length_bin_edges, length_target, word_counts
+    from privtext.generate.length import length_target
+    from privtext.mechanisms.lengths import dp_length_histogram, length_bin_edges, word_counts
     from privtext.rng import secure_rng
     from privtext.runner import run_config
 

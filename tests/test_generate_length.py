@@ -21,13 +21,12 @@ from privtext.generate import (
     load_family,
 )
 from privtext.generate.base import PromptedGenerator
-from privtext.generate.length import cap_words
+from privtext.generate.length import cap_words, length_target
 from privtext.generate.prompts import PromptFamily
 from privtext.mechanisms.lengths import (
     dp_length_histogram,
     length_bin_edges,
     length_histogram_event,
-    length_target,
     word_counts,
 )
 

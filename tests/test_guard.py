@@ -99,3 +99,67 @@ def test_without_secret_values_the_secret_scan_finds_nothing() -> None:
     assert not guard.scan_texts(["locker 4673395"]).clean
     with pytest.raises(TypeError, match="secret_values"):
         guard.set_secret_values(["4673395"])
+
+
+# ------------------------------------------------------------------------------ text a generator wrote (provenance)
+
+
+PIECE = "apologized we sat outside on the patio with"  # 8 public words; the 8-gram is only in the private record
+PRIVATE = ["after the waiter apologized we sat outside on the patio with free dessert"]
+
+
+def test_a_private_8gram_a_generator_wrote_before_the_prompt_is_not_flagged() -> None:
+    """A generator trained on public text recombined it into a private 8-gram; the prompt built from its output
+    holds nothing that was not already public (a function of public text). Counted, not flagged."""
+    guard = PrivateGuard(PRIVATE, PUBLIC)
+    guard.note_generated([f"so the waiter {PIECE} us"], lines=0)  # written before prompt line 1
+    res = guard.scan([_prompt(f"x {PIECE} y")])
+    assert res.clean and res.flagged == [] and res.explained_hits == 1 and res.ngram_hits == 0
+
+
+def test_a_private_8gram_echoed_by_a_generator_after_the_prompt_is_still_flagged() -> None:
+    """Order keeps it sound: private text that reached prompt line 2 and was echoed back by the generator after
+    line 2 was logged explains nothing about line 2 (it explains line 3, built from the echo)."""
+    guard = PrivateGuard(PRIVATE, PUBLIC)
+    guard.note_generated([f"echo {PIECE}"], lines=2)
+    res = guard.scan([_prompt("the food came out quickly"), _prompt(f"x {PIECE} y"), _prompt(f"again {PIECE}")])
+    assert res.flagged == [2] and res.ngram_hits == 1 and res.explained_hits == 1
+
+
+def test_generated_text_never_excuses_a_whole_record_or_a_secret() -> None:
+    guard = PrivateGuard([LONG], PUBLIC)
+    guard.note_generated([LONG], lines=0)
+    res = guard.scan([_prompt(LONG)])
+    assert res.flagged == [1] and res.record_hits == 1
+
+
+def test_the_prompt_log_tells_the_guard_its_line_count_across_a_resume(tmp_path) -> None:
+    """The log counts the lines an earlier process wrote, so generated text is placed against the right lines."""
+    from privtext.atomicio import PromptLog
+
+    path = tmp_path / "prompts.jsonl"
+    seen: list[tuple[list[str], int]] = []
+    with PromptLog(path) as log:
+        log.log(backend="b", operation="random", prompt="p1")
+        log.observer = lambda texts, lines: seen.append((list(texts), lines))
+        log.generated(["out1"])
+    with PromptLog(path) as log:  # a resumed run appends
+        log.observer = lambda texts, lines: seen.append((list(texts), lines))
+        log.log(backend="b", operation="variation", prompt="p2")
+        log.generated(["out2"])
+    assert seen == [(["out1"], 1), (["out2"], 2)]
+
+
+def test_a_run_tells_the_guard_what_its_generators_wrote(tmp_path) -> None:
+    """The generators' common path (BaseGenerator._finish) reports every output to the run's prompt log."""
+    import numpy as np
+
+    from privtext.atomicio import PromptLog
+    from privtext.generate.scripted import ScriptedGenerator
+
+    log = PromptLog(None)
+    seen: list[tuple[list[str], int]] = []
+    log.observer = lambda texts, lines: seen.append((list(texts), lines))
+    gen = ScriptedGenerator(prompt_log=log)
+    out = gen.random(None, 3, rng=np.random.default_rng(0))
+    assert seen == [(out, 3)] and log.count == 3  # after its three prompts

@@ -67,7 +67,7 @@ def _ledger(run: Path) -> list[dict[str, Any]]:
 def _vote_residuals(run: Path, priv: Corpus) -> tuple[np.ndarray, np.ndarray]:
     """released − exact for every vote release of an Aug-PE run, and the ledger's std for each bin."""
     rd = RunDir(run)
-    cfg = json.loads(json.dumps(__import__("yaml").safe_load(rd.config.read_text())))
+    cfg = json.loads(json.dumps(__import__("yaml").safe_load(rd.resolved_config().read_text())))
     emb = build_embedder(cfg["embedder"])
     cols = cfg["data"]["label_columns"]
     space = LabelSpace(tuple(cols), tuple(sorted(set(load_corpus(cfg["data"]["public"], label_columns=cols)

@@ -102,7 +102,7 @@ def test_force_checks_the_configuration_before_it_removes_anything(tmp_path: Pat
     bad["data"]["label_columns"] = ["no-such-column"]
     with pytest.raises(Exception, match="no-such-column"):
         run_config(config_from_dict(bad), force=True)
-    assert failed.config.read_text() == "method: augpe\n"  # the failed start is still there, untouched
+    assert failed.resolved_config().read_text() == "method: augpe\n"  # the failed start is still there, untouched
 
 
 def test_force_replaces_a_failed_start_in_place(tmp_path: Path) -> None:

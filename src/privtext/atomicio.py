@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +138,12 @@ class PromptLog:
     """Appends every prompt sent to a generator to ``prompts.jsonl`` (thread-safe).
 
     A record: ``{"backend": ..., "operation": random|variation|seeded|contrastive, "prompt": text or chat
-    messages, "meta": {...}}``, in the order sent. ``prompts.jsonl`` is part of the release, so a record carries no
+    messages, "meta": {...}}``, in the order sent.
+
+    ``observer(texts, lines)``, when set, is told of every generator output, with the number of lines the log held
+    when it came back (prompts logged before it, counting the lines an earlier process of a resumed run wrote): the
+    run's :class:`~privtext.guard.PrivateGuard` uses it to tell text a generator wrote before a prompt was sent from
+    text that reached the prompt from elsewhere (:meth:`privtext.guard.PrivateGuard.note_generated`). ``prompts.jsonl`` is part of the release, so a record carries no
     time stamp: when each prompt was sent is a timing of the private work. Generators call :meth:`log` once per
     prompt, before sending it. ``PromptLog(None)`` keeps prompts in memory only (tests, library use without a run directory).
     """
@@ -150,6 +155,9 @@ class PromptLog:
         self.count = 0
         self.memory: list[dict[str, Any]] | None = [] if path is None else None
         self._fh = open(self.path, "a", encoding="utf-8") if self.path is not None else None
+        #: lines in the log (this process's and a resumed run's earlier ones)
+        self.lines = _count_lines(self.path) if self.path is not None else 0
+        self.observer: Callable[[Sequence[str], int], None] | None = None
 
     def log(self, *, backend: str, operation: str, prompt: Any, meta: Mapping[str, Any] | None = None) -> None:
         rec: dict[str, Any] = {"backend": backend, "operation": operation, "prompt": prompt}
@@ -157,6 +165,7 @@ class PromptLog:
             rec["meta"] = dict(meta)
         with self._lock:
             self.count += 1
+            self.lines += 1
             if self._fh is not None:
                 self._fh.write(dumps(rec) + "\n")
                 if self.fsync:
@@ -164,6 +173,13 @@ class PromptLog:
                     os.fsync(self._fh.fileno())
             elif self.memory is not None:
                 self.memory.append(rec)
+
+    def generated(self, texts: Sequence[str]) -> None:
+        """A generator returned ``texts`` (after the prompts logged so far): tell the observer."""
+        if self.observer is None:
+            return
+        with self._lock:
+            self.observer(texts, self.lines)
 
     def flush(self) -> None:
         with self._lock:
@@ -184,6 +200,13 @@ class PromptLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
 __all__ = ["PromptLog", "append_jsonl", "atomic_path", "atomic_write_bytes", "atomic_write_json",

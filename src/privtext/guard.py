@@ -24,6 +24,20 @@ Uses:
   words, verbatim in every prompt, passed.)
 * :meth:`scan_texts` — the synthetic texts: flagged when one holds a detected secret value.
 
+**Text a generator wrote.** A generator trained on public text recombines it: the offline n-gram model, asked for
+a clinic note, can write "findings weight tracking below the curve impression is acute" where only a private note
+holds that 8-gram. Such a gram is public by provenance (a function of public text and released values), and a
+variation prompt built from that output would otherwise be flagged although nothing private reached it (the
+templated demo corpus did so in some runs: its noise, and so its votes, differ from run to run). The run tells the guard of every generator output
+(:meth:`note_generated`, through :attr:`privtext.atomicio.PromptLog.observer`), with the number of prompt lines
+logged before it came back; the guard keeps only the private-only n-grams an output holds, with the earliest
+line count. In :meth:`scan`, an n-gram of prompt line ``i`` is *explained* when a generator wrote it before line
+``i`` was logged; a prompt whose private n-grams are all explained is not flagged (it is counted in
+``prompts_with_generated_ngram_only``). Order is what keeps this sound: a private text put into a prompt by a bug
+is flagged even if the generator echoes it back afterwards, since the echo comes after the prompt. Whole private
+records and detected secret values are flagged whatever wrote them. Outputs of an earlier process of a resumed run
+are not known to the guard: their grams are flagged (conservative).
+
 Cost: one keyed BLAKE2b hash per word n-gram of a prompt, plus, at the positions whose n-gram opens a private
 record of ≥ n words, a dictionary look-up per distinct length of such records (and a hash of the window only
 when its last n-gram also closes one); windows for the records shorter than n; and the secret scan (one
@@ -63,6 +77,7 @@ class AuditResult:
     ngram_hits: int = 0
     rare_hits: int = 0
     recombined_hits: int = 0
+    explained_hits: int = 0
     secret_hits: int = 0
     secrets_found: set[int] = field(default_factory=set)
     flagged: list[int] = field(default_factory=list)
@@ -80,6 +95,7 @@ class AuditResult:
                 "prompts_with_private_only_ngram": self.ngram_hits,
                 "prompts_with_private_only_word_ngram": self.rare_hits,
                 "prompts_with_recombined_ngram": self.recombined_hits,
+                "prompts_with_generated_ngram_only": self.explained_hits,
                 "prompts_with_secret_value": self.secret_hits,
                 "flagged_prompt_lines": self.flagged[:50],
             }
@@ -132,6 +148,8 @@ class PrivateGuard:
                 (self._grams_rare if any(rare[i:i + n]) else self._grams_only).add(g)
         self._grams_only -= self._grams_rare
         self.private_records = len(self._records)
+        #: private-only n-grams a generator wrote → the number of prompt lines logged before it did (earliest)
+        self._generated: dict[bytes, int] = {}
         self.secret_values: ValueFinder | None = None
         self.set_secret_values(secret_values)
 
@@ -144,6 +162,14 @@ class PrivateGuard:
             raise TypeError(f"secret_values must be a SecretMatrix or have find(text), got "
                             f"{type(secret_values).__name__}")
         self.secret_values = secret_values
+
+    def note_generated(self, texts: Iterable[str], lines: int) -> None:
+        """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring: text a
+        generator wrote). Only the private-only n-grams among theirs are kept."""
+        for t in texts:
+            for g in self._grams(_norm_words(t)):
+                if (g in self._grams_only or g in self._grams_rare) and self._generated.get(g, lines + 1) > lines:
+                    self._generated[g] = lines
 
     def _h(self, s: str) -> bytes:
         return hashlib.blake2b(s.encode("utf-8"), key=self._salt, digest_size=12).digest()
@@ -164,9 +190,14 @@ class PrivateGuard:
                     "prompted with private text"
                 )
 
-    def hits(self, text: str) -> tuple[bool, bool, bool]:
-        """(holds a private record's whole text, holds a private n-gram that no public text holds, holds such an
-        n-gram with a private-only word in it).
+    def hits(self, text: str, line: int | None = None) -> tuple[bool, bool, bool]:
+        """(holds a private record's whole text, holds a private n-gram that no public text holds and no generator
+        wrote before prompt line ``line``, holds such an n-gram with a private-only word in it): :meth:`_hits`."""
+        return self._hits(text, line)[:3]
+
+    def _hits(self, text: str, line: int | None) -> tuple[bool, bool, bool, bool]:
+        """:meth:`hits`, and whether private-only n-grams were there but every one was explained. With ``line`` (the prompt's 1-based line in the log), n-grams a
+        generator wrote before that line was logged do not count (module docstring).
 
         Whole records: every window whose length is that of a private record shorter than ``n`` words; for the
         longer records, every position where a record's first n-gram starts, at each length of the records that
@@ -189,9 +220,17 @@ class PrivateGuard:
                         break
                 if record:
                     break
-        rare = any(g in self._grams_rare for g in grams)
-        ngram = rare or any(g in self._grams_only for g in grams)
-        return record, ngram, rare
+        return (record, *self._private_grams(grams, line))
+
+    def _private_grams(self, grams: Sequence[bytes], line: int | None) -> tuple[bool, bool, bool]:
+        """(a private-only n-gram not explained by earlier generator output, one with a private-only word, some
+        private-only n-gram was there but every one was explained)."""
+        found = [g for g in grams if g in self._grams_only or g in self._grams_rare]
+        if line is not None and found and self._generated:
+            kept = [g for g in found if self._generated.get(g, line) >= line]
+        else:
+            kept = found
+        return bool(kept), any(g in self._grams_rare for g in kept), bool(found) and not kept
 
     def secrets_in(self, text: str) -> set[int]:
         """The columns of the detected secret values ``text`` holds (empty without ``secret_values``)."""
@@ -206,7 +245,8 @@ class PrivateGuard:
         for i, p in enumerate(prompts):
             res.prompts += 1
             text = _prompt_text(p)
-            rec, gram, rare = self.hits(text)
+            rec, gram, rare, explained = self._hits(text, i + 1)
+            res.explained_hits += explained
             found = self.secrets_in(text)
             res.record_hits += rec
             res.ngram_hits += gram

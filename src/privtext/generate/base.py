@@ -307,6 +307,9 @@ class BaseGenerator:
 
             raise BackendError(f"{self.name}: backend returned {len(out)} texts for {expected} requested")
         self.stats.texts += len(out)
+        tell = getattr(self.prompt_log, "generated", None)  # a PromptLog tells the run's guard (guard.py)
+        if tell is not None:
+            tell(out)
 
     # ---- to implement
     def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:

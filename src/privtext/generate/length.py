@@ -114,6 +114,21 @@ class LengthTarget:
                 "max_words": self.max_words, "source": self.source}
 
 
+def length_target(noisy_counts: Sequence[float], edges: Sequence[int], *, max_words: int | None = None
+                  ) -> LengthTarget:
+    """The generators' target from a released histogram (post-processing: clip at 0, normalise). The cap
+    defaults to the top edge of the highest bin holding ≥ 1 % of the (clipped) mass, plus half of it: lengths
+    far beyond what the release shows are cut."""
+    c = np.clip(np.asarray(noisy_counts, dtype=np.float64), 0.0, None)
+    e = [int(x) for x in edges]
+    if max_words is None:
+        share = c / c.sum() if c.sum() > 0 else np.ones_like(c) / len(c)
+        top = int(np.nonzero(share >= 0.01)[0].max()) if np.any(share >= 0.01) else len(c) - 1
+        hi = e[top + 1] - 1
+        max_words = hi + hi // 2
+    return LengthTarget.from_histogram(c, e, max_words=max_words, source="released (DP length histogram)")
+
+
 def cap_words(text: str, max_words: int) -> str:
     """``text`` cut after ``max_words`` whitespace-separated words (a sentence end added when cut)."""
     words = text.split()
@@ -123,4 +138,4 @@ def cap_words(text: str, max_words: int) -> str:
     return cut if cut.endswith((".", "!", "?")) else cut + "."
 
 
-__all__ = ["LengthTarget", "cap_words"]
+__all__ = ["LengthTarget", "cap_words", "length_target"]

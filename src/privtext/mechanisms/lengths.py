@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..generate.length import LengthTarget
 from ..privacy.events import gaussian_event
+from ..privacy.noise import add_gaussian, add_laplace
 from .vocabulary import check_epsilon, laplace_event
 
 
@@ -87,26 +87,10 @@ def dp_length_histogram(
     counts = _bins(word_counts(texts), edges)
     if epsilon is not None:
         eps = check_epsilon(epsilon)
-        if math.isfinite(eps):
-            counts = counts + rng.laplace(0.0, float(sensitivity) / eps, size=counts.size)
-    elif noise_multiplier:
-        counts = counts + rng.normal(0.0, float(noise_multiplier) * float(sensitivity), size=counts.size)
+        counts = add_laplace(counts, float(sensitivity) / eps if math.isfinite(eps) else 0.0, rng)
+    else:
+        counts = add_gaussian(counts, float(noise_multiplier or 0.0) * float(sensitivity), rng)
     return counts, event
 
 
-def length_target(noisy_counts: Sequence[float], edges: Sequence[int], *, max_words: int | None = None
-                  ) -> LengthTarget:
-    """The generators' target from a released histogram (post-processing: clip at 0, normalise). The cap
-    defaults to the top edge of the highest bin holding ≥ 1 % of the (clipped) mass, plus half of it: lengths
-    far beyond what the release shows are cut."""
-    c = np.clip(np.asarray(noisy_counts, dtype=np.float64), 0.0, None)
-    e = [int(x) for x in edges]
-    if max_words is None:
-        share = c / c.sum() if c.sum() > 0 else np.ones_like(c) / len(c)
-        top = int(np.nonzero(share >= 0.01)[0].max()) if np.any(share >= 0.01) else len(c) - 1
-        hi = e[top + 1] - 1
-        max_words = hi + hi // 2
-    return LengthTarget.from_histogram(c, e, max_words=max_words, source="released (DP length histogram)")
-
-
-__all__ = ["dp_length_histogram", "length_bin_edges", "length_histogram_event", "length_target", "word_counts"]
+__all__ = ["dp_length_histogram", "length_bin_edges", "length_histogram_event", "word_counts"]

@@ -477,6 +477,7 @@ class MethodRun:
         ledger = Ledger.load(run.ledger, self.budget)
         keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
         prompt_log = PromptLog(run.prompts)
+        prompt_log.observer = guard.note_generated  # text a generator wrote is public by provenance (guard.py)
         gens: list[Generator] = []
         try:
             gens, emb = self.build_backends(inputs.public, guard, prompt_log)

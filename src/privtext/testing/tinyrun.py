@@ -104,7 +104,7 @@ def run_private_side(run: str | os.PathLike[str]) -> tuple[Any, dict[str, Any], 
     from ..rundir import RunDir
 
     rd = RunDir(run)
-    cfg = yaml.safe_load(rd.config.read_text())
+    cfg = yaml.safe_load(rd.resolved_config().read_text())
     emb = build_embedder(cfg["embedder"])
     cols = cfg["data"]["label_columns"]
     space = LabelSpace(tuple(cols), tuple(sorted(set(load_corpus(cfg["data"]["public"], label_columns=cols)
