@@ -187,6 +187,15 @@ def _lm_cache() -> Path:
     return _LM_CACHE[0]
 
 
+@pytest.fixture(autouse=True)
+def _dpft_needs_its_extra(request: pytest.FixtureRequest) -> None:
+    """dpft's cases skip where privtext[dpft] is not installed (torch, transformers, tokenizers, opacus)."""
+    spec = getattr(request.node, "callspec", None)
+    if spec is not None and any(str(v).startswith("dpft") for v in spec.params.values()):
+        for module in ("torch", "transformers", "tokenizers", "opacus"):
+            pytest.importorskip(module)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _remove_lm_cache() -> Any:
     yield
