@@ -13,7 +13,8 @@ pair it decides (exact or not); "×peak" is its time over the time the sgemm pea
 goal for exact voting: ≤ 1.2), and the same against the bf16 peak.
 
 * ``faiss``, ``numpy``, ``torch``: exact votes (``torch``: the auto precision — bf16 with fp32/float64
-  re-decision on AMX/AVX-512-BF16 CPUs); identical votes are checked against the first exact method.
+  re-decision on AMX/AVX-512-BF16 CPUs); ``torch-fp32``: the torch GEMM in fp32 (what ``auto`` runs on a CPU
+  without those features); identical votes are checked against the first exact method.
 * ``ivf-gemm``: approximate with the library defaults (nlist √N_syn, nprobe 2); ``ivf-gemm:NLIST:NPROBE`` for
   other points of the curve. Agreement: with the exact votes of this run when there are some, else with an
   exact search of ``--sample`` private rows.
@@ -87,6 +88,8 @@ def child(method: str, n_priv: int, n_cand: int, d: int, out_path: str, n_sample
     flops = 2 * d * n_priv * n_cand
     if method in ("faiss", "numpy", "torch"):
         votes = nearest(q, b, backend=method)  # type: ignore[arg-type]
+    elif method == "torch-fp32":  # the torch GEMM in fp32: what a CPU without AMX / AVX-512-BF16 runs
+        votes = nearest(q, b, backend="torch", precision="fp32")
     elif method.startswith("ivf-gemm"):
         parts = method.split(":")
         nl, npr = ivf_sizes(n_cand, int(parts[1]) if len(parts) > 1 else None, int(parts[2]) if len(parts) > 2 else None)
@@ -187,7 +190,7 @@ def main() -> None:
         votes = np.load(path)
         if m == "faiss":
             t_faiss = res["seconds"]
-        if ref is None and m in ("faiss", "numpy", "torch"):
+        if ref is None and m in ("faiss", "numpy", "torch", "torch-fp32"):
             ref = votes
         if m.startswith("secpe"):
             agree = f"{res['assign_agree']:7.4f}"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +20,52 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PRIVTEXT_QUIET", "1")
+# the user's private embedding cache (privtext.embed.private) and ONNX exports: a folder of this session, never ~/.cache
+if not os.environ.get("PRIVTEXT_CACHE_HOME"):
+    os.environ["PRIVTEXT_CACHE_HOME"] = tempfile.mkdtemp(prefix="privtext-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["PRIVTEXT_CACHE_HOME"], ignore_errors=True)
+
+
+#: set to 1: the suite runs as on a CPU without AVX512_BF16/AMX (see _pretend_no_bf16)
+WITHOUT_BF16_ENV = "PRIVTEXT_TEST_WITHOUT_BF16"
+
+
+def _pretend_no_bf16() -> None:
+    """``PRIVTEXT_TEST_WITHOUT_BF16=1``: privtext (:mod:`privtext.backends.hardware`) reads this CPU's flags without
+    AVX512_BF16 and AMX-BF16, so on a bf16 machine the suite shows what a CPU without them sees: every test that
+    needs them skips, every other passes (``tests/test_hardware_skips.py`` runs the issue's test that way)."""
+    from privtext.backends import hardware
+
+    text = re.sub(r"\b(?:" + "|".join(hardware.BF16_FLAGS) + r")\b", "", hardware._read_cpuinfo())
+    hardware._machine_cpuinfo = lambda: text  # type: ignore[assignment]
+
+
+if os.environ.get(WITHOUT_BF16_ENV, "") not in ("", "0"):
+    _pretend_no_bf16()
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """AVX512_BF16 or AMX on this CPU (privtext.backends.hardware): what OpenVINO's and oneDNN's bf16 need."""
+    from privtext.backends.hardware import has_fast_bf16
+
+    return has_fast_bf16(cpuinfo)
+
+
+def require_bf16(cpuinfo: str | None = None) -> None:
+    """Skip the calling test on a CPU without AVX512_BF16 or AMX (bf16 there runs as fp32, or is refused)."""
+    if not cpu_has_bf16(cpuinfo):
+        from privtext.backends.hardware import cpu_summary
+
+        pytest.skip(f"needs a CPU with AVX512_BF16 or AMX; this one: {cpu_summary(cpuinfo)}")
+
+
+def bf16_mark(cpuinfo: str | None = None) -> pytest.MarkDecorator:
+    """The skip mark of tests that need a bf16 CPU (this machine's when ``cpuinfo`` is None)."""
+    return pytest.mark.skipif(not cpu_has_bf16(cpuinfo), reason="needs a CPU with AVX512_BF16 or AMX")
+
+
+#: mark for tests that need a bf16 CPU: ``@needs_bf16``
+needs_bf16 = bf16_mark()
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import pytest
 from privtext.embed.st import SentenceTransformerEmbedder
 from privtext.errors import ConfigError
 
+from .conftest import needs_bf16
 from .test_embed_onnx import TEXTS
 
 pytest.importorskip("sentence_transformers")
@@ -36,12 +37,7 @@ def ov_fp32(tmp_path_factory: pytest.TempPathFactory) -> SentenceTransformerEmbe
 
 
 def _mixed(emb: SentenceTransformerEmbedder, fp32_layers: int):  # type: ignore[no-untyped-def]
-    try:
-        return _bench().MixedSession(emb, fp32_layers, threads=1)
-    except ConfigError as e:
-        if "this CPU" in str(e):
-            pytest.skip(str(e))
-        raise
+    return _bench().MixedSession(emb, fp32_layers, threads=1)
 
 
 def _fully_connected(compiled) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -54,6 +50,7 @@ def _fully_connected(compiled) -> dict[str, str]:  # type: ignore[no-untyped-def
     return out
 
 
+@needs_bf16
 def test_the_last_layers_run_in_fp32_and_the_others_in_bf16(ov_fp32: SentenceTransformerEmbedder) -> None:
     session = _mixed(ov_fp32, 2)
     first, second = (_fully_connected(c) for c in session.parts)
@@ -63,6 +60,7 @@ def test_the_last_layers_run_in_fp32_and_the_others_in_bf16(ov_fp32: SentenceTra
     assert set(first.values()) == {"bf16"} and set(second.values()) == {"f32"}
 
 
+@needs_bf16
 def test_mixed_vectors_are_closer_to_fp32_than_bf16s(ov_fp32: SentenceTransformerEmbedder) -> None:
     ref = ov_fp32.embed(TEXTS)  # OpenVINO fp32 = torch fp32 to float rounding (test_embed_onnx)
     bf16 = SentenceTransformerEmbedder(batch_size=4, torch_threads=1, runtime="openvino", precision="bf16",

@@ -80,6 +80,9 @@ def test_a_run_in_a_terminal_shows_progress_with_an_eta_while_it_embeds(tmp_path
     assert "embedding the private texts" in out
     line = next(x for x in out.splitlines() if "embedding the private texts" in x)
     assert "eta" in line and re.search(r"\d+/600", line), line
+    # the bar moves batch by batch (the embedders advance it), not only 0 then 600 at the end
+    done = {int(m) for m in re.findall(r"embedding the private texts\D*?(\d+)/600", out)}
+    assert any(0 < m < 600 for m in done), sorted(done)
     assert "iterations" in out and "iter 0: embedding" in out and "iter 1: voting" in out
     assert "Loading weights" not in out  # the libraries' own bars are hidden behind ours
 

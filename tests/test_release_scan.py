@@ -166,3 +166,17 @@ def test_scan_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
 
     with pytest.raises(RunError, match="not a privtext run directory"):
         scan_release(tmp_path)
+
+
+def test_a_released_vocabulary_term_named_like_a_time_key_is_a_word(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A DP vocabulary drew the word "time" once and the scan called it a time stamp (a flaky contract case): the
+    keys of released word- or label-keyed maps are data; the same key at the top is still a time stamp."""
+    run = _copy(runs["augpe"], tmp_path)
+    doc = json.loads((run / "privacy.json").read_text())
+    doc["dp_vocabulary"] = {"time": 3.0, "seconds": 2.0, "created": 1.0}
+    doc["label_histogram"] = {"date": 4.0}
+    (run / "privacy.json").write_text(json.dumps(doc))
+    assert not [f for f in scan_release(run) if f.file == "privacy.json"]
+    doc["time"] = "noon"
+    (run / "privacy.json").write_text(json.dumps(doc))
+    assert [(f.kind, f.where) for f in scan_release(run) if f.file == "privacy.json"] == [("timestamp", "time")]

@@ -107,6 +107,10 @@ class EmbedderConfig(OpenSection):
     cache_dir: str | None = Field(
         default=None, description="embedding cache folder shared across runs (default RUN/cache/embeddings); it "
         "holds embeddings of private texts: keep it where the private data may be")
+    private_cache: bool = Field(
+        default=True, description="keep the private corpus's embeddings in the user's private cache "
+        "($PRIVTEXT_CACHE_HOME/private, else ~/.cache/privtext/private; mode 0700, salted keys) and reuse them on "
+        "later runs; `privtext cache clear` deletes it")
 
 
 class SecretBudget(Section):

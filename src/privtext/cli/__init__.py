@@ -3,7 +3,9 @@
 * :mod:`.app` — the application, one-line errors (``--debug`` for tracebacks), JSON output;
 * :mod:`.run` — ``run``, ``resume``, ``demo``;
 * :mod:`.budget` — ``budget ...`` privacy calculators;
-* :mod:`.evaluate` — ``evaluate``, ``compare``, ``report``.
+* :mod:`.evaluate` — ``evaluate``, ``compare``, ``report``;
+* :mod:`.cache` — ``cache info``, ``cache clear`` (the private embedding cache);
+* :mod:`.profile` — ``profile`` (per-stage time and throughput of a run).
 """
 
 from __future__ import annotations
@@ -21,13 +23,17 @@ def _mount() -> None:
     _MOUNTED = True
     from .audit import register as register_audit
     from .budget import app as budget_app
+    from .cache import register as register_cache
     from .evaluate import register as register_evaluate
+    from .profile import register as register_profile
     from .run import register as register_run
 
     app.add_typer(budget_app, name="budget", help="Privacy calculators: noise, ε, μ, (p, r).")
     register_run(app)
     register_evaluate(app)
     register_audit(app)
+    register_cache(app)
+    register_profile(app)
 
 
 #: the global options that may also follow the command (``privtext run cfg.yaml -q``)

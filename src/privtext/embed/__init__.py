@@ -11,7 +11,10 @@ Backends (``embedder.backend`` in the config):
 ``build_embedder(cfg, cache_dir=...)`` wraps the backend in :class:`CachedEmbedder` when ``cfg.cache`` is true and
 a cache folder is given (a run passes ``RunDir.embed_cache``). With ``cluster=`` a ``cluster: {backend: ray,
 embed: true}`` section, the texts are embedded on that Ray cluster with Ray Data (:mod:`.distributed`); the cache
-stays here, on the driver.
+stays here, on the driver. ``runtime: auto`` (sentence-transformers; the default) builds the fastest path of
+this machine with votes equal to fp32's (:mod:`.auto`: OpenVINO fp32 tiers whose near-ties are re-decided with
+torch fp32, :mod:`.tiers`; plain torch fp32 without OpenVINO, on a GPU or with ``cluster.embed``). The private corpus is embedded once per user (:func:`embed_private`, :mod:`.private`;
+``private_cache: false`` turns that off).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from ..errors import ConfigError
 from ..registry import Registry
 from .base import Embedder, l2_normalize
 from .cache import CachedEmbedder, EmbeddingStore, text_key
+from .private import embed_private, private_cache_dir
+from .tiers import TieredEmbedder
 
 EMBEDDERS: Registry = Registry("embedder backend")
 EMBEDDERS.register("sentence-transformers", "privtext.embed.st:SentenceTransformerEmbedder",
@@ -75,12 +80,21 @@ def build_embedder(cfg: EmbedderConfig | Mapping[str, Any], *, cache_dir: Path |
 
         emb = build_ray_embedder(cfg, cluster)
         chunk = emb.preferred_chunk
+        if getattr(options, "runtime", None) == "auto":
+            from .auto import say_once
+
+            say_once("embedder runtime auto with cluster.embed: torch fp32 on the Ray workers (no exact-vote tiers)")
+    elif getattr(options, "runtime", None) == "auto":
+        from .auto import build_auto
+
+        emb = build_auto(options, cache_dir=cache_dir if cfg.cache else None)
     else:
         emb = cls.from_options(options)
-    if cfg.cache and cache_dir is not None:
-        return CachedEmbedder(emb, cache_dir, chunk_size=chunk)  # type: ignore[return-value]
+    if cfg.cache and cache_dir is not None and not isinstance(emb, TieredEmbedder):  # tiers cache themselves
+        emb = CachedEmbedder(emb, cache_dir, chunk_size=chunk)
+    emb.private_cache = cfg.private_cache
     return emb  # type: ignore[no-any-return]
 
 
-__all__ = ["EMBEDDERS", "CachedEmbedder", "Embedder", "EmbeddingStore", "build_embedder", "check_embedder",
-           "l2_normalize", "text_key"]
+__all__ = ["EMBEDDERS", "CachedEmbedder", "Embedder", "EmbeddingStore", "TieredEmbedder", "build_embedder",
+           "check_embedder", "embed_private", "l2_normalize", "private_cache_dir", "text_key"]

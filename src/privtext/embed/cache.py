@@ -26,13 +26,14 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import BackendError
+from ..progress import advance
 from .base import Embedder, check_texts
 
 FILENAME = "embeddings.sqlite"
@@ -148,6 +149,37 @@ class EmbeddingStore:
             self._db.close()
 
 
+def embed_through(store: EmbeddingStore, name: str, dim: int, texts: list[str],
+                  embed: Callable[[list[str]], np.ndarray], *, chunk_size: int = 2048,
+                  ) -> tuple[np.ndarray, int, int]:
+    """The vectors of ``texts`` under model id ``name``: read from ``store`` where it holds them, the others
+    computed by ``embed`` ``chunk_size`` distinct texts at a time, each chunk committed before the next starts.
+    Duplicate texts are embedded once. Returns (float32 vectors in input order, cache hits, texts embedded).
+    The innermost progress bar (:func:`privtext.progress.advance`) is advanced by the texts read from the store
+    (and repeated ones) at once; ``embed``'s batches advance it by the texts they embed."""
+    if not texts:
+        return np.zeros((0, dim), dtype=np.float32), 0, 0
+    keys = [store.key(t) for t in texts]
+    unique = list(dict.fromkeys(keys))
+    found = store.get_many(name, unique, dim)
+    missing_keys = [k for k in unique if k not in found]
+    missing_set = set(missing_keys)
+    hits = sum(1 for k in keys if k not in missing_set)
+    first_text: dict[bytes, str] = {}
+    for k, t in zip(keys, texts, strict=True):
+        first_text.setdefault(k, t)
+    advance(len(texts) - len(missing_keys))  # the texts embedding will not reach (the embedder advances the rest)
+    for i in range(0, len(missing_keys), chunk_size):
+        chunk = missing_keys[i:i + chunk_size]
+        vecs = np.asarray(embed([first_text[k] for k in chunk]), dtype=np.float32)
+        if vecs.shape != (len(chunk), dim):
+            raise BackendError(f"{name}: inner embedder returned shape {vecs.shape}, expected {(len(chunk), dim)}")
+        store.put_many(name, zip(chunk, vecs, strict=True))
+        for k, v in zip(chunk, vecs, strict=True):
+            found[k] = v
+    return np.stack([found[k] for k in keys]).astype(np.float32, copy=False), hits, len(missing_keys)
+
+
 class CachedEmbedder:
     """Wraps an embedder: vectors already in the cache are read, only new texts reach ``inner``.
 
@@ -171,31 +203,12 @@ class CachedEmbedder:
         return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        texts = check_texts(texts)
-        dim = self.dim
-        if not texts:
-            return np.zeros((0, dim), dtype=np.float32)
-        keys = [self.store.key(t) for t in texts]
-        unique = list(dict.fromkeys(keys))
-        found = self.store.get_many(self.name, unique, dim)
-        missing_keys = [k for k in unique if k not in found]
-        missing_set = set(missing_keys)
-        self.hits += sum(1 for k in keys if k not in missing_set)
-        first_text = {}
-        for k, t in zip(keys, texts, strict=True):
-            first_text.setdefault(k, t)
-        for i in range(0, len(missing_keys), self.chunk_size):
-            chunk = missing_keys[i:i + self.chunk_size]
-            vecs = np.asarray(self.inner.embed([first_text[k] for k in chunk], show_progress=show_progress),
-                              dtype=np.float32)
-            if vecs.shape != (len(chunk), dim):
-                raise BackendError(f"{self.name}: inner embedder returned shape {vecs.shape}, "
-                                   f"expected {(len(chunk), dim)}")
-            self.store.put_many(self.name, zip(chunk, vecs, strict=True))
-            for k, v in zip(chunk, vecs, strict=True):
-                found[k] = v
-            self.misses += len(chunk)
-        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+        vecs, hits, misses = embed_through(self.store, self.name, self.dim, check_texts(texts),
+                                           lambda chunk: self.inner.embed(chunk, show_progress=show_progress),
+                                           chunk_size=self.chunk_size)
+        self.hits += hits
+        self.misses += misses
+        return vecs
 
     def close(self) -> None:
         self.store.close()

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..backends.openai_client import ClientOptions, MalformedReply, OpenAIClient
+from ..progress import advance
 from .base import check_texts, l2_normalize
 
 
@@ -102,13 +103,19 @@ class OpenAIEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         bs = self.options.batch_size
         batches = [texts[i:i + bs] for i in range(0, len(texts), bs)]
+
+        def one(batch: list[str]) -> np.ndarray:  # each finished request moves the run's progress bar
+            vecs = self._batch(batch)
+            advance(len(batch))
+            return vecs
+
         if len(batches) == 1 or self.options.max_concurrency == 1:
-            parts = [self._batch(b) for b in batches]
+            parts = [one(b) for b in batches]
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.options.max_concurrency,
                                                 thread_name_prefix="privtext-embed")
-            parts = list(self._pool.map(self._batch, batches))
+            parts = list(self._pool.map(one, batches))
         return np.concatenate(parts, axis=0)
 
     def close(self) -> None:

@@ -5,6 +5,8 @@ package, which carries the model files: no download. Any other name or local pat
 ``SentenceTransformer(...)`` (a hub name is read from the local Hugging Face cache; set ``HF_HUB_OFFLINE=1`` on
 machines without a network).
 
+``runtime: auto`` (the default) is resolved by :func:`privtext.embed.build_embedder` (:mod:`privtext.embed.auto`):
+OpenVINO tiers whose near-tie votes are re-decided with torch fp32, or torch fp32 where they cannot run.
 ``runtime: onnxruntime`` or ``runtime: openvino`` runs the same model from an ONNX export made locally at first use
 (cached on disk, keyed by the hash of the model's files; see :mod:`privtext.embed.st_export`), with
 sentence-transformers' tokenizer, mean pooling and normalisation. Measured in ``benchmarks/embed_speed.py``.
@@ -12,6 +14,7 @@ sentence-transformers' tokenizer, mean pooling and normalisation. Measured in ``
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +24,7 @@ from pydantic import Field
 
 from ..backends import BackendOptions
 from ..errors import BackendError, ConfigError
+from ..progress import advance, progress
 from .base import CoreDependencyMissing, check_texts, l2_normalize
 from .st_export import RUNTIMES, OnnxSession, _preprocess, ensure_export, require
 
@@ -52,11 +56,15 @@ class STOptions(BackendOptions):
     torch_threads: int | None = Field(default=None, ge=1, description="CPU threads while embedding (restored "
                                       "after each call); 1 is often fastest on a busy machine")
     precision: Literal["fp32", "bf16"] = Field(
-        default="fp32", description="bf16: the same weights cast to bfloat16 (AMX CPUs, GPUs): 2.2x MiniLM "
+        default="fp32", description="bf16 with runtime auto: an OpenVINO bf16 fast tier re-decided in fp32 "
+        "(AVX512_BF16/AMX CPUs); with runtime torch: the same weights cast to bfloat16 (AMX CPUs, GPUs): 2.2x MiniLM "
         "throughput on a Sapphire Rapids CPU at mean cosine 0.9999 to fp32 (benchmarks/embed_speed.py); vectors "
         "differ from fp32, so the model id (and cache key) gets '@bf16'")
-    runtime: Literal["torch", "onnxruntime", "openvino"] = Field(
-        default="torch", description="torch (sentence-transformers itself), or an ONNX export of the model run "
+    runtime: Literal["torch", "onnxruntime", "openvino", "auto"] = Field(
+        default="auto", description="auto (the default): the fastest path of this machine with votes equal to fp32's "
+        "(OpenVINO fp32 one text per request, near-ties re-decided with torch fp32; torch fp32 without OpenVINO or "
+        "on a GPU; privtext.embed.auto); "
+        "torch (sentence-transformers itself), or an ONNX export of the model run "
         "by ONNX Runtime (pip install 'privtext[onnx]') or OpenVINO ('privtext[openvino]'), CPU only. fp32 on "
         "either gives torch's vectors (to float rounding, same model id); openvino with precision bf16 gets the "
         "model id suffix '@openvino-bf16'")
@@ -92,6 +100,9 @@ class SentenceTransformerEmbedder:
             raise CoreDependencyMissing("sentence-transformers", "the sentence-transformers embedder") from None
         if precision not in ("fp32", "bf16"):
             raise ConfigError(f"embedder precision must be 'fp32' or 'bf16', got {precision!r}")
+        if runtime == "auto":
+            raise ConfigError("embedder runtime 'auto' is resolved by privtext.embed.build_embedder (it may build "
+                              "several tiers); build the embedder from its config")
         if runtime not in RUNTIMES:
             raise ConfigError(f"embedder runtime must be one of {', '.join(map(repr, RUNTIMES))}, got {runtime!r}")
         if runtime == "onnxruntime" and precision != "fp32":
@@ -133,7 +144,7 @@ class SentenceTransformerEmbedder:
             self.onnx_path = ensure_export(self.model, model=model, model_id=model_id,
                                            model_dir=_local_dir(path), export_dir=export_dir)
             self.session = OnnxSession(self.onnx_path, runtime=runtime, precision=precision,
-                                       threads=torch_threads)
+                                       threads=torch_threads, throughput=self.batch_size == 1)
         self.device = device
         self.torch_threads = torch_threads
         self._torch = torch
@@ -150,33 +161,68 @@ class SentenceTransformerEmbedder:
 
     @classmethod
     def from_options(cls, options: STOptions) -> SentenceTransformerEmbedder:
-        return cls(**options.model_dump())
+        """The embedder ``options`` describe; ``runtime: auto`` is torch fp32 here — tiers with exact votes are
+        built by :func:`privtext.embed.build_embedder` (in this process), not on a Ray worker."""
+        kw = options.model_dump()
+        if kw["runtime"] == "auto":
+            kw["runtime"] = "torch"
+        return cls(**kw)
 
     def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        """Unit vectors of ``texts``. Every batch advances the innermost open progress bar by its texts
+        (:func:`privtext.progress.advance`: a run's embedding bar moves as the batches finish); ``show_progress``
+        opens a bar of its own."""
         texts = check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.calls += 1
-        if self.session is not None:
-            return self._embed_onnx(texts, self.session)
+        with progress(f"embedding {len(texts)} texts", len(texts)) if show_progress else contextlib.nullcontext():
+            if self.session is not None:
+                return self._embed_onnx(texts, self.session)
+            return self._embed_torch(texts)
+
+    def _batches(self, texts: list[str]) -> list[np.ndarray]:
+        """The batches ``SentenceTransformer.encode`` itself would make of ``texts`` (index arrays): the texts
+        sorted by length, longest first — encode's own order (``_input_length``: characters; interleaved where
+        the model flattens inputs) — cut every ``batch_size``. Encoding each batch in its own call gives the
+        vectors one call on all of them gives (same batch members, same padding; ``tests/test_embed_progress.py``)
+        and lets each finished batch move the progress bar."""
+        length = getattr(self.model, "_input_length", len)
+        order = np.argsort([-length(t) for t in texts])
+        flatten = getattr(self.model, "_can_flatten_inputs", None)
+        if callable(flatten) and flatten():
+            order = self.model._interleave_sorted_indices(order)
+        return [order[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+
+    def _embed_torch(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         threads = torch.get_num_threads()
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         try:
             if self.torch_threads:
                 torch.set_num_threads(self.torch_threads)
-            # sentence-transformers sorts each call's texts by length before batching (little padding)
-            if self.precision == "fp32":
-                vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=show_progress,
-                                         convert_to_numpy=True, normalize_embeddings=True)
-            else:  # bf16 tensors have no numpy dtype: to fp32, normalised below in float64
-                vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=show_progress,
-                                         convert_to_tensor=True, normalize_embeddings=False).float().cpu().numpy()
+            for idx in self._batches(texts):
+                batch = [texts[j] for j in idx]
+                if self.precision == "fp32":
+                    vecs = self.model.encode(batch, batch_size=self.batch_size, show_progress_bar=False,
+                                             convert_to_numpy=True, normalize_embeddings=True)
+                else:  # bf16 tensors have no numpy dtype: to fp32, normalised below in float64
+                    vecs = self.model.encode(batch, batch_size=self.batch_size, show_progress_bar=False,
+                                             convert_to_tensor=True, normalize_embeddings=False).float().cpu().numpy()
+                out[idx] = np.asarray(vecs, dtype=np.float32)
+                advance(len(idx))
         finally:
             if self.torch_threads:
                 torch.set_num_threads(threads)
-        return l2_normalize(np.asarray(vecs), what=self.name)
+        return l2_normalize(out, what=self.name)
 
     def _embed_onnx(self, texts: list[str], session: OnnxSession) -> np.ndarray:
+        if self.batch_size == 1:  # one text per request, several requests in flight (OpenVINO throughput streams)
+            feeds = []
+            for t in texts:
+                features = _preprocess(self.model, [t])
+                feeds.append({k: np.asarray(features[k].cpu().numpy(), dtype=np.int64) for k in session.input_names})
+            return l2_normalize(session.run_each(feeds, on_done=advance), what=self.name)
         # as sentence-transformers' encode: longest first, batches of batch_size padded to their longest text
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -185,6 +231,7 @@ class SentenceTransformerEmbedder:
             features = _preprocess(self.model, [texts[j] for j in idx])
             feeds = {k: np.asarray(features[k].cpu().numpy(), dtype=np.int64) for k in session.input_names}
             out[idx] = session.run(feeds)
+            advance(len(idx))
         return l2_normalize(out, what=self.name)
 
 

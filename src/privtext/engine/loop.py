@@ -25,8 +25,9 @@ The output is the selected samples of the last iteration (not their variations).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,6 +37,7 @@ from ..config import EvolutionConfig
 from ..data.labels import LabelSpace
 from ..data.population import Population
 from ..embed.base import Embedder
+from ..embed.tiers import attach_texts, row_source
 from ..errors import ConfigError, PrivtextError
 from ..generate.base import Generator
 from ..progress import progress
@@ -189,8 +191,31 @@ class Engine:
             st.count("texts", sum(len(r) for r in outs))
         return outs
 
+    @contextlib.contextmanager
+    def _counted(self, st: Any) -> Iterator[None]:
+        """Add to stage ``st`` what the embedder's counters (a tiered embedder's: texts per tier, re-decided votes)
+        gained meanwhile."""
+        counters = getattr(getattr(self.embedder, "counters", None), "values", None)
+        before = dict(counters) if isinstance(counters, dict) else None
+        try:
+            yield
+        finally:
+            if before is not None and isinstance(counters, dict):
+                for k, v in counters.items():
+                    if k.startswith("exact_max") or k == "exact_window":  # maxima: run-wide counters
+                        self.metrics.counters[k] = max(float(self.metrics.counters.get(k, v)), v)
+                    elif v != before.get(k, 0.0):
+                        st.count(k, v - before.get(k, 0.0))
+
+    def _warn_lookahead(self) -> None:
+        if not getattr(self, "_lookahead_warned", False):
+            self._lookahead_warned = True
+            self.log("exact votes: lookahead votes see mean embeddings, which are not re-decided in fp32 (their "
+                     "votes are the fast vectors' votes)")
+
     def _embed(self, t: int, texts: list[str]) -> np.ndarray:
-        with self.metrics.stage("embedding", iteration=t) as st, progress(f"iter {t}: embedding", len(texts)) as bar:
+        with self.metrics.stage("embedding", iteration=t) as st, self._counted(st), \
+                progress(f"iter {t}: embedding", len(texts)) as bar:
             emb = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), dtype=np.float32)
             bar.update(completed=len(texts))
             st.count("texts", len(texts))
@@ -373,9 +398,13 @@ class Engine:
             store.save_lookahead(reuse_next)
             store.save_population(pop, vote_emb if self.evo.lookahead > 0 else None)
             self.log(f"iteration {t}: {len(pop)} candidates generated and embedded")
-        if vote_emb is None:
-            vote_emb = pop.emb
-        with self.metrics.stage("voting", iteration=t) as st, progress(f"iter {t}: voting", 1) as bar:
+        if vote_emb is None or self.evo.lookahead <= 0:
+            # the candidates' own vectors: a tiered embedder's votes are re-decided in fp32 (their texts known)
+            vote_emb = attach_texts(pop.emb, self.embedder, pop.texts)
+        elif row_source(vote_emb) is None and getattr(self.embedder, "tiered", None) is not None:
+            self._warn_lookahead()
+        with self.metrics.stage("voting", iteration=t) as st, self._counted(st), \
+                progress(f"iter {t}: voting", 1) as bar:
             result = self.scorer.score(iteration=t, population=pop, vote_emb=vote_emb)
             bar.advance(1)
             st.count("candidates", len(pop))

@@ -62,6 +62,8 @@ _TIME_KEYS = {"created", "written", "timestamp", "time", "datetime", "date", "st
               "end_time", "mtime", "ctime", "atime", "when", "updated", "generated_at", "created_at"}
 #: keys that hold record or prompt text (data, not statistics): no ISO-date or generic-path check inside them
 _CONTENT_KEYS = {"text", "prompt", "content", "keyphrases", "completion", "output", "examples"}
+#: released mappings whose keys are data (vocabulary terms, label values), not names: "time" there is a word
+_DATA_MAPS = {"dp_vocabulary", "label_histogram"}
 #: keys whose integers are public sizes by construction (candidates, selections, rounds, training-set sizes)
 _PUBLIC_COUNT_KEYS = {"n_candidates", "n_selected", "candidates", "selected", "n", "n_train", "iteration", "round",
                       "n_per_generator", "sorted_votes_step", "k", "dim", "n_synthetic", "n_real", "num_samples",
@@ -344,6 +346,8 @@ class _Scanner:
             path = prefix + path
             low = key.lower()
             content = any(part.split("[", 1)[0].lower() in _CONTENT_KEYS for part in path.split("."))
+            if any(part.split("[", 1)[0] in _DATA_MAPS for part in path.split(".")[:-1]):
+                low = ""  # a term or a label value as the key: only its value is checked
             if isinstance(v, (Mapping, list, tuple)):
                 if low in _TIMING_KEYS or low.endswith(_TIMING_SUFFIXES):
                     self.add(file, "timing", path, f"{key}: …", "a timing of the run's private work")

@@ -75,6 +75,13 @@ def brute_force_nn(queries: np.ndarray, base: np.ndarray, *, metric: Metric = "l
     return out
 
 
+def center_rows(x: np.ndarray, center: np.ndarray) -> np.ndarray:
+    """x ↦ (x − c)/‖x − c‖ (rows equal to c map to 0)."""
+    y = np.asarray(x, dtype=np.float32) - np.asarray(center, dtype=np.float32)[None, :]
+    n = np.linalg.norm(y, axis=1, keepdims=True)
+    return (y / np.maximum(n, 1e-12)).astype(np.float32)
+
+
 def _err_bound(q: np.ndarray, b: np.ndarray, metric: Metric) -> float:
     """A bound on float32 rounding error of one distance (generous: 64 ulp of the largest magnitude)."""
     qmax = float(np.sqrt(np.einsum("ij,ij->i", q, q).max())) if len(q) else 0.0
@@ -220,15 +227,11 @@ def _torch_device(device: Device) -> str:
 def cpu_has_fast_bf16(cpuinfo: str | None = None) -> bool:
     """A bf16 GEMM beats the fp32 one: AMX-BF16 (Intel Sapphire Rapids and later: several times) or AVX-512-BF16
     (AMD Zen 4 and later, Intel Cooper Lake: twice — measured 180 against 89 GFLOP/s for one voting block on a
-    2-core EPYC, benchmarks/scale.py). ``cpuinfo``: the text of /proc/cpuinfo (read when None)."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpuinfo = f.read()
-        except OSError:  # pragma: no cover - not Linux
-            return False
-    flags = set(cpuinfo.split())
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    2-core EPYC, benchmarks/scale.py). ``cpuinfo``: the text of /proc/cpuinfo (read when None;
+    :func:`privtext.backends.hardware.has_fast_bf16`)."""
+    from ..backends.hardware import has_fast_bf16
+
+    return has_fast_bf16(cpuinfo)
 
 
 def resolve_precision(precision: Precision, device: str) -> str:

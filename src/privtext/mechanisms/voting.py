@@ -33,6 +33,7 @@ per iteration (Dong et al.; SecPE Def 2.2), and T iterations compose to μ = √
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,11 @@ import numpy as np
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
 from ..privacy.noise import add_gaussian
-from .nn import Backend, Metric, nearest
+from .exact_votes import row_source
+from .nn import APPROX, Backend, Metric, center_rows, nearest
+
+_log = logging.getLogger("privtext.embed")
+_WARNED: set[str] = set()
 
 #: computes exact vote counts: ``(private_emb, candidate_emb, *, private_groups, candidate_groups, metric, backend,
 #: center, **nn_kwargs) -> (counts, n_voting)``, as :func:`nearest_votes`
@@ -68,13 +73,6 @@ def threshold_histogram(h: np.ndarray, threshold: float) -> np.ndarray:
     if threshold < 0:
         raise ConfigError(f"threshold must be ≥ 0, got {threshold}")
     return np.maximum(h, threshold) - threshold if threshold > 0 else h.copy()
-
-
-def center_rows(x: np.ndarray, center: np.ndarray) -> np.ndarray:
-    """x ↦ (x − c)/‖x − c‖ (rows equal to c map to 0)."""
-    y = np.asarray(x, dtype=np.float32) - np.asarray(center, dtype=np.float32)[None, :]
-    n = np.linalg.norm(y, axis=1, keepdims=True)
-    return (y / np.maximum(n, 1e-12)).astype(np.float32)
 
 
 def label_groups(private_groups: Sequence[int] | np.ndarray | None, n_private: int,
@@ -103,7 +101,15 @@ def nearest_votes(
 ) -> tuple[np.ndarray, int]:
     """Exact (noise-free) vote counts per candidate, voting within label groups. Returns (counts, n_voting).
 
-    ``center``: a public vector; both sides are centred on it and renormalised before the search."""
+    ``center``: a public vector; both sides are centred on it and renormalised before the search.
+
+    Embeddings from a tiered embedder (``embedder: {runtime: auto}``: fast bf16 vectors that know their texts,
+    :mod:`privtext.embed.tiers`) are voted on by :func:`exact_nearest_votes`: every vote whose margin is within
+    the fast vectors' measured error bound is re-decided with fp32 vectors of that record and its contenders, so
+    the votes are the fp32 vectors' votes. Each record's vote still depends on that record alone (Δ = 1)."""
+    if _refinable(private_emb, candidate_emb, backend):
+        return exact_nearest_votes(private_emb, candidate_emb, private_groups=private_groups,
+                                   candidate_groups=candidate_groups, metric=metric, center=center)
     if center is not None:
         private_emb, candidate_emb = center_rows(private_emb, center), center_rows(candidate_emb, center)
     n_c = len(candidate_emb)
@@ -116,6 +122,60 @@ def nearest_votes(
         if len(ci) == 0:
             continue  # no candidate of this label: these records cast no vote (still one bin at most each)
         nn = nearest(private_emb[qi], candidate_emb[ci], metric=metric, backend=backend, **nn_kwargs)
+        np.add.at(counts, ci[nn], 1)
+        n_voting += len(qi)
+    return counts, n_voting
+
+
+def _refinable(private_emb: np.ndarray, candidate_emb: np.ndarray, backend: str) -> bool:
+    """Both sides come from one tiered embedder and the search is exact (an approximate backend was asked for on
+    purpose: its votes are approximate anyway). One side without a source cannot be re-decided: logged."""
+    ps, cs = row_source(private_emb), row_source(candidate_emb)
+    if ps is None and cs is None:
+        return False
+    if ps is None or cs is None or ps.embedder is not cs.embedder:
+        side = "private" if ps is None else "candidate"
+        if side not in _WARNED:  # once per process: a federated or sharded vote asks for every party and shard
+            _WARNED.add(side)
+            _log.warning("exact votes: %s embeddings carry no fast-tier source (sliced or copied, as a party's or "
+                         "a shard's records are); votes use the vectors as given, not re-decided in fp32", side)
+        return False
+    if backend in APPROX:
+        return False
+    return True
+
+
+def exact_nearest_votes(
+    private_emb: np.ndarray,
+    candidate_emb: np.ndarray,
+    *,
+    private_groups: Sequence[int] | np.ndarray | None = None,
+    candidate_groups: Sequence[int] | np.ndarray | None = None,
+    metric: Metric = "l2",
+    center: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """:func:`nearest_votes` for tiered embeddings: the votes of the reference (fp32) vectors, computed from the
+    fast ones and the reference vectors of re-decided records and their contenders only
+    (:mod:`privtext.mechanisms.exact_votes`: the bound, the stages, why Δ = 1 holds). The bound is calibrated on
+    candidates (public) once per call."""
+    from .exact_votes import calibrated, refine_group
+
+    ps, cs = row_source(private_emb), row_source(candidate_emb)
+    assert ps is not None and cs is not None
+    pf, cf = np.asarray(private_emb, dtype=np.float32), np.asarray(candidate_emb, dtype=np.float32)
+    n_c = len(cf)
+    pg, cg = label_groups(private_groups, len(pf), candidate_groups, n_c)
+    counts = np.zeros(n_c, dtype=np.int64)
+    if not len(pf) or not n_c:
+        return counts, 0
+    bounds, stats = calibrated(ps, cs, cf, center, metric)
+    n_voting = 0
+    for g in np.unique(pg):
+        qi = np.nonzero(pg == g)[0]
+        ci = np.nonzero(cg == g)[0]
+        if len(ci) == 0:
+            continue
+        nn = refine_group(ps, qi, pf[qi], cs, ci, cf[ci], bounds, center, metric, stats)
         np.add.at(counts, ci[nn], 1)
         n_voting += len(qi)
     return counts, n_voting

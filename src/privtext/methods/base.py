@@ -40,6 +40,7 @@ from ..config import Config, GeneratorConfig
 from ..data import Corpus, load_corpus, split_corpus, write_corpus
 from ..data.labels import LabelSpace
 from ..embed.base import Embedder
+from ..embed.private import embed_private
 from ..errors import ConfigError, DataError
 from ..generate.base import Generator
 from ..guard import PrivateGuard
@@ -234,12 +235,23 @@ class RunContext:
         return self.keeper.release(release, lambda: compute(release))
 
     def embed_private(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of private texts (float32, one row per text)."""
+        """Embeddings of texts from the private file (float32, one row per text; SecPE's secret-free records too),
+        for every method: through the user's private embedding cache (:func:`privtext.embed.private.embed_private`; ``embedder: {private_cache: false}`` turns
+        it off), so a later run on the same private file embeds none of it. What the cache did is counted in the
+        run's private metrics (``private_embedding_texts``/``cached``/``embedded``/``seconds``). With exact votes
+        (``runtime: auto``) the rows keep their source (the array is returned as it is, not copied), so the vote
+        can re-decide a record's near-tie with its fp32 vector."""
         m = self.method
-        with m.metrics.stage("embedding_private"), progress("embedding the private texts", len(texts)) as bar:
-            emb = (np.asarray(self.embedder.embed(list(texts)), dtype=np.float32) if len(texts)
+        with m.metrics.stage("embedding_private") as st, \
+                progress("embedding the private texts", len(texts)) as bar:
+            emb = (embed_private(self.embedder, texts) if len(texts)
                    else np.zeros((0, self.embedder.dim), dtype=np.float32))
             bar.update(completed=len(texts))
+            st.count("texts", len(texts))
+            stats = getattr(self.embedder, "private_stats", None)
+            if isinstance(stats, dict):
+                for k, v in stats.items():
+                    m.metrics.counters[f"private_embedding_{k}"] = round(float(v), 3)
         if len(emb) != len(texts):
             raise ConfigError("embedder returned the wrong number of private embeddings")
         return emb

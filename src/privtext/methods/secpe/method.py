@@ -239,8 +239,17 @@ class SecPE(EvolutionMethod):
         secret_free: Corpus = inputs.extra.get("secret_free", inputs.public)
         base = secret_free if cfg.cluster_public == "secret_free" and len(secret_free) else inputs.public
         private_emb = ctx.embed_private(inputs.private.texts)
-        with self.metrics.stage("embedding_public"):
-            public_emb = embedder.embed(list(base.texts))
+        # the secret-free records are the private file's too (public only under SecPE's relation): they go through
+        # the private embedding cache like the rest of the file, so a later run embeds none of the file again
+        from_file = inputs.extra.get("secret_free")
+
+        def embed_base(corpus: Corpus) -> np.ndarray:
+            if from_file is not None and corpus is from_file:
+                return ctx.embed_private(corpus.texts)
+            with self.metrics.stage("embedding_public"):
+                return embedder.embed(list(corpus.texts))  # as returned (exact votes read a tiered array's source)
+
+        public_emb = embed_base(base)
         # unlabelled public text (data.label_values): one clustering, offered to every label group, whose own
         # private records then vote among the same public centres
         unlabelled = bool(space.columns) and not all(c in base.labels for c in space.columns)
@@ -261,7 +270,7 @@ class SecPE(EvolutionMethod):
         if cfg.voting == "hybrid":
             sf_groups = (space.groups_of(secret_free.label_tuples(space.columns)) if space.columns
                          else np.zeros(len(secret_free), dtype=np.int64))
-            direct_emb = (public_emb if base is secret_free else embedder.embed(list(secret_free.texts)))
+            direct_emb = public_emb if base is secret_free else embed_base(secret_free)
             direct_groups = sf_groups
         self.sigma, self.plan = sigma, plan
         self.diagnostic("secret_noise", None, {
