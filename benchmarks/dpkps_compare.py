@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                     '"term_weighting": "uniform", "contrast": 0}\' (the first measurement\'s settings)')
     ap.add_argument("--ngram", default="{}", help="JSON overrides of the ngram generator's options, e.g. "
                     "'{\"seeded_retrieval\": 0}'")
+    ap.add_argument("--generator", default=None, help="JSON generator section replacing the ngram one, e.g. "
+                    "'{\"backend\": \"lm\", \"cache_dir\": \"artifacts/lm-cache\"}'")
     ap.add_argument("--secpe-p", type=float, default=1e-4)
     ap.add_argument("--secpe-r", type=float, default=1e-3)
     ap.add_argument("--secpe-clusters", type=int, default=200)
@@ -242,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                     "seed": seed, "method": method, "output": str(out / f"s{seed}" / f"{method}-{tag}"),
                     "data": {"private": str(out / "private.csv"), "public": str(out / "public.csv"),
                              "label_values": {"label1": classes}},
-                    "generator": {"backend": "ngram", "prompt_family": "yelp", **json.loads(a.ngram)},
+                    "generator": ({"prompt_family": "yelp", **json.loads(a.generator)} if a.generator else
+                                  {"backend": "ngram", "prompt_family": "yelp", **json.loads(a.ngram)}),
                     "embedder": {"backend": "sentence-transformers", "cache_dir": str(cache)}}
                 if method == "secpe" and not control and eps != eps_list[0]:
                     continue  # SecPE's budget is a secret budget (p, r), not ε: one private run per seed

@@ -70,6 +70,8 @@ K5, USER8, NORM = Relation("secret_group", group=5), Relation("user", cap=8), Re
     ("rff_sketch", _config("dpkps", n_features=64, noise="paper"), ADD, 2 * SQ2 * 64),
     ("clustering", _config("secpe", sample="independent"), ADD, 1.0),
     ("clustering", _config("secpe", sample="shared"), ADD, SQ2),
+    ("dpsgd", _config("dpft", max_grad_norm=0.5), ADD, 0.5),
+    ("dpsgd", _config("dpft"), ADD, 1.0),  # DPFTOptions' default C
 ])
 def test_the_derivation_table(kind: str, config: Any, relation: Relation, want: float) -> None:
     assert expected(kind, config, relation).sensitivity == pytest.approx(want, rel=1e-12)
@@ -117,6 +119,30 @@ def test_kinds_and_unknown_mechanisms() -> None:
     assert release_kind("dp_vocabulary", "vocabulary") == "vocabulary"
     assert release_kind("federated_topq_sum", "votes/round_000") == "topq"
     assert release_kind("something_new", "x") is None
+    assert release_kind("dpsgd", "dpsgd/epoch_000") == "dpsgd"
+
+
+def test_dpsgd_releases_are_derived_from_the_clipping_norm() -> None:
+    """A dpft epoch as dpsgd_release records it passes; a ledger entry whose Δ or noise is not C / σC fails; the
+    derivation refuses relations the sampled-Gaussian accounting does not cover."""
+    from privtext.mechanisms.dpsgd import dpsgd_contribution
+    from privtext.privacy.relation import NeighbouringRelation
+    from privtext.privacy.release import dpsgd_release
+
+    cfg = _config("dpft", max_grad_norm=0.7)
+    assert relation_of(cfg) == ADD
+    r = dpsgd_release("dpsgd/epoch_000", noise_multiplier=0.9, sampling_rate=0.05, steps=20,
+                      contribution=dpsgd_contribution(0.7), relation=NeighbouringRelation("add_remove"))
+    d = check_release(r, cfg, ADD)
+    assert d is not None and d.passed and d.derived == pytest.approx(0.7) and d.claim == pytest.approx(1 / 0.9)
+    wrong_c = check_release(r, _config("dpft", max_grad_norm=1.4), ADD)  # clipped at 1.4, recorded as 0.7
+    assert wrong_c is not None and not wrong_c.passed and wrong_c.implied == pytest.approx(2 / 0.9)
+    half = Release(key=r.key, mechanism=r.mechanism, event=r.event, noise_std=r.noise_std / 2,
+                   sensitivity=r.sensitivity, meta=r.meta)
+    d2 = check_release(half, cfg, ADD)
+    assert d2 is not None and not d2.passed
+    with pytest.raises(ConfigError, match="add/remove"):
+        expected("dpsgd", cfg, REP)
 
 
 # ----------------------------------------------------------------------------- planted faults of issue 21

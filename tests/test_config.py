@@ -77,7 +77,7 @@ def test_privacy_forms(privacy: dict, needle: str) -> None:
 def test_unknown_method_lists_valid() -> None:
     from privtext.runner import resolve_config
 
-    with pytest.raises(ConfigError, match="valid names: augpe, dpkps, secpe, wasp"):
+    with pytest.raises(ConfigError, match="valid names: augpe, dpft, dpkps, secpe, wasp"):
         resolve_config(config_from_dict(_raw(method="magic")))
 
 

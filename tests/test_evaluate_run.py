@@ -186,7 +186,7 @@ def test_cli_compare_prints_the_table_and_writes_csv(runs: dict[str, Path], tmp_
     res = invoke("compare", str(runs["augpe"]), str(runs["secpe"]), "--real", str(runs["real"]), "--csv",
                  str(out_csv), "--classifier", "tfidf-logreg")
     assert res.exit_code == 0, res.output
-    for word in ("augpe", "secpe", "μ=1.2-GDP", "(p=0.0001, r=0.001)-secret", "FID", "category acc", "LLM calls"):
+    for word in ("augpe", "secpe", "μ=1.2-GDP", "(p=0.0001, r=0.001)-secret", "FID", "category acc", "generator calls"):
         assert word in res.stdout, word
     rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))
     assert [r["name"] for r in rows] == ["augpe", "secpe"]

@@ -1,4 +1,5 @@
-"""The contract every Generator backend passes: ngram, scripted, transformers (tiny GPT-2), openai (local server)."""
+"""The contract every Generator backend passes: ngram, scripted, transformers (tiny GPT-2), openai (local server),
+lm (a tiny GPT-2 trained here on the public corpus)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from privtext.errors import BackendError, ConfigError, DataError
 from privtext.generate import Generator, GeneratorContext, LabelInfo, VariationSpec, build_generator
 from privtext.testing import OpenAIServer
 
-BACKENDS = ["ngram", "scripted", "transformers", "openai"]
+BACKENDS = ["ngram", "scripted", "transformers", "openai", "lm"]
 LABEL = LabelInfo(("label1", "label2"), ("Category: Food", "Stars: 5.0"))
 TEXTS = ["the soup was hot and the bread was fresh .", "our room was clean but the bed was small .",
          "great coffee , friendly staff , will come back !"]
@@ -41,6 +42,13 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
+def lm_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    return str(tmp_path_factory.mktemp("lm-cache"))
+
+
+@pytest.fixture(scope="module")
 def server() -> OpenAIServer:
     with OpenAIServer(api_key="sk-contract-key") as srv:
         yield srv
@@ -63,6 +71,10 @@ def make(request: pytest.FixtureRequest, public: Corpus, monkeypatch: pytest.Mon
         path = request.getfixturevalue("tiny_model")
         cfg = {"backend": "transformers", "model": path, "max_new_tokens": 6, "batch_size": 4,
                "torch_threads": 1}
+    elif backend == "lm":  # trained once per module (the first make), then a cache hit
+        cfg = {"backend": "lm", "size": "tiny", "max_length": 64, "epochs": 2.0, "train_tokens": None,
+               "validation": 0, "precision": "fp32", "torch_threads": 1, "max_new_tokens": 24,
+               "cache_dir": request.getfixturevalue("lm_cache")}
     else:
         srv = request.getfixturevalue("server")
         monkeypatch.setenv("PRIVTEXT_TEST_KEY", "sk-contract-key")

@@ -112,6 +112,14 @@ CASES: list[Case] = [
                                 "dpkps": {"vocab_size": 20, "length": 3, "r": 3, "vocabulary_min_count": 1,
                                           "sketch": "rff", "n_features": 16}},
          {"dpkps/vocabulary": 3.0, "dpkps/kde/": math.sqrt(2) * 16}, "adding or removing one private record"),
+    # DP-SGD: one record adds one gradient clipped to L2 norm C to a step's sum: Δ = C (Abadi et al. 2016)
+    Case("dpft", "dpft", {"privacy": {"epsilon": 4.0, "delta": 1e-5},
+                          "evolution": {"label_distribution": {"kind": "dp"}},
+                          "dpft": {"sampling_rate": 0.25, "epochs": 2, "max_grad_norm": 0.5, "max_length": 48,
+                                   "max_new_tokens": 24, "torch_threads": 1,
+                                   "lm": {"size": "tiny", "max_length": 48, "epochs": 2.0, "train_tokens": None,
+                                          "validation": 0, "precision": "fp32"}}},
+         {"labels/histogram": 1.0, "dpsgd/": 0.5}, "adding or removing one private record"),
 ]
 CASE = {c.name: c for c in CASES}
 
@@ -162,8 +170,40 @@ def _config(case: Case, root: Path, priv: Corpus, pub: Corpus, *, seed: int = 3,
     }
     for k, v in case.sections.items():
         raw[k] = {**raw[k], **v} if isinstance(v, dict) and isinstance(raw.get(k), dict) else v
+    if "lm" in raw.get("dpft", {}):  # dpft's small public LM: trained once per test session, then a cache hit
+        raw["dpft"] = {**raw["dpft"], "lm": {**raw["dpft"]["lm"], "cache_dir": str(_lm_cache())}}
     raw["privacy"] = {**raw.get("privacy", {}), **privacy}
     return config_from_dict(raw)
+
+
+_LM_CACHE: list[Path] = []
+
+
+def _lm_cache() -> Path:
+    if not _LM_CACHE:
+        import tempfile
+
+        _LM_CACHE.append(Path(tempfile.mkdtemp(prefix="privtext-contract-lm-")))
+    return _LM_CACHE[0]
+
+
+@pytest.fixture(autouse=True)
+def _dpft_needs_its_extra(request: pytest.FixtureRequest) -> None:
+    """dpft's cases skip where privtext[dpft] is not installed (torch, transformers, tokenizers, opacus)."""
+    spec = getattr(request.node, "callspec", None)
+    if spec is not None and any(str(v).startswith("dpft") for v in spec.params.values()):
+        for module in ("torch", "transformers", "tokenizers", "opacus"):
+            pytest.importorskip(module)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_lm_cache() -> Any:
+    yield
+    import shutil
+
+    for p in _LM_CACHE:
+        shutil.rmtree(p, ignore_errors=True)
+    _LM_CACHE.clear()
 
 
 @dataclass
@@ -231,7 +271,12 @@ def test_every_recorded_sensitivity_is_the_relations(name: str, runs_dir: Path) 
             z = e["event"]["noise_multiplier"]
             assert e["noise_std"] == pytest.approx(z * want, rel=1e-12), e["key"]
         elif e["event"]["type"] == "SelfComposedDpEvent":  # SecPE's two parts of one clustering, each std σ = z·Δ
-            z = e["event"]["event"]["noise_multiplier"]
+            inner = e["event"]["event"]
+            if inner["type"] == "PoissonSampledDpEvent":  # DP-SGD's steps: each adds std z·Δ to a clipped sum
+                assert inner["sampling_probability"] == e["meta"]["sampling_rate"]
+                assert e["event"]["count"] == e["meta"]["steps"]
+                inner = inner["event"]
+            z = inner["noise_multiplier"]
             assert e["noise_std"] == pytest.approx(z * want, rel=1e-12), e["key"]
         elif e["event"]["type"] == "LaplaceDpEvent":
             eps = e["meta"]["epsilon"]
@@ -261,6 +306,10 @@ def test_every_release_drew_the_noise_its_ledger_entry_states(name: str, runs_di
             b = e["meta"]["laplace_scale"]
             assert all(d.kind == "laplace" and d.scale_max == pytest.approx(b, rel=1e-12) for d in draws), draws
         kept = ran.kept(e["key"])
+        if any(k.startswith("model/") for k in kept):  # DP-SGD: every step's noise on every trained parameter
+            per_step = sum(int(np.size(v)) for k, v in kept.items() if k.startswith("model/"))
+            assert len(draws) == e["meta"]["steps"] and all(d.size == per_step for d in draws) and per_step > 0
+            continue
         parts = (("raw_noisy",) if "raw_noisy" in kept else
                  ("nearest", "furthest", "counts", "centres", "noisy", "noisy_counts"))
         released = sum(int(np.size(kept[k])) for k in parts if k in kept)
@@ -350,7 +399,7 @@ def test_no_prompt_holds_private_text(name: str, runs_dir: Path) -> None:
     assert st["prompt_audit"]["passed"] is True and st["private"] is True
 
 
-@pytest.mark.parametrize("name", ["augpe", "secpe", "wasp", "dpkps"])
+@pytest.mark.parametrize("name", ["augpe", "secpe", "wasp", "dpkps", "dpft"])
 def test_a_leaked_prompt_makes_the_statement_say_not_private(name: str, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from privtext.atomicio import PromptLog
@@ -374,7 +423,7 @@ def test_a_leaked_prompt_makes_the_statement_say_not_private(name: str, tmp_path
     assert st["headline"].startswith("NOT PRIVATE")
 
 
-@pytest.mark.parametrize("name", ["augpe", "wasp", "augpe_parties"])
+@pytest.mark.parametrize("name", ["augpe", "wasp", "augpe_parties", "dpft"])
 def test_a_release_without_noise_makes_the_statement_say_not_private(name: str, tmp_path: Path) -> None:
     case = CASE[name]
     priv, pub = _corpora(case)
@@ -392,7 +441,7 @@ def test_a_release_without_noise_makes_the_statement_say_not_private(name: str, 
 # ------------------------------------------------------------------------------------------------ resume
 
 
-@pytest.mark.parametrize("name", ["augpe", "secpe", "wasp", "dpkps"])
+@pytest.mark.parametrize("name", ["augpe", "secpe", "wasp", "dpkps", "dpft"])
 def test_sigkill_after_a_saved_release_then_resume_keeps_it_byte_for_byte(name: str, tmp_path: Path) -> None:
     case = CASE[name]
     priv, pub = _corpora(case)
@@ -450,7 +499,7 @@ def _masked_skeleton(st: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("name", ["augpe_dp_labels", "augpe_group_vocab", "secpe", "wasp", "wasp_parties",
-                                  "dpkps", "dpkps_replace_one"])
+                                  "dpkps", "dpkps_replace_one", "dpft"])
 def test_the_statement_depends_on_private_data_only_through_released_values(name: str, tmp_path: Path) -> None:
     case = CASE[name]
     statements = []

@@ -93,6 +93,17 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     _fsync_dir(p.parent)
 
 
+def user_cache_dir(*parts: str) -> Path:
+    """The user's privtext cache folder for ``parts``: ``$PRIVTEXT_CACHE_HOME/<parts>``, else
+    ``$XDG_CACHE_HOME/privtext/<parts>``, else ``~/.cache/privtext/<parts>`` (the convention of the ONNX export
+    cache, ``privtext.embed.st_export``). Nothing is created here."""
+    if os.environ.get("PRIVTEXT_CACHE_HOME"):
+        return Path(os.environ["PRIVTEXT_CACHE_HOME"]).expanduser().joinpath(*parts)
+    base = Path(os.environ["XDG_CACHE_HOME"]).expanduser() if os.environ.get("XDG_CACHE_HOME") else (
+        Path.home() / ".cache")
+    return base.joinpath("privtext", *parts)
+
+
 def append_jsonl(path: str | os.PathLike[str], record: Mapping[str, Any], *, fsync: bool = True) -> None:
     """Append one JSON line; with ``fsync`` the line is on disk when this returns."""
     line = dumps(dict(record)) + "\n"
@@ -199,4 +210,4 @@ def _count_lines(path: Path) -> int:
 
 
 __all__ = ["PromptLog", "append_jsonl", "atomic_path", "atomic_write_bytes", "atomic_write_json",
-           "atomic_write_text", "dumps", "read_jsonl"]
+           "atomic_write_text", "dumps", "read_jsonl", "user_cache_dir"]

@@ -290,6 +290,7 @@ class Config(Section):
     secpe: MethodSection = Field(default_factory=MethodSection)
     dpkps: MethodSection = Field(default_factory=MethodSection)
     wasp: MethodSection = Field(default_factory=MethodSection)
+    dpft: MethodSection = Field(default_factory=MethodSection)
     output: str = "runs/run"
 
     @field_validator("method")

@@ -47,6 +47,11 @@ class _Bar:
         if self.prog is not None:
             self.prog.update(self.task, **kw)
 
+    def note(self, text: str) -> None:
+        """A short status shown after the bar (e.g. the current loss and tokens/s)."""
+        if self.prog is not None:
+            self.prog.update(self.task, note=text)
+
 
 #: the live display of a run (one rich Progress: a second live display would be refused), and the bars on it
 _DISPLAY: list[Any] = []
@@ -67,7 +72,7 @@ def _columns() -> list[Any]:
     )
 
     return [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("eta"), TimeRemainingColumn()]
+            TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[note]}")]
 
 
 @contextlib.contextmanager
@@ -99,17 +104,18 @@ def _opened(bar: _Bar) -> Iterator[_Bar]:
 
 
 @contextlib.contextmanager
-def progress(description: str, total: float | None) -> Iterator[_Bar]:
+def progress(description: str, total: float | None, *, eta: bool = True) -> Iterator[_Bar]:
     """A bar for ``total`` units of work: ``with progress("embedding", n) as bar: ... bar.advance(k)``; a line of
-    the run's :func:`display` when one is live, else a display of its own. Code deeper down (an embedder's
-    batches) advances the innermost bar with :func:`advance` without knowing about it."""
+    the run's :func:`display` when one is live, else a display of its own, with its ETA (``eta`` is accepted for
+    older callers; every bar shows it). :meth:`_Bar.note` shows a status after the bar. Code deeper down (an
+    embedder's batches) advances the innermost bar with :func:`advance` without knowing about it."""
     if not _DISPLAY and not _shown():  # (inside a live display rich proxies stderr, which is then no tty)
         with _opened(_Bar(None, None)) as bar:
             yield bar
         return
     if _DISPLAY:
         prog = _DISPLAY[-1]
-        task = prog.add_task(description, total=total)
+        task = prog.add_task(description, total=total, note="")
         try:
             with _opened(_Bar(prog, task)) as bar:
                 yield bar
@@ -120,7 +126,7 @@ def progress(description: str, total: float | None) -> Iterator[_Bar]:
     from rich.progress import Progress
 
     with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog, \
-            _opened(_Bar(prog, prog.add_task(description, total=total))) as bar:
+            _opened(_Bar(prog, prog.add_task(description, total=total, note=""))) as bar:
         yield bar
 
 

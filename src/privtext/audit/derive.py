@@ -34,12 +34,19 @@ RFF sketch (DP-KPS A.2)  its class row by φ ∈ [−√2, √2]^I with weights 
                          ``noise: paper``, the class mean: 2√2·I)
 SecPE clustering (Eq 7)  per sampled holder: a count by 1 and a centre    1 per composition (shared sample: √2)
                          by ≤ 2R/n_k (noise (2R/n_k)σ): Thm 1
+DP-SGD step (dpft;       one clipped gradient, of L2 norm ≤ C, in or out  C      –      –       –
+  Abadi et al. Alg 1)    of a step's sum (C = ``dpft.max_grad_norm``)
 =====================  ==============================================  ======  =====  ======  ===============
 
 The Gaussian releases are Gaussian mechanisms with noise multiplier z = noise std / Δ₂ (claim: μ = 1/z-GDP per
 release); the Laplace ones have scale b = Δ₁/ε (claim: pure ε-DP). :func:`check_release` turns a ledger entry,
 the configuration and the relation into a :class:`Derivation`: the recorded Δ against the derived one, and the
 privacy the recorded noise actually gives under the derived Δ against the privacy the entry claims.
+
+DP-SGD's steps are Poisson-subsampled Gaussians, whose accounting (the sampled event) holds under add/remove one
+record only: replace-one moves a step's sum by up to 2C with a different privacy-loss pair, and a group of k is
+sampled with probability 1 − (1 − q)^k. The derivation refuses those relations for it; the claim checked is the
+unsampled Gaussian's μ = 1/σ per step (the sampling rate and step count enter the accountant, not Δ).
 """
 
 from __future__ import annotations
@@ -118,7 +125,7 @@ def topq_record_sensitivity(q: int) -> float:
 class Expected:
     """What a release kind's sensitivity is under a relation, and why."""
 
-    kind: str  # votes, topq, labels_gaussian, labels_laplace, vocabulary, term_histogram, rff_sketch, clustering
+    kind: str  # votes, topq, labels_gaussian, labels_laplace, vocabulary, term_histogram, rff_sketch, clustering, dpsgd
     norm: str  # "L2" (Gaussian) or "L1" (Laplace)
     sensitivity: float
     why: str
@@ -144,6 +151,8 @@ def release_kind(mechanism: str, key: str) -> str | None:
         return "term_histogram"
     if mechanism in ("dp_rff_sketch", "laplace") and key.startswith("dpkps/kde/"):
         return "rff_sketch"
+    if mechanism == "dpsgd":
+        return "dpsgd"
     return None
 
 
@@ -170,6 +179,8 @@ def relation_of(config: Any, statement: dict[str, Any] | None = None) -> Relatio
         return Relation("replace_one" if nb == "replace_one" else "add_remove")
     if method == "secpe":
         return Relation("add_remove")  # SecPE's releases are audited per secret holder (see ``clustering``)
+    if method == "dpft":
+        return Relation("add_remove")  # DP-SGD's sampled-Gaussian accounting: add/remove one record only
     raise ConfigError(f"the audit has no neighbouring relation for method {method!r}")
 
 
@@ -226,6 +237,13 @@ def expected(kind: str, config: Any, relation: Relation, *, meta: dict[str, Any]
         return Expected(kind, "L2", d, f"one sampled holder moves a count by 1 and its normalised centre by ≤ 1 "
                         f"(SecPE Thm 1); {sample} sample" + (": (1, 1) jointly, √2" if d > 1 else ""),
                         {"sample": sample})
+    if kind == "dpsgd":
+        if relation.kind != "add_remove":
+            raise ConfigError(f"DP-SGD's Poisson-subsampled Gaussian is accounted for under add/remove one record, "
+                              f"not {relation.words()}")
+        c = float(_opts(config, "dpft").get("max_grad_norm", 1.0))
+        return Expected(kind, "L2", c, f"one record's gradient, clipped to L2 norm C = {c:g}, enters or leaves a "
+                        "step's sum (DP-SGD, Abadi et al. 2016 Alg 1); " + relation.words(), {"max_grad_norm": c})
     raise ConfigError(f"no derivation for release kind {kind!r}")
 
 

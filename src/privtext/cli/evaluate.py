@@ -181,34 +181,62 @@ def register(app: typer.Typer) -> None:
         secrets: Annotated[Path | None, typer.Option(
             "--secrets", help="file of declared secrets to count verbatim in each run's output")] = None,
         seed: Annotated[int, typer.Option("--seed", help="seed for the real sample and the classifiers")] = 0,
+        seeds: Annotated[str | None, typer.Option(
+            "--seeds", help="run every configuration once per seed (comma-separated, e.g. 0,1,2; runs named "
+            "NAME-sSEED) and add a summary: mean ± sd and spread per configuration")] = None,
+        mauve: Annotated[bool | None, typer.Option(
+            "--mauve/--no-mauve", help="MAUVE on the embeddings (default: when privtext[mauve] is installed)")] = None,
+        summary_csv: Annotated[Path | None, typer.Option("--summary-csv", help="save the per-configuration "
+                                                         "summary (with --seeds) as CSV here")] = None,
+        markdown: Annotated[Path | None, typer.Option("--markdown", help="save the table (with --seeds: the "
+                                                      "summary) as Markdown here")] = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Run several configurations on the same data and print one comparison table."""
+        import importlib.util
+
+        from ..errors import ConfigError
         from ..evaluate.compare import compare_configs
         from ..evaluate.runstats import load_secrets
         from ..evaluate.suite import DEFAULT_CLASSIFIERS
 
+        try:
+            seed_list = [int(x) for x in seeds.split(",") if x.strip()] if seeds else None
+        except ValueError:
+            raise ConfigError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
+        use_mauve = mauve if mauve is not None else importlib.util.find_spec("mauve") is not None
         table = compare_configs(
             [str(c) for c in configs], real=real, out_dir=out_dir, overrides=set_ or [], embedder=embedder,
             max_real=max_real, classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, seed=seed,
             baselines=not no_baselines, secrets=load_secrets(str(secrets)) if secrets else None,
-            classifier_options=parse_classifier_options(classifier_option),
+            classifier_options=parse_classifier_options(classifier_option), seeds=seed_list, mauve=use_mauve,
         )
+        summary = table.summary() if seed_list else None
         if csv is not None:
             table.to_csv(csv)
-        if as_json:
-            print_json({**table.to_dict(), "csv": str(csv) if csv else None})
-            return
-        if out.is_terminal:
-            out.print(table.to_rich())
-        else:  # piped or captured: do not squeeze the table into 80 columns
-            from rich.console import Console
+        if summary is not None and summary_csv is not None:
+            summary.to_csv(summary_csv)
+        if markdown is not None:
+            from ..atomicio import atomic_write_text
 
-            Console(width=200, highlight=False).print(table.to_rich())
+            atomic_write_text(markdown, (summary or table).to_markdown())
+        if as_json:
+            print_json({**table.to_dict(), "summary": summary.to_dict() if summary else None,
+                        "csv": str(csv) if csv else None})
+            return
+        shown = [table] if summary is None else [table, summary]
+        for t in shown:
+            if out.is_terminal:
+                out.print(t.to_rich())
+            else:  # piped or captured: do not squeeze the table into 80 columns
+                from rich.console import Console
+
+                Console(width=200, highlight=False).print(t.to_rich())
         for w in table.warnings:
             out.print(f"[yellow]warning:[/] {w}", highlight=False)
-        if csv is not None:
-            out.print(f"[bold]written[/] {csv}", highlight=False)
+        for path in (csv, summary_csv if summary else None, markdown):
+            if path is not None:
+                out.print(f"[bold]written[/] {path}", highlight=False)
 
     @app.command("diagnose")
     @handle_errors

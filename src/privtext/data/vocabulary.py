@@ -254,32 +254,38 @@ class TermMatcher:
         self.max_words = max(len(k) for k in self._ids)
         self.n_terms = len(terms)
 
-    def find(self, text: str, *, max_terms: int | None = None) -> list[int]:
-        """Distinct term ids in order of first occurrence, at most ``max_terms`` of them."""
-        if max_terms is not None and max_terms <= 0:
-            return []
-        toks = term_tokens(text)
-        out: list[int] = []
-        seen: set[int] = set()
-        pos, n_tok = 0, len(toks)
+    def spans(self, tokens: Sequence[str]) -> Iterator[tuple[int, int, int]]:
+        """``(term id, start, end)`` of every greedy longest match in ``tokens`` (term tokens, see
+        :func:`term_tokens`), left to right; ``tokens[start:end]`` is the term. Repeated terms are reported at
+        each occurrence."""
+        pos, n_tok = 0, len(tokens)
         while pos < n_tok:
             best_len, best_id = 0, -1
             for n in range(1, min(self.max_words, n_tok - pos) + 1):
-                key = tuple(toks[pos:pos + n])
+                key = tuple(tokens[pos:pos + n])
                 tid = self._ids.get(key)
                 if tid is not None:
                     best_len, best_id = n, tid
                 if key not in self._prefixes:
                     break
             if best_id >= 0:
-                if best_id not in seen:
-                    seen.add(best_id)
-                    out.append(best_id)
-                    if max_terms is not None and len(out) >= max_terms:
-                        break
+                yield best_id, pos, pos + best_len
                 pos += best_len
             else:
                 pos += 1
+
+    def find(self, text: str, *, max_terms: int | None = None) -> list[int]:
+        """Distinct term ids in order of first occurrence, at most ``max_terms`` of them."""
+        if max_terms is not None and max_terms <= 0:
+            return []
+        out: list[int] = []
+        seen: set[int] = set()
+        for tid, _, _ in self.spans(term_tokens(text)):
+            if tid not in seen:
+                seen.add(tid)
+                out.append(tid)
+                if max_terms is not None and len(out) >= max_terms:
+                    break
         return out
 
     def find_all(self, texts: Iterable[str], *, max_terms: int | None = None) -> list[list[int]]:

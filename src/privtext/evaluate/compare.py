@@ -2,9 +2,13 @@
 
 All runs are scored against the same real records (loaded and, with ``max_real``, sampled once) with the same
 embedder object, so their FIDs and accuracies are comparable and the real set is embedded once. The table has
-one row per run: method, guarantee, FID, accuracy per label (the first classifier, trained on the synthetic
-set), next-word accuracy for unlabelled data, seconds per stage group (generation, embedding, histogram, other),
-wall time and LLM calls/tokens.
+one row per run: method, guarantee, FID, MAUVE (when computed: ``mauve=True``, needs ``privtext[mauve]``),
+accuracy per label (the first classifier, trained on the synthetic set), next-word accuracy for unlabelled data,
+seconds per stage group (generation, embedding, histogram, other), wall time and generator calls/tokens.
+
+With ``seeds`` (:func:`compare_configs`) every configuration runs once per seed (``seed`` overridden, the run
+named ``<config>-s<seed>``); :meth:`ComparisonTable.summary` then gives one row per configuration: the mean of
+each figure over the seeds, its standard deviation (``_sd``) and its spread, max − min (``_spread``).
 """
 
 from __future__ import annotations
@@ -53,20 +57,72 @@ class ComparisonTable:
     def to_dict(self) -> dict[str, Any]:
         return {"columns": self.columns, "rows": self.rows, "warnings": self.warnings, "real": self.real}
 
+    def summary(self, by: str = "config") -> ComparisonTable:
+        """One row per value of column ``by`` (default: the configuration, over its seeds): for every numeric
+        figure the mean, the sample standard deviation (``<figure>_sd``, 0 for one seed) and the spread max − min
+        (``<figure>_spread``); ``seeds`` counts the rows."""
+        if by not in self.columns:
+            raise ConfigError(f"summary by {by!r}: the table has no such column (columns: {self.columns})")
+        skip = {"name", "method", "guarantee", "run", "config", "seed"}
+        numeric = [c for c in self.columns if c not in skip
+                   and any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in self.rows)]
+        groups: dict[Any, list[dict[str, Any]]] = {}
+        for r in self.rows:
+            groups.setdefault(r.get(by), []).append(r)
+        rows = []
+        for key, rs in groups.items():
+            out: dict[str, Any] = {by: key, "method": rs[0].get("method"), "guarantee": rs[0].get("guarantee"),
+                                   "seeds": len(rs)}
+            for c in numeric:
+                vals = np.array([float(r[c]) for r in rs if isinstance(r.get(c), (int, float))], dtype=np.float64)
+                out[c] = float(vals.mean()) if vals.size else None
+                out[f"{c}_sd"] = float(vals.std(ddof=1)) if vals.size > 1 else (0.0 if vals.size else None)
+                out[f"{c}_spread"] = float(vals.max() - vals.min()) if vals.size else None
+            rows.append(out)
+        columns = [by, "method", "guarantee", "seeds"] + [x for c in numeric for x in (c, f"{c}_sd", f"{c}_spread")]
+        return ComparisonTable(rows=rows, columns=columns, warnings=list(self.warnings), real=dict(self.real))
+
+    def to_markdown(self) -> str:
+        """The table as Markdown; a :meth:`summary` shows each figure as "mean ± sd"."""
+        is_summary = "seeds" in self.columns
+        cols = [c for c in self.columns if not c.endswith(("_sd", "_spread"))
+                and c not in ("run", "prompt_tokens", "completion_tokens")]
+        head = [_SHORT.get(c, c.removeprefix("acc:") + (" acc" if c.startswith("acc:") else "")) for c in cols]
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+        for r in self.rows:
+            lines.append("| " + " | ".join(_cell(r, c, is_summary) for c in cols) + " |")
+        return "\n".join(lines) + "\n"
+
     def to_rich(self) -> Any:
         """A compact table for people (tokens and paths stay in the CSV/JSON)."""
         from rich.table import Table
 
-        short = {"n_synthetic": "N", "fid": "FID", "generation_s": "gen s", "embedding_s": "embed s",
-                 "histogram_s": "hist s", "other_s": "other s", "wall_s": "wall s", "llm_calls": "LLM calls"}
-        cols = [c for c in self.columns if c not in ("run", "prompt_tokens", "completion_tokens")]
-        t = Table(title="privtext compare", title_justify="left")
+        short = _SHORT
+        cols = [c for c in self.columns if c not in ("run", "prompt_tokens", "completion_tokens")
+                and not c.endswith(("_sd", "_spread"))]
+        is_summary = "seeds" in self.columns
+        t = Table(title="privtext compare" + (" (mean ± sd over seeds)" if is_summary else ""),
+                  title_justify="left")
         for c in cols:
             head = short.get(c, c.removeprefix("acc:") + (" acc" if c.startswith("acc:") else ""))
-            t.add_column(head, justify="left" if c in ("name", "method", "guarantee") else "right", no_wrap=True)
+            t.add_column(head, justify="left" if c in ("name", "config", "method", "guarantee") else "right",
+                         no_wrap=True)
         for r in self.rows:
-            t.add_row(*[_fmt(c, r.get(c)) for c in cols])
+            t.add_row(*[_cell(r, c, is_summary) for c in cols])
         return t
+
+
+_SHORT = {"n_synthetic": "N", "fid": "FID", "mauve": "MAUVE", "generation_s": "gen s", "embedding_s": "embed s",
+          "histogram_s": "hist s", "other_s": "other s", "wall_s": "wall s", "llm_calls": "generator calls",
+          "next_word": "next-word acc"}
+
+
+def _cell(r: Mapping[str, Any], c: str, is_summary: bool) -> str:
+    v = _fmt(c, r.get(c))
+    sd = r.get(f"{c}_sd")
+    if is_summary and isinstance(sd, float) and (r.get("seeds") or 1) > 1:
+        v += " ± " + _fmt(c, sd).removesuffix("%")
+    return v
 
 
 def _fmt(col: str, v: Any) -> str:
@@ -103,7 +159,7 @@ def table_row(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_table(evaluations: Sequence[Mapping[str, Any]], *, warnings: Sequence[str] = ()) -> ComparisonTable:
     rows = [table_row(e) for e in evaluations]
-    middle: list[str] = []
+    middle: list[str] = ["mauve"] if any(r.get("mauve") is not None for r in rows) else []
     for r in rows:
         for k in r:
             if (k.startswith("acc:") or k == "next_word") and k not in middle:
@@ -198,37 +254,64 @@ def compare_configs(
     real: Corpus | str | os.PathLike[str],
     out_dir: str | os.PathLike[str] | None = None,
     overrides: Sequence[str] = (),
+    seeds: Sequence[int] | None = None,
     **compare_options: Any,
 ) -> ComparisonTable:
     """Run each configuration (a :class:`~privtext.config.Config`, a YAML path, or an existing run directory),
     then :func:`compare_runs` the resulting runs.
 
     ``overrides`` (``--set KEY=VALUE``) apply to every YAML configuration. With ``out_dir`` each run goes to
-    ``out_dir/<name>`` (name: the config's ``name``, else the file stem, else ``run<i>``).
+    ``out_dir/<name>`` (name: the config's ``name``, else the file stem, else ``run<i>``). ``seeds``: every
+    configuration runs once per seed (``seed`` set, the run named ``<name>-s<seed>``; an existing run directory
+    of that name is compared as it is, so an interrupted comparison picks up where it stopped); the table gets
+    the columns ``config`` and ``seed`` (see :meth:`ComparisonTable.summary`).
     """
     from ..config import Config, load_config
 
     run_dirs: list[Path] = []
+    labels: list[tuple[str, int | None]] = []
     used: set[str] = set()
     for i, c in enumerate(configs):
         if isinstance(c, (str, os.PathLike)) and Path(c).is_dir():
             run_dirs.append(RunView(c).root)  # an existing run: compared as it is
+            labels.append((Path(c).name, None))
             continue
-        cfg = load_config(c, overrides=overrides) if isinstance(c, (str, os.PathLike)) else c
-        if not isinstance(cfg, Config):
+        base = load_config(c, overrides=overrides) if isinstance(c, (str, os.PathLike)) else c
+        if not isinstance(base, Config):
             raise ConfigError(f"compare: item {i} is neither a Config, a YAML path nor a run directory: {c!r}")
-        out = None
-        if out_dir is not None:
-            stem = cfg.name or (Path(c).stem if isinstance(c, (str, os.PathLike)) else f"run{i}")
-            name = stem
-            k = 1
-            while name in used:
-                k += 1
-                name = f"{stem}-{k}"
-            used.add(name)
-            out = Path(out_dir) / name
-        run_dirs.append(_run_config(cfg, out=out))
-    return compare_runs(run_dirs, real=real, **compare_options)
+        stem = base.name or (Path(c).stem if isinstance(c, (str, os.PathLike)) else f"run{i}")
+        name = stem
+        k = 1
+        while name in used:
+            k += 1
+            name = f"{stem}-{k}"
+        used.add(name)
+        for seed in (seeds if seeds else (None,)):
+            if seed is None:
+                cfg = base
+            elif isinstance(c, (str, os.PathLike)):
+                cfg = load_config(c, overrides=[*overrides, f"seed={int(seed)}"])
+            else:
+                cfg = Config.model_validate({**base.dump(), "seed": int(seed)})
+            out = None
+            if out_dir is not None:
+                out = Path(out_dir) / (name if seed is None else f"{name}-s{seed}")
+                if seed is not None and (out / "synthetic.jsonl").exists() and (out / "privacy.json").exists():
+                    run_dirs.append(out)  # finished earlier (a resumed comparison)
+                    labels.append((name, int(seed)))
+                    continue
+            elif seed is not None:
+                src = cfg.source_path
+                cfg = Config.model_validate({**cfg.dump(), "output": f"{cfg.output}-s{seed}"})
+                cfg._source_path = src
+            run_dirs.append(_run_config(cfg, out=out))
+            labels.append((name, None if seed is None else int(seed)))
+    table = compare_runs(run_dirs, real=real, **compare_options)
+    if seeds:
+        for row, (name, seed) in zip(table.rows, labels, strict=True):
+            row["config"], row["seed"] = name, seed
+        table.columns = [table.columns[0], "config", "seed", *table.columns[1:]]
+    return table
 
 
 def rows_as_array(table: ComparisonTable, column: str) -> np.ndarray:

@@ -535,7 +535,8 @@ def shareable_evaluation(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def headline(evaluation: Mapping[str, Any]) -> dict[str, Any]:
-    """The figures a table row shows: FID, accuracy per label (primary classifier, synthetic), next-word."""
+    """The figures a table row shows: FID, accuracy per label (primary classifier, synthetic), next-word, MAUVE
+    (when computed)."""
     row: dict[str, Any] = {"fid": (evaluation.get("fid") or {}).get("fid")}
     ds = evaluation.get("downstream") or {}
     prim = ds.get("primary")
@@ -545,6 +546,8 @@ def headline(evaluation: Mapping[str, Any]) -> dict[str, Any]:
     nw = (evaluation.get("next_word") or {}).get("synthetic")
     if nw:
         row["next_word"] = nw.get("accuracy")
+    if evaluation.get("mauve"):
+        row["mauve"] = evaluation["mauve"].get("mauve")
     return row
 
 

@@ -4,6 +4,7 @@ Backends (``generator.backend`` in the config):
 
 ==============  =================================================================================================
 ``ngram``       the offline default: Kneser-Ney n-gram model of the *public* corpus (no weights, no network)
+``lm``          a small GPT-2 trained here on the *public* corpus with control codes (labels, keyphrases, blanks)
 ``transformers`` any Hugging Face causal LM by name or path (chat template when the tokenizer has one)
 ``vllm``        vLLM's offline engine (GPU)
 ``openai``      any OpenAI-compatible endpoint: OpenAI, Azure, a vLLM server, Ollama, ...
@@ -43,6 +44,7 @@ from .prompts import (
 
 GENERATORS: Registry = Registry("generator backend")
 GENERATORS.register("ngram", "privtext.generate.ngram:NgramGenerator", aliases=("n-gram", "kneser-ney"))
+GENERATORS.register("lm", "privtext.generate.lm.backend:LMGenerator", aliases=("small-lm",))
 GENERATORS.register("transformers", "privtext.generate.hf:TransformersGenerator", aliases=("hf", "huggingface"))
 GENERATORS.register("vllm", "privtext.generate.vllm_backend:VLLMGenerator")
 GENERATORS.register("local", "privtext.generate.local:LocalGenerator")

@@ -8,5 +8,6 @@ METHODS.register("augpe", "privtext.methods.augpe:AugPE", aliases=("aug-pe", "pe
 METHODS.register("secpe", "privtext.methods.secpe:SecPE", aliases=("sec-pe",))
 METHODS.register("dpkps", "privtext.methods.dpkps:DPKPS", aliases=("dp-kps",))
 METHODS.register("wasp", "privtext.methods.wasp:WASP")
+METHODS.register("dpft", "privtext.methods.dpft:DPFT", aliases=("dp-ft", "dpsgd"))
 
 __all__ = ["METHODS", "Method", "MethodRun"]

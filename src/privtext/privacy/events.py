@@ -15,6 +15,10 @@ event                             meaning (noise in units of the sensitivity Δ)
                                   ``standard_deviation = σ/Δ``.
 ``SelfComposedDpEvent(e, n)``     n independent repetitions of e.
 ``ComposedDpEvent([e₁, …])``      independent composition.
+``PoissonSampledDpEvent(q, e)``   e applied to a Poisson sample of the records (each kept with probability q,
+                                  the sample secret): one DP-SGD step is ``PoissonSampledDpEvent(q,
+                                  GaussianDpEvent(σ))`` (Abadi et al. 2016), T steps its ``SelfComposedDpEvent``
+                                  (:func:`dpsgd_event`). Not a Gaussian: :func:`flatten` keeps it as a leaf.
 ================================  ============================================================================
 
 JSON (:func:`event_to_dict` / :func:`event_from_dict`): ``{"type": "GaussianDpEvent", "noise_multiplier": 1.2}``;
@@ -51,6 +55,7 @@ MixtureOfGaussiansDpEvent = _dpe.MixtureOfGaussiansDpEvent
 SelfComposedDpEvent = _dpe.SelfComposedDpEvent
 ComposedDpEvent = _dpe.ComposedDpEvent
 NoOpDpEvent = _dpe.NoOpDpEvent
+PoissonSampledDpEvent = _dpe.PoissonSampledDpEvent
 NonPrivateDpEvent = _dpe.NonPrivateDpEvent
 
 
@@ -163,7 +168,8 @@ def flatten(events: DpEvent | Sequence[DpEvent]) -> Leaves:
 
     A mixture of Gaussians whose sensitivity is a single value s with probability 1 is a Gaussian with
     multiplier σ/s and is merged as such; one whose only mass is at sensitivity 0 releases nothing about the
-    secret and is dropped.
+    secret and is dropped. A Poisson-subsampled event stays a leaf (identical ones merge their counts), except
+    that sampling probability 0 releases nothing and a subsampled release without noise is non-private.
     """
     gauss: dict[float, int] = {}  # noise multiplier -> count (identical releases merge exactly, in any order)
     others: dict[str, list[Any]] = {}
@@ -212,6 +218,17 @@ def flatten(events: DpEvent | Sequence[DpEvent]) -> Leaves:
         if isinstance(e, _dpe.LaplaceDpEvent) and e.noise_multiplier == 0:
             non_private = True
             return
+        if isinstance(e, _dpe.PoissonSampledDpEvent):
+            q = float(e.sampling_probability)
+            if not 0 <= q <= 1:
+                raise InvalidPrivacyParameter(f"PoissonSampledDpEvent sampling probability must be in [0, 1], got {q!r}")
+            if q == 0 or isinstance(e.event, _dpe.NoOpDpEvent):
+                return  # nothing is ever sampled
+            inner = e.event
+            if (isinstance(inner, (_dpe.GaussianDpEvent, _dpe.LaplaceDpEvent)) and inner.noise_multiplier == 0) or \
+                    isinstance(inner, _dpe.NonPrivateDpEvent):
+                non_private = True  # a sampled record is released without noise (DP-SGD at σ = 0)
+                return
         k = event_key(e)
         if k in others:
             others[k][1] += count
@@ -255,6 +272,19 @@ def gaussian_event(noise_multiplier: float, *, count: int = 1) -> DpEvent:
     """``GaussianDpEvent(z)`` (``SelfComposedDpEvent`` of it when ``count > 1``)."""
     ev = dp_accounting.GaussianDpEvent(float(noise_multiplier))
     return ev if count == 1 else dp_accounting.SelfComposedDpEvent(ev, int(count))
+
+
+def dpsgd_event(noise_multiplier: float, sampling_rate: float, steps: int) -> DpEvent:
+    """T steps of DP-SGD: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), T)`` — each step
+    sums the clipped gradients of a Poisson sample (rate q) of the records and adds N(0, (σΔ)²) per coordinate
+    (Abadi et al. 2016, Alg 1; Δ = the clipping norm under add/remove one record)."""
+    q = float(sampling_rate)
+    if not 0 < q <= 1:
+        raise InvalidPrivacyParameter(f"DP-SGD sampling rate must be in (0, 1], got {sampling_rate!r}")
+    if not (isinstance(steps, numbers.Integral) and steps >= 1):
+        raise InvalidPrivacyParameter(f"DP-SGD steps must be a positive integer, got {steps!r}")
+    step = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(float(noise_multiplier)))
+    return dp_accounting.SelfComposedDpEvent(step, int(steps))
 
 
 @dataclass(frozen=True)

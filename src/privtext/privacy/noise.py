@@ -13,6 +13,11 @@ fails on a ``rng.normal`` / ``rng.laplace`` anywhere else in a mechanism), so th
 
 The generator passed in must be privacy randomness (:func:`privtext.rng.noise_rng`: a ChaCha20 CSPRNG keyed by OS
 entropy); this module never makes one.
+
+DP-SGD (:mod:`privtext.mechanisms.dpsgd`) adds its noise to torch gradients here too: by default the clipped
+gradient sum goes through :func:`add_gaussian` (ChaCha20); with ``noise_source: torch`` (large models on a GPU)
+:func:`add_gaussian_torch` draws with a ``torch.Generator`` the mechanism seeded from the release's ChaCha20
+stream (torch's generators are not cryptographically secure; see docs/dpft.md). Both record their draws.
 """
 
 from __future__ import annotations
@@ -118,4 +123,24 @@ def add_laplace(value: Any, scale: Any, rng: np.random.Generator) -> np.ndarray:
     return v + rng.laplace(0.0, float(b), size=v.shape)
 
 
-__all__ = ["Draw", "add_gaussian", "add_laplace", "current_release", "releasing", "trace"]
+def add_gaussian_torch(value: Any, std: float, generator: Any) -> Any:
+    """``value + N(0, std²)`` elementwise for a torch tensor (same dtype and device), the draws made with
+    ``generator`` (a ``torch.Generator`` on the tensor's device, seeded by the caller from privacy randomness:
+    :func:`privtext.rng.spawn_seed` of a :func:`privtext.rng.noise_rng`). ``std = 0`` adds nothing."""
+    import torch
+
+    s = _check(std, "std")
+    if s.ndim:
+        raise PrivacyError("add_gaussian_torch takes one std")
+    if not isinstance(generator, torch.Generator):
+        raise PrivacyError(f"torch noise needs a torch.Generator seeded from privacy randomness, got "
+                           f"{type(generator).__name__}")
+    _record("gaussian", np.atleast_1d(s), int(value.numel()) if s > 0 else 0)
+    if not s > 0:
+        return value.clone()
+    z = torch.normal(0.0, float(s), size=tuple(value.shape), generator=generator, device=value.device,
+                     dtype=value.dtype)
+    return value + z
+
+
+__all__ = ["Draw", "add_gaussian", "add_gaussian_torch", "add_laplace", "current_release", "releasing", "trace"]

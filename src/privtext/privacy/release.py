@@ -31,6 +31,7 @@ from ..errors import PrivacyError, ResumeError
 from .events import (
     DpEvent,
     SecretEvent,
+    dpsgd_event,
     event_from_dict,
     event_key,
     event_to_dict,
@@ -135,6 +136,36 @@ def gaussian_release(key: str, *, mechanism: str, noise_multiplier: float, contr
                    sensitivity=delta, iteration=iteration,
                    description=f"{description} (L2 sensitivity Δ={delta:.6g} under {relation.kind})".strip(),
                    secret_events=secret_events, meta={**dict(meta or {}), "relation": relation.to_dict()})
+
+
+def dpsgd_release(key: str, *, noise_multiplier: float, sampling_rate: float, steps: int,
+                  contribution: Contribution, relation: NeighbouringRelation, mechanism: str = "dpsgd",
+                  iteration: int | None = None, description: str = "", meta: Mapping[str, Any] | None = None
+                  ) -> Release:
+    """``steps`` DP-SGD steps as one release (Abadi et al. 2016, Alg 1): each step sums the per-record gradients
+    of a Poisson sample (rate q) clipped to L2 norm C, and adds N(0, (σΔ)²) to every coordinate of the sum.
+
+    Δ = ``relation.sensitivity(contribution)`` with ``contribution = Contribution(C, "l2", ...)``: adding or
+    removing one record adds or removes one clipped gradient, of norm ≤ C, from the sum of a step (Δ = C); the
+    noise std is σ·Δ. Event: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps)``
+    (:func:`~privtext.privacy.events.dpsgd_event`), accounted for with dp_accounting's PLD of the Poisson-
+    subsampled Gaussian under add/remove one record. That analysis holds for that relation only: a group of k
+    records is sampled with probability 1 − (1 − q)^k, not q, and a replaced record changes a step by up to 2C
+    with a different privacy-loss pair, so every other relation is refused here."""
+    if contribution.norm != "l2":
+        raise PrivacyError(f"release {key!r}: DP-SGD needs an L2 contribution bound (the clipping norm), got "
+                           f"{contribution.norm}")
+    if relation.kind != "add_remove":
+        raise PrivacyError(f"release {key!r}: the Poisson-subsampled Gaussian is accounted for under add/remove "
+                           f"one record; DP-SGD under the relation {relation.kind!r} is not supported")
+    delta = relation.sensitivity(contribution)
+    sigma = float(noise_multiplier)
+    event = dpsgd_event(sigma, sampling_rate, steps)
+    return Release(key=key, mechanism=mechanism, event=event, noise_std=sigma * delta, sensitivity=delta,
+                   iteration=iteration,
+                   description=f"{description} (L2 sensitivity Δ={delta:.6g} under {relation.kind})".strip(),
+                   meta={**dict(meta or {}), "sampling_rate": float(sampling_rate), "steps": int(steps),
+                         "relation": relation.to_dict()})
 
 
 def laplace_release(key: str, *, mechanism: str, epsilon: float, contribution: Contribution,
@@ -272,4 +303,4 @@ def _fault(point: str) -> None:
 
 
 __all__ = ["REDRAW_POLICIES", "DirectReleases", "Keeper", "Release", "ReleaseKeeper", "check_spent",
-           "gaussian_release", "laplace_release"]
+           "dpsgd_release", "gaussian_release", "laplace_release"]

@@ -1,0 +1,270 @@
+"""Tokenizer + model from a public corpus, trained or loaded from the cache: :func:`build_public_lm`.
+
+Steps on a cache miss (all seeded by ``settings.seed``; torch's global RNG is forked and restored):
+
+1. a byte-level BPE tokenizer on the public texts (:mod:`.tokenizer`), with the control codes of the public
+   label values (:mod:`.codes`) as special tokens;
+2. the keyphrase vocabulary of the public texts (:mod:`.keyphrases`);
+3. a GPT-2 of the configured size (:mod:`.model`);
+4. training (:mod:`.train`): AdamW, linear warm-up then cosine decay, gradient-norm clipping at 1, token-weighted
+   loss; every epoch each public text gives one sequence in a format drawn from the :class:`~.codes.FormatMix`.
+   The run lasts ``min(epochs, train_tokens / tokens per epoch)`` epochs; ``validation`` public texts (a seeded
+   slice) are held out and their loss is measured before and after training (``PublicLM.info``);
+5. the files are written to the cache (:mod:`.cache`).
+
+bf16 autocast (``precision: auto`` where the CPU has native bf16 — AVX512-BF16 or AMX — or the GPU supports it)
+roughly halves the CPU time of a step on such CPUs; the weights stay fp32.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ...errors import BackendError, ConfigError, DataError, MissingDependencyError
+from ...rng import derive
+from . import cache as lm_cache
+from .codes import BOS, EOS, PAD, CodeBook, ControlEncoder, ExampleMaker, FormatMix
+from .keyphrases import KeyphraseExtractor
+from .model import ModelShape, build_model, count_parameters, model_shape
+from .sample import SamplingSettings, sample
+from .tokenizer import load_tokenizer, normalize, train_tokenizer
+from .train import (
+    PAD_MULTIPLE,
+    TrainResult,
+    collate,
+    evaluate_loss,
+    length_batches,
+    train_loop,
+    warmup_cosine,
+)
+
+
+@dataclass(frozen=True)
+class LMSettings:
+    """Everything that shapes the trained model (the cache key holds all of it)."""
+
+    size: str = "auto"
+    n_layer: int | None = None
+    n_embd: int | None = None
+    n_head: int | None = None
+    vocab_size: int | None = None
+    max_length: int = 320
+    dropout: float = 0.0
+    epochs: float = 6.0
+    train_tokens: int | None = 2_500_000
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup: int = 100
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    seed: int = 0
+    validation: int = 100
+    keyphrase_min_count: int = 3
+    label_min_texts: int = 5
+    mix: FormatMix = field(default_factory=FormatMix)
+
+    def resolved(self, *, cuda: bool, bf16: bool) -> tuple[ModelShape, str]:
+        shape = model_shape(self.size, n_positions=self.max_length, cuda=cuda, dropout=self.dropout,
+                            n_layer=self.n_layer, n_embd=self.n_embd, n_head=self.n_head,
+                            vocab_size=self.vocab_size)
+        precision = self.precision if self.precision != "auto" else ("bf16" if bf16 else "fp32")
+        return shape, precision
+
+    def key_dict(self, shape: ModelShape, precision: str) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(shape=shape.to_dict(), precision=precision)
+        for k in ("size", "n_layer", "n_embd", "n_head", "vocab_size"):
+            d.pop(k)
+        return d
+
+
+def torch_env(device: str) -> tuple[Any, bool, bool]:
+    """(torch device, cuda available, native bf16 on that device)."""
+    try:
+        import tokenizers  # noqa: F401
+        import torch
+        import transformers  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError("transformers", "lm", "the lm generator") from None
+    cuda = torch.cuda.is_available()
+    dev = device if device != "auto" else ("cuda" if cuda else "cpu")
+    if dev.startswith("cuda") and not cuda:
+        raise ConfigError(f"generator device {device!r}: CUDA is not available on this machine")
+    tdev = torch.device(dev)
+    if tdev.type == "cuda":
+        bf16 = bool(torch.cuda.is_bf16_supported())
+    else:
+        try:
+            bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            bf16 = False
+    return tdev, cuda, bf16
+
+
+@dataclass
+class PublicLM:
+    """A tokenizer, code book, keyphrase extractor and model trained on public text, and how they were made."""
+
+    tokenizer: Any  # tokenizers.Tokenizer
+    encoder: ControlEncoder
+    extractor: KeyphraseExtractor
+    model: Any  # transformers.GPT2LMHeadModel
+    settings: LMSettings
+    info: dict[str, Any]
+
+    @property
+    def codebook(self) -> CodeBook:
+        return self.encoder.codebook
+
+    @property
+    def n_positions(self) -> int:
+        return int(self.model.config.n_positions)
+
+    def sample(self, prompts: Sequence[Sequence[int]], rng: np.random.Generator, *,
+               n_blanks: Sequence[int] | None = None, settings: SamplingSettings | None = None,
+               stats: dict[str, int] | None = None) -> list[list[int]]:
+        """New ids per prompt (see :func:`.sample.sample`)."""
+        return sample(self.model, prompts, rng, n_special=self.encoder.n_special, n_blanks=n_blanks,
+                      settings=settings, stats=stats)
+
+    def loss(self, texts: Sequence[str], labels: Sequence[Mapping[str, str] | None] | None = None) -> float:
+        """Mean next-token loss (nats per token) of the records (free format, with their label codes)."""
+        seqs = [self.encoder.record(t, None if labels is None else labels[i])[:self.n_positions]
+                for i, t in enumerate(texts)]
+        return evaluate_loss(self.model, seqs, pad_id=PAD)
+
+
+def _epochs(maker: ExampleMaker, idx: np.ndarray, settings: LMSettings, pad_id: int,
+            device: Any) -> Iterator[dict[str, Any]]:
+    e = 0
+    while True:
+        rng = derive(settings.seed, "lm-epoch", e)
+        seqs = [maker.example(int(i), rng) for i in idx]
+        for b in length_batches([len(s) for s in seqs], settings.batch_size, rng):
+            yield collate([seqs[int(i)] for i in b], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE)
+        e += 1
+
+
+def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: ModelShape,
+           precision: str, device: Any, describe: str) -> PublicLM:
+    import torch
+
+    codebook = CodeBook.from_labels(labels, min_texts=settings.label_min_texts)
+    tk = train_tokenizer(texts, vocab_size=shape.vocab_size, special_tokens=codebook.special_tokens())
+    encoder = ControlEncoder(tk, codebook)
+    extractor = KeyphraseExtractor.from_public(texts, min_count=settings.keyphrase_min_count)
+    maker = ExampleMaker(encoder, extractor, texts, labels, max_length=shape.n_positions, mix=settings.mix)
+    order = derive(settings.seed, "lm-validation").permutation(len(texts))
+    n_val = min(settings.validation, len(texts) // 10)
+    val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
+    val_rng = derive(settings.seed, "lm-validation-formats")
+    val = [maker.example(int(i), val_rng) for i in val_idx]
+    per_epoch = len(train_idx) * (maker.tokens / max(len(maker), 1)) * 1.1  # text tokens + codes, roughly
+    epochs = settings.epochs if settings.train_tokens is None else min(settings.epochs,
+                                                                        settings.train_tokens / max(per_epoch, 1.0))
+    steps = max(1, math.ceil(epochs * math.ceil(len(train_idx) / settings.batch_size)))
+    autocast = {"bf16": torch.bfloat16, "fp32": None}[precision]
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if device.type == "cuda" else []):
+        torch.manual_seed(int(derive(settings.seed, "lm-init").integers(2**62)))
+        model = build_model(shape, vocab_size=encoder.vocab_size, bos_id=BOS, eos_id=EOS, pad_id=PAD).to(device)
+        before = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
+        opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay,
+                                betas=(0.9, 0.98))
+        sched = warmup_cosine(opt, steps=steps, warmup=min(settings.warmup, max(1, steps // 10)))
+        result: TrainResult = train_loop(model, opt, _epochs(maker, train_idx, settings, PAD, device), steps=steps,
+                                         scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast,
+                                         reduction="token", description=describe)
+        model.eval()
+        after = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
+    info = {"parameters": count_parameters(model), "shape": shape.to_dict(), "precision": precision,
+            "device": str(device), "public_texts": len(texts), "train_texts": len(train_idx),
+            "validation_texts": int(n_val), "epochs": round(result.tokens / max(per_epoch, 1.0), 3),
+            "planned_steps": steps, "train": result.to_dict(), "validation_loss_before": before,
+            "validation_loss_after": after, "label_columns": list(codebook.columns),
+            "keyphrase_terms": len(extractor.vocabulary)}
+    return PublicLM(tk, encoder, extractor, model, settings, info)
+
+
+def _save(lm: PublicLM, folder: Path) -> dict[str, Any]:
+    lm.tokenizer.save(str(folder / "tokenizer.json"))
+    lm.model.save_pretrained(folder, safe_serialization=True)
+    for extra in ("generation_config.json",):  # not needed to load; keep the entry to what the manifest checks
+        (folder / extra).unlink(missing_ok=True)
+    meta = {"codebook": lm.codebook.to_dict(), "keyphrases": lm.extractor.to_dict(), "info": lm.info}
+    (folder / "lm.json").write_text(json.dumps(meta, ensure_ascii=False, default=float), encoding="utf-8")
+    return {"info": lm.info}
+
+
+def _load(folder: Path, settings: LMSettings, device: Any) -> PublicLM:
+    from transformers import GPT2LMHeadModel
+
+    meta = json.loads((folder / "lm.json").read_text(encoding="utf-8"))
+    tk = load_tokenizer(folder / "tokenizer.json")
+    encoder = ControlEncoder(tk, CodeBook.from_dict(meta["codebook"]))
+    extractor = KeyphraseExtractor.from_dict(meta["keyphrases"])
+    model = GPT2LMHeadModel.from_pretrained(folder).to(device)
+    model.eval()
+    return PublicLM(tk, encoder, extractor, model, settings, dict(meta["info"]))
+
+
+def build_public_lm(texts: Sequence[str], labels: Mapping[str, Sequence[str]] | None = None, *,
+                    settings: LMSettings | None = None, cache: bool = True, cache_dir: str | Path | None = None,
+                    device: str = "auto", guard: Any = None) -> PublicLM:
+    """The tokenizer + model of this public corpus and settings: from the cache when a whole entry is there,
+    else trained (and cached). ``labels``: public label columns → one value per text (the control codes).
+    ``guard`` (a :class:`privtext.guard.PrivateGuard`) refuses a corpus holding a private record.
+    ``info["cache"]`` is ``hit``, ``miss``, ``damaged`` (an entry was there but broken: retrained) or ``off``."""
+    settings = settings or LMSettings()
+    texts = [normalize(t) for t in texts]
+    if not texts or not any(texts):
+        raise ConfigError("the lm generator is trained on public text only and needs a non-empty public corpus "
+                          "(set data.public)")
+    labels = {c: [str(v) for v in vs] for c, vs in (labels or {}).items()} or None
+    for c, vs in (labels or {}).items():
+        if len(vs) != len(texts):
+            raise DataError(f"label column {c!r} has {len(vs)} values for {len(texts)} public texts")
+    if guard is not None:
+        guard.assert_public(texts, what="lm generator training corpus")
+    tdev, cuda, bf16 = torch_env(device)
+    shape, precision = settings.resolved(cuda=cuda, bf16=bf16)
+    if precision == "bf16" and not bf16:
+        raise ConfigError(f"precision 'bf16': {tdev.type} here has no native bf16; use 'fp32' or 'auto'")
+    key = lm_cache.cache_key(texts, labels, settings.key_dict(shape, precision))
+    folder = lm_cache.entry_dir(cache_dir, key)
+    status = "off"
+    if cache:
+        status = "miss"
+        if folder.exists():
+            if lm_cache.read_entry(folder) is not None:
+                try:
+                    lm = _load(folder, settings, tdev)
+                    lm.info.update(cache="hit", cache_dir=str(folder), key=key)
+                    return lm
+                except Exception:  # a readable manifest over unloadable files: retrain
+                    pass
+            status = "damaged"
+    from ...progress import say
+
+    say(f"training the lm generator on {len(texts)} public texts ({shape.n_layer} layers × {shape.n_embd}, "
+        f"{precision}, {tdev})" + (f"; cached in {folder}" if cache else ""))
+    t0 = time.perf_counter()
+    try:
+        lm = _train(texts, labels, settings, shape, precision, tdev, "lm generator: training")
+    except (ValueError, RuntimeError) as e:
+        raise BackendError(f"training the lm generator failed: {type(e).__name__}: {e}") from e
+    lm.info.update(cache=status, key=key, total_seconds=round(time.perf_counter() - t0, 2))
+    if cache:
+        lm.info["cache_dir"] = str(folder)
+        lm_cache.write_entry(folder, lambda tmp: _save(lm, tmp))
+    return lm
+
+
+__all__ = ["LMSettings", "PublicLM", "build_public_lm", "torch_env"]

@@ -1,0 +1,437 @@
+"""``method: dpft`` — DP-SGD fine-tuning of a causal language model on the private records, then sampling.
+
+The road the newest private-text work takes (CTCL, ACTG-ARL, google's dpsynth): a generator pretrained on public
+text is fine-tuned on the private records with DP-SGD (Abadi et al. 2016) and the synthetic records are sampled
+from it; everything after the fine-tuning is post-processing.
+
+1. **the model** — by default the small GPT-2 trained here on the public corpus (:mod:`privtext.generate.lm`,
+   cached; ``dpft.lm`` holds its training settings, those of ``generator: {backend: lm}``), fully fine-tuned; or
+   any Hugging Face causal LM (``dpft.model``: a local folder or a hub id in the cache), fully fine-tuned or with
+   LoRA adapters (``dpft.lora: {r: 8}``, peft). Labels are control codes (:mod:`.models`).
+2. **the label mix** — ``evolution.label_distribution.kind: dp``: a Gaussian label histogram (one count per
+   record, Δ = 1 from the relation) with noise multiplier σ_L = 1/μ_L, μ_L² = ``budget_fraction``·μ², μ the GDP
+   level of (ε, δ) (:class:`~privtext.privacy.budget.BudgetSplit`); otherwise the public label weights.
+3. **DP-SGD** (:mod:`privtext.mechanisms.dpsgd`) — Poisson sampling at rate q, per-record clipping at L2 norm
+   C = ``max_grad_norm`` (Opacus), N(0, (σC)²) on the clipped sum, AdamW on the sum divided by the expected
+   batch size B. One release per epoch, ``dpsgd/epoch_NNN``: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
+   GaussianDpEvent(σ)), steps per epoch)`` with Δ = C (:func:`~privtext.privacy.release.dpsgd_release`), recorded
+   in the ledger before the epoch runs; its kept value is the trainable parameters and the optimiser state after
+   the epoch (``private/checkpoints/releases``), so a resumed run reloads finished epochs without spending again
+   and continues from the last one. σ is the smallest noise multiplier whose composition with the label
+   histogram meets (ε, δ) on dp_accounting's PLD (:func:`~privtext.privacy.calibration.calibrate`); the ledger
+   accounts for the same events. ``privacy: {noise_multiplier: σ}`` fixes σ instead (ε reported only).
+4. **sampling** — ``evolution.num_samples`` records, each label group's share from step 2, each drawn from the
+   fine-tuned model given its label's codes (non-private randomness: post-processing).
+
+The sampling rate: ``dpft.sampling_rate`` (q, a public parameter), else q = B/N with N the number of private
+records treated as public, as DP-SGD implementations do (Opacus' ``make_private``, dp-transformers); the
+statement then lists N and what follows from it (q, the steps, σ) as assumptions. Steps per epoch: round(1/q).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from ...backends import BackendOptions
+from ...config import Config
+from ...errors import ConfigError, MissingDependencyError
+from ...progress import progress
+from ..base import LabelNoise, MethodRun, RunContext, Synthetic
+
+
+class LoRAOptions(BackendOptions):
+    r: int = Field(default=8, ge=1, description="adapter rank")
+    alpha: float | None = Field(default=None, gt=0, description="LoRA scaling α (default 2r)")
+    target_modules: list[str] | None = Field(
+        default=None, description="module names that get adapters (default: peft's choice for the architecture, "
+        "e.g. c_attn for GPT-2)")
+
+
+class DPFTOptions(BackendOptions):
+    """The ``dpft:`` section."""
+
+    model: str | None = Field(
+        default=None, description="a Hugging Face causal LM (local folder or hub id in the cache); default: the "
+        "small GPT-2 trained here on the public corpus (settings in dpft.lm)")
+    lora: LoRAOptions | None = Field(default=None, description="LoRA adapters instead of full fine-tuning "
+                                     "(with dpft.model)")
+    lm: dict[str, Any] = Field(default_factory=dict, description="the small LM's training settings: the options "
+                               "of generator: {backend: lm} (size, max_length, epochs, train_tokens, cache_dir, ...)")
+    max_grad_norm: float = Field(default=1.0, gt=0, description="C: every record's gradient is clipped to L2 "
+                                 "norm C (the sensitivity of a step's gradient sum)")
+    sampling_rate: float | None = Field(default=None, gt=0, le=1, description="q: each record is in a step's "
+                                        "batch with probability q (default batch_size / N, N treated as public)")
+    batch_size: int = Field(default=64, ge=1, description="B, the expected batch size: the noisy gradient sum is "
+                            "divided by B; q = B/N when sampling_rate is not given")
+    epochs: int = Field(default=3, ge=0, description="passes of round(1/q) steps each; 0 samples the public "
+                        "model without fine-tuning (the no-signal control)")
+    lr: float = Field(default=5e-4, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    max_length: int = Field(default=256, ge=8, description="tokens of a record used in training (its first ones)")
+    physical_batch_size: int = Field(default=16, ge=1, description="records per forward/backward pass (memory)")
+    noise_source: Literal["csprng", "torch"] = Field(
+        default="csprng", description="csprng: numpy ChaCha20 keyed by OS entropy (privacy/noise.add_gaussian); "
+        "torch: a torch.Generator on the model's device seeded from it (faster for large models on a GPU, not a "
+        "CSPRNG)")
+    device: str = Field(default="auto", description="auto (cuda when available), cpu, cuda, cuda:1")
+    torch_threads: int | None = Field(default=None, ge=1, description="CPU threads (restored after the run)")
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    top_k: int = Field(default=0, ge=0)
+    max_new_tokens: int = Field(default=256, ge=1)
+    min_new_tokens: int = Field(default=4, ge=0)
+    sample_batch_size: int = Field(default=32, ge=1)
+
+    @field_validator("lm")
+    @classmethod
+    def _lm_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from ...backends import parse_options
+        from ...generate.lm.backend import LMOptions
+
+        parse_options(LMOptions, v, where="dpft.lm")
+        return v
+
+
+@dataclass(frozen=True)
+class DPFTPlan:
+    """The run's DP-SGD parameters (module docstring)."""
+
+    sampling_rate: float
+    steps_per_epoch: int
+    epochs: int
+    noise_multiplier: float | None  # None: no fine-tuning
+    label_sigma: float | None  # None: no DP label histogram
+    n_assumed: int | None  # N when q = B/N (treated as public), else None
+
+    @property
+    def steps(self) -> int:
+        return self.steps_per_epoch * self.epochs
+
+
+def dpft_plan(config: Config, options: DPFTOptions, n_private: int | None) -> DPFTPlan:
+    """q, steps, σ and σ_L (module docstring). ``n_private`` is needed only when q = B/N."""
+    from ...privacy import dpsgd_event, gaussian_event
+    from ...privacy.budget import BudgetSplit
+    from ...privacy.calibration import DpTarget, calibrate
+    from ...privacy.conversions import gdp_mu_for_dp
+    from ...privacy.events import ComposedDpEvent
+
+    p = config.privacy
+    if options.sampling_rate is not None:
+        q, n_assumed = float(options.sampling_rate), None
+    else:
+        if n_private is None:
+            raise ConfigError("dpft: q = batch_size / N needs the number of private records")
+        q, n_assumed = min(1.0, options.batch_size / max(n_private, 1)), int(n_private)
+    per_epoch = max(1, round(1.0 / q))
+    epochs = options.epochs
+    ld = config.evolution.label_distribution
+    labels = ld.kind == "dp" and bool(config.data.label_columns)
+    if p.kind == "noise":
+        sigma = float(p.noise_multiplier)  # type: ignore[arg-type]
+        return DPFTPlan(q, per_epoch, epochs, sigma if epochs else None, sigma if labels else None, n_assumed)
+    if p.kind != "dp":
+        raise ConfigError(f"method dpft needs privacy: {{epsilon, delta}} (or a fixed noise_multiplier); a "
+                          f"{p.kind!r} budget cannot account for Poisson-subsampled DP-SGD")
+    eps, delta = float(p.epsilon), float(p.delta)  # type: ignore[arg-type]
+    label_sigma = None
+    if labels:
+        split = BudgetSplit.gdp(float(gdp_mu_for_dp(eps, delta)), {"labels": ld.budget_fraction})
+        label_sigma = 1.0 / split.mu("labels")
+    if not epochs:
+        return DPFTPlan(q, per_epoch, 0, None, label_sigma, n_assumed)
+    steps = per_epoch * epochs
+
+    def event(s: float) -> Any:
+        e = dpsgd_event(s, q, steps)
+        return e if label_sigma is None else ComposedDpEvent([gaussian_event(label_sigma), e])
+
+    sigma = calibrate(event, DpTarget(eps, delta), lower=0.05, upper=1e3)
+    return DPFTPlan(q, per_epoch, epochs, sigma, label_sigma, n_assumed)
+
+
+class DPFT(MethodRun):
+    name: ClassVar[str] = "dpft"
+    Options = DPFTOptions
+    options: DPFTOptions
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        p = config.privacy
+        if p.kind not in ("dp", "noise"):
+            raise ConfigError(f"method dpft needs privacy: {{epsilon, delta}} (or a fixed noise_multiplier); a "
+                              f"{p.kind!r} budget cannot account for Poisson-subsampled DP-SGD")
+        if options.lora is not None and options.model is None:
+            raise ConfigError("dpft.lora needs dpft.model (a Hugging Face causal LM); the small public LM is fully "
+                              "fine-tuned")
+        if options.model is not None:
+            from ...backends.hub import check_model_available
+
+            check_model_available(options.model, what="dpft.model")
+        if options.epochs:
+            try:
+                import opacus  # noqa: F401
+            except ImportError:
+                raise MissingDependencyError("opacus", "dpft", "DP-SGD fine-tuning (method: dpft)") from None
+        if options.sampling_rate is not None:
+            dpft_plan(config, options, None)  # an unreachable budget fails before a run directory exists
+
+    def generator_configs(self) -> list[Any]:
+        """No generator backend: the fine-tuned model writes the records."""
+        return []
+
+    # ------------------------------------------------------------------ pieces
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[None]:
+        n = self.options.torch_threads
+        if not n:
+            yield
+            return
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def device(self) -> Any:
+        import torch
+
+        d = self.options.device
+        cuda = torch.cuda.is_available()
+        dev = d if d != "auto" else ("cuda" if cuda else "cpu")
+        if dev.startswith("cuda") and not cuda:
+            raise ConfigError(f"dpft.device {d!r}: CUDA is not available on this machine")
+        return torch.device(dev)
+
+    def build_model(self, ctx: RunContext) -> Any:
+        from .models import HFCausalLM, PublicSmallLM
+
+        o = self.options
+        if o.model is not None:
+            lora = o.lora.model_dump() if o.lora is not None else None
+            return HFCausalLM(o.model, device=self.device(), max_length=o.max_length, lora=lora,
+                              temperature=o.temperature, top_p=o.top_p, top_k=o.top_k,
+                              max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
+                              batch_size=o.sample_batch_size)
+        from ...backends import parse_options
+        from ...generate.lm import SamplingSettings, build_public_lm
+        from ...generate.lm.backend import LMOptions
+
+        public = ctx.public
+        if public is None or len(public) == 0:
+            raise ConfigError("method dpft's default model is trained on the public corpus: set data.public (or "
+                              "give dpft.model, a Hugging Face causal LM)")
+        lo = parse_options(LMOptions, o.lm, where="dpft.lm")
+        cols = [c for c in ctx.space.columns if c in public.labels]
+        labels = {c: public.labels[c] for c in cols} if cols else None
+        with self.metrics.stage("setup_generator"):
+            lm = build_public_lm(public.texts, labels, settings=lo.settings(), cache=lo.cache,
+                                 cache_dir=lo.cache_dir, device=str(self.device()), guard=ctx.guard)
+        self.log(f"public lm: {lm.info.get('cache')} ({lm.info.get('parameters')} parameters)")
+        sampling = SamplingSettings(temperature=o.temperature, top_p=o.top_p, top_k=o.top_k,
+                                    max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
+                                    batch_size=o.sample_batch_size)
+        return PublicSmallLM(lm, max_length=o.max_length, sampling=sampling)
+
+    def fine_tune(self, ctx: RunContext, model: Any, seqs: list[list[int]], plan: DPFTPlan) -> None:
+        """The epochs of DP-SGD, one recorded release each (module docstring)."""
+        import torch
+
+        from ...generate.lm.train import collate, sequence_losses
+        from ...mechanisms.dpsgd import (
+            dpsgd_contribution,
+            dpsgd_steps,
+            load_state_arrays,
+            make_private,
+            state_arrays,
+            unwrap,
+        )
+        from ...privacy.release import dpsgd_release
+
+        o = self.options
+        device = next(model.model.parameters()).device
+        params = model.trainable()
+        if not params:
+            raise ConfigError("dpft: the model has no trainable parameters")
+        ps = [p for _, p in params]
+        inner = (torch.optim.AdamW(ps, lr=o.lr, weight_decay=o.weight_decay) if o.optimizer == "adamw"
+                 else torch.optim.SGD(ps, lr=o.lr, weight_decay=o.weight_decay))
+        gs, opt = make_private(model.model, inner, max_grad_norm=o.max_grad_norm, normaliser=o.batch_size)
+
+        def loss_of(idx: np.ndarray) -> Any:
+            batch = collate([seqs[int(i)] for i in idx], pad_id=model.pad_id, device=device)
+            return sequence_losses(gs, batch).mean()
+
+        assert plan.noise_multiplier is not None
+        contribution = dpsgd_contribution(o.max_grad_norm)
+        try:
+            with self.metrics.stage("fine_tuning"), progress("DP fine-tuning (steps)", plan.steps) as bar:
+                for e in range(plan.epochs):
+                    release = dpsgd_release(
+                        f"dpsgd/epoch_{e:03d}", noise_multiplier=plan.noise_multiplier,
+                        sampling_rate=plan.sampling_rate, steps=plan.steps_per_epoch, contribution=contribution,
+                        relation=ctx.relation, iteration=e,
+                        description=f"DP-SGD epoch {e + 1}/{plan.epochs}: {plan.steps_per_epoch} noisy sums of "
+                                    "per-record clipped gradients of Poisson samples")
+                    done: list[Any] = []
+
+                    def compute(release: Any = release, done: list[Any] = done) -> tuple[dict[str, Any], Any]:
+                        stats, event = dpsgd_steps(
+                            gs, opt, n_records=len(seqs), loss_of=loss_of, steps=plan.steps_per_epoch,
+                            sampling_rate=plan.sampling_rate, noise_std=release.noise_std,
+                            sensitivity=release.sensitivity, rng=self.noise_rng(release.key),
+                            physical_batch_size=o.physical_batch_size, noise_source=o.noise_source,
+                            on_step=lambda t, s: bar.advance(1))
+                        done.append(stats)
+                        return state_arrays(params, opt), event
+
+                    kept = ctx.keeper.release(release, compute)
+                    if done:  # exact private statistics: diagnostics only
+                        self.diagnostic("fine_tuning", f"epoch_{e:03d}", done[0].to_dict())
+                        self.log(f"DP-SGD epoch {e + 1}/{plan.epochs}: {done[0].steps} steps in "
+                                 f"{done[0].seconds:.0f} s")
+                    else:  # resumed: this epoch was kept; continue from it
+                        load_state_arrays(kept, params, opt)
+                        bar.advance(plan.steps_per_epoch)
+                        self.log(f"DP-SGD epoch {e + 1}/{plan.epochs}: reloaded (no new noise, no budget)")
+        finally:
+            unwrap(gs)
+        model.model.eval()
+
+    # ------------------------------------------------------------------ the generation
+    def generate(self, ctx: RunContext) -> Synthetic:
+        o = self.options
+        priv, space = ctx.inputs.private, ctx.space
+        self.plan = plan = dpft_plan(self.config, o, len(priv))
+        counts = ctx.label_counts(LabelNoise("gaussian", sigma=plan.label_sigma)
+                                  if plan.label_sigma is not None else None)
+        with self._threads():
+            model = self.build_model(ctx)
+            self.origin = model.origin
+            if plan.epochs:
+                cols = [c for c in space.columns if c in priv.labels]
+                seqs = [model.training_sequence(t, {c: priv.labels[c][i] for c in cols} if cols else None)
+                        for i, t in enumerate(priv.texts)]
+                self.log(f"DP-SGD: q = {plan.sampling_rate:.4g}, {plan.epochs} epochs × {plan.steps_per_epoch} "
+                         f"steps, σ = {plan.noise_multiplier:.4g}, C = {o.max_grad_norm:g}, on "
+                         f"{next(model.model.parameters()).device}")
+                self.fine_tune(ctx, model, seqs, plan)
+            texts, groups = self.sample(ctx, model, counts)
+        return Synthetic(texts=texts, groups=groups)
+
+    def sample(self, ctx: RunContext, model: Any, counts: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """``counts[g]`` records of each label group, drawn from the (fine-tuned) model given the group's codes."""
+        space = ctx.space
+        prompts: list[list[int]] = []
+        groups: list[int] = []
+        for g, c in enumerate(counts):
+            label = dict(zip(space.columns, space.values[g], strict=True)) if space.columns else None
+            ids = model.prompt(label)
+            rendered = model.render(ids)
+            for _ in range(int(c)):
+                ctx.prompt_log.log(backend="dpft", operation="sample", prompt=f"[model input] {rendered}",
+                                   meta={"label_group": g})
+                prompts.append(ids)
+                groups.append(g)
+        stats: dict[str, int] = {}
+        with self.metrics.stage("generation") as st, progress("sampling from the fine-tuned model",
+                                                              len(prompts)) as bar:
+            texts: list[str] = []
+            rng = self.rng("dpft", "sample")
+            step = max(1, self.options.sample_batch_size * 4)
+            for s in range(0, len(prompts), step):
+                texts.extend(model.sample(prompts[s:s + step], rng, stats))
+                bar.advance(len(prompts[s:s + step]))
+            st.count("texts", len(texts))
+        c = self.metrics.counters
+        c["llm_calls"] = stats.get("calls", 0)
+        c["llm_prompts"] = len(prompts)
+        c["llm_prompt_tokens"] = stats.get("prompt_tokens", 0)
+        c["llm_completion_tokens"] = stats.get("completion_tokens", 0)
+        return texts, np.asarray(groups, dtype=np.int64)
+
+    # ------------------------------------------------------------------ the statement
+    def statement_parameters(self) -> dict[str, Any]:
+        ld = self.config.evolution.label_distribution
+        return {"num_samples": self.config.evolution.num_samples, "label_distribution": ld.kind}
+
+    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+        """The guarantee in words. Numbers: the configuration, the budget, ε spent (a function of the events);
+        with q = B/N, N and what follows from it (q, steps, σ, the noise std) are listed as assumptions."""
+        from ...privacy.statement import Assumption
+
+        o, plan, b = self.options, self.plan, self.budget
+        s = ledger.spent()
+        unit = self.relation.words()
+        n = len(ledger)
+        assumed: list[Any] = []
+        if plan.n_assumed is not None:
+            why = (f"q = B/N with B = {o.batch_size} (dpft.batch_size): N, the number of private records, is "
+                   "treated as public, as DP-SGD implementations do (give dpft.sampling_rate to avoid it)")
+            assumed.append(Assumption(name="private_records", value=plan.n_assumed, why=why))
+            assumed.append(Assumption(name="sampling_rate", value=plan.sampling_rate, why="q = B/N"))
+            assumed.append(Assumption(name="steps_per_epoch", value=plan.steps_per_epoch, why="round(1/q)"))
+            assumed.append(Assumption(name="steps", value=plan.steps, why="epochs × round(1/q)"))
+            if plan.noise_multiplier is not None and self.config.privacy.kind == "dp":
+                assumed.append(Assumption(name="noise_multiplier", value=plan.noise_multiplier,
+                                          why="σ calibrated for q and the steps"))
+                assumed.append(Assumption(name="noise_std", value=plan.noise_multiplier * o.max_grad_norm,
+                                          why="σ·C, the noise std of each step's gradient sum"))
+        if b.kind == "dp":
+            guarantee: dict[str, Any] = {"kind": "dp", "budget": b.to_dict(), "neighbouring_relation": unit,
+                                         "releases": n, "spent": {"epsilon": s["epsilon"], "delta": b.delta}}
+            head = (f"({s['epsilon']:.4g}, {b.delta:g})-differential privacy for {unit} (budget ε = "
+                    f"{b.epsilon:g}; dp_accounting's PLD)")
+        else:
+            guarantee = {"kind": "noise", "budget": b.to_dict(), "neighbouring_relation": unit, "releases": n,
+                         "spent": {"epsilon_at_report_delta": s["epsilon_at_report_delta"],
+                                   "report_delta": b.report_delta}}
+            head = (f"fixed noise: ({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-differential privacy "
+                    f"for {unit} (no budget cap)")
+        if plan.epochs:
+            assert plan.noise_multiplier is not None
+            head += (f": DP-SGD fine-tuning of {self.origin} for {plan.epochs} epochs ({plan.steps:.4g} steps; "
+                     f"Poisson sampling rate q = {plan.sampling_rate:.4g}, every record's gradient clipped to L2 "
+                     f"norm C = {o.max_grad_norm:g}, Gaussian noise multiplier σ = {plan.noise_multiplier:.4g})")
+        else:
+            head += f": {self.origin} sampled without fine-tuning (dpft.epochs: 0)"
+        if plan.label_sigma is not None:
+            head += f"; the records per label from a Gaussian label histogram (σ = {plan.label_sigma:.4g})"
+        params: dict[str, Any] = {
+            "model": o.model or "lm (trained here on the public corpus)", "lora": o.lora.model_dump() if o.lora
+            else None, "max_grad_norm": o.max_grad_norm, "epochs": o.epochs, "batch_size": o.batch_size,
+            "optimizer": o.optimizer, "lr": o.lr, "weight_decay": o.weight_decay, "max_length": o.max_length,
+            "noise_source": o.noise_source, "temperature": o.temperature, "top_p": o.top_p}
+        if plan.n_assumed is None:
+            params.update(sampling_rate=plan.sampling_rate, steps_per_epoch=plan.steps_per_epoch, steps=plan.steps,
+                          noise_multiplier=plan.noise_multiplier)
+        if plan.label_sigma is not None:
+            params["label_noise_multiplier"] = plan.label_sigma
+        ld = self.config.evolution.label_distribution
+        public = [f"the model's weights before fine-tuning: {self.origin}",
+                  "the label schema (the public label values)"]
+        if ld.kind != "dp" and self.config.data.label_columns:
+            public.append(f"the samples per label ({ld.kind} label distribution)")
+        coverage = [
+            "The guarantee covers everything the run derives from the private records: the fine-tuned weights "
+            "(kept in private/checkpoints, not released) and every record sampled from them (post-processing).",
+            f"A record longer than {o.max_length} tokens contributes only its first {o.max_length} tokens.",
+            "The hyperparameters (learning rate, clipping norm, epochs, batch size) are part of the "
+            "configuration: choosing them by trying runs on the private data would spend privacy the ledger does "
+            "not see.",
+        ]
+        return {"guarantee": guarantee, "headline": head + ".", "parameters": params, "assumed_public": assumed,
+                "treated_as_public": public, "coverage": coverage}
+
+
+__all__ = ["DPFT", "DPFTOptions", "DPFTPlan", "LoRAOptions", "dpft_plan"]

@@ -1,0 +1,214 @@
+"""The causal language models ``method: dpft`` fine-tunes: one interface over the small LM trained here on the
+public corpus (:mod:`privtext.generate.lm`) and any Hugging Face causal LM (full fine-tuning, or LoRA through
+peft).
+
+A :class:`TrainableLM` turns a record (text + public label values) into a training sequence, a label into a
+sampling prompt, and samples texts; it names the trainable parameters (the ones DP-SGD updates and a release
+keeps) and says in words where the model's weights came from (the statement lists it as public).
+
+* :class:`PublicSmallLM` — :func:`~privtext.generate.lm.build_public_lm` (cached by corpus and settings): the
+  labels are control codes (``<|label1=Business Category: Bars|>``), a record is the *free* format
+  ``<|bos|> codes <|text|> text <|eos|>`` (:meth:`~privtext.generate.lm.ControlEncoder.record`); full fine-tuning
+  (every parameter).
+* :class:`HFCausalLM` — ``AutoModelForCausalLM`` from a local folder or the hub cache: the labels are a plain-text
+  header (``label1: Business Category: Bars`` on its own line, one per column), then the text and the
+  tokenizer's end-of-text token; full fine-tuning, or LoRA adapters (``dpft.lora``) on the named modules with
+  the base weights frozen.
+
+A sequence longer than ``max_length`` tokens keeps its first ``max_length`` (without the end token): a record
+then contributes only its beginning, as the statement says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ...errors import BackendError, ConfigError, MissingDependencyError
+from ...rng import spawn_seed
+
+
+class TrainableLM(Protocol):
+    model: Any
+    pad_id: int
+    origin: str
+
+    def training_sequence(self, text: str, label: Mapping[str, str] | None) -> list[int]: ...
+
+    def prompt(self, label: Mapping[str, str] | None) -> list[int]: ...
+
+    def render(self, ids: Sequence[int]) -> str: ...
+
+    def sample(self, prompts: Sequence[Sequence[int]], rng: np.random.Generator,
+               stats: dict[str, int]) -> list[str]: ...
+
+    def trainable(self) -> list[tuple[str, Any]]: ...
+
+
+def _truncate(ids: list[int], max_length: int) -> list[int]:
+    return ids if len(ids) <= max_length else ids[:max_length]
+
+
+class PublicSmallLM:
+    """The small GPT-2 of :mod:`privtext.generate.lm`, trained on the public corpus (cached)."""
+
+    def __init__(self, lm: Any, *, max_length: int, sampling: Any, empty_retries: int = 2):
+        from ...generate.lm import PAD
+
+        self.lm = lm
+        self.model = lm.model
+        self.encoder = lm.encoder
+        self.pad_id = PAD
+        self.max_length = min(int(max_length), lm.n_positions)
+        self.sampling = sampling
+        self.empty_retries = int(empty_retries)
+        info = lm.info
+        self.origin = (f"a GPT-2 of {info.get('parameters', 0) / 1e6:.2g} M parameters trained here on the public "
+                       f"corpus ({info.get('public_texts', '?')} texts; privtext's lm generator)")
+
+    def training_sequence(self, text: str, label: Mapping[str, str] | None) -> list[int]:
+        return _truncate(self.encoder.record(text, label), self.max_length)
+
+    def prompt(self, label: Mapping[str, str] | None) -> list[int]:
+        return self.encoder.free(self.encoder.label_ids(label)[0], None)
+
+    def render(self, ids: Sequence[int]) -> str:
+        return str(self.encoder.render(ids))
+
+    def sample(self, prompts: Sequence[Sequence[int]], rng: np.random.Generator, stats: dict[str, int]) -> list[str]:
+        out = [""] * len(prompts)
+        todo = list(range(len(prompts)))
+        for _ in range(self.empty_retries + 1):
+            if not todo:
+                break
+            new = self.lm.sample([prompts[i] for i in todo], rng, settings=self.sampling, stats=stats)
+            for i, ids in zip(todo, new, strict=True):
+                out[i] = self.encoder.decode(ids)
+            todo = [i for i in todo if not out[i]]
+        return out
+
+    def trainable(self) -> list[tuple[str, Any]]:
+        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+
+
+class HFCausalLM:
+    """A Hugging Face causal LM (local folder or hub cache), fully fine-tuned or with LoRA adapters."""
+
+    def __init__(self, name: str, *, device: Any, max_length: int, lora: Mapping[str, Any] | None,
+                 temperature: float, top_p: float, top_k: int, max_new_tokens: int, min_new_tokens: int,
+                 batch_size: int):
+        try:
+            import transformers
+        except ImportError:
+            raise MissingDependencyError("transformers", "dpft", "method dpft with a Hugging Face model") from None
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+            model = transformers.AutoModelForCausalLM.from_pretrained(name)
+        except (OSError, ValueError) as e:
+            raise BackendError(f"dpft.model: cannot load {name!r} with transformers: {e}") from None
+        tok = self.tokenizer
+        if tok.eos_token_id is None:
+            raise ConfigError(f"dpft.model {name!r}: its tokenizer has no end-of-text token")
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        tok.padding_side = "left"
+        self.pad_id = int(tok.pad_token_id)
+        self.eos_id = int(tok.eos_token_id)
+        self.start_id = int(tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id)
+        n_pos = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
+        self.max_length = min(int(max_length), int(n_pos)) if n_pos else int(max_length)
+        n_params = sum(p.numel() for p in model.parameters())
+        self.origin = f"the Hugging Face causal LM {name!r} ({n_params / 1e6:.3g} M parameters), as published"
+        if lora is not None:
+            model = _with_lora(model, lora)
+            self.origin += f", with LoRA adapters (rank {lora['r']}) initialised as peft does"
+        self.model = model.to(device)
+        self.gen_kw = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k,
+                       "max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens,
+                       "pad_token_id": self.pad_id, "eos_token_id": self.eos_id}
+        self.batch_size = int(batch_size)
+
+    @staticmethod
+    def header(label: Mapping[str, str] | None) -> str:
+        return "".join(f"{c}: {v}\n" for c, v in (label or {}).items())
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def training_sequence(self, text: str, label: Mapping[str, str] | None) -> list[int]:
+        ids = [self.start_id, *self._ids(self.header(label) + " ".join(text.split())), self.eos_id]
+        return _truncate(ids, self.max_length)
+
+    def prompt(self, label: Mapping[str, str] | None) -> list[int]:
+        return [self.start_id, *self._ids(self.header(label))]
+
+    def render(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    def sample(self, prompts: Sequence[Sequence[int]], rng: np.random.Generator, stats: dict[str, int]) -> list[str]:
+        import torch
+
+        device = next(self.model.parameters()).device
+        out: list[str] = []
+        was = self.model.training
+        self.model.eval()
+        try:
+            for s in range(0, len(prompts), self.batch_size):
+                rows = [list(p) for p in prompts[s:s + self.batch_size]]
+                width = max(len(r) for r in rows)
+                ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for i, r in enumerate(rows):
+                    ids[i, width - len(r):] = torch.as_tensor(r)
+                    mask[i, width - len(r):] = 1
+                with _seeded_torch(spawn_seed(rng), device), torch.inference_mode():
+                    gen = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                              **self.gen_kw)
+                new = gen[:, width:].cpu().tolist()
+                for row in new:
+                    if self.eos_id in row:
+                        row = row[:row.index(self.eos_id)]
+                    out.append(str(self.tokenizer.decode([t for t in row if t != self.pad_id],
+                                                         skip_special_tokens=True)).strip())
+                stats["calls"] = stats.get("calls", 0) + 1
+                stats["prompt_tokens"] = stats.get("prompt_tokens", 0) + sum(len(r) for r in rows)
+                stats["completion_tokens"] = stats.get("completion_tokens", 0) + sum(len(r) for r in new)
+        finally:
+            self.model.train(was)
+        return out
+
+    def trainable(self) -> list[tuple[str, Any]]:
+        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+
+
+def _with_lora(model: Any, lora: Mapping[str, Any]) -> Any:
+    try:
+        import peft
+    except ImportError:
+        raise MissingDependencyError("peft", "dpft", "LoRA fine-tuning (dpft.lora)") from None
+    cfg = peft.LoraConfig(r=int(lora["r"]), lora_alpha=float(lora.get("alpha") or 2 * int(lora["r"])),
+                          lora_dropout=0.0, bias="none", target_modules=lora.get("target_modules"),
+                          task_type="CAUSAL_LM")
+    try:
+        return peft.get_peft_model(model, cfg)
+    except ValueError as e:
+        raise ConfigError(f"dpft.lora: {e} (set dpft.lora.target_modules to the model's attention/MLP module "
+                          "names)") from None
+
+
+@contextlib.contextmanager
+def _seeded_torch(seed: int, device: Any) -> Iterator[None]:
+    """torch's global generator(s) seeded for one ``generate`` call (``transformers`` draws from them), and
+    restored afterwards."""
+    import torch
+
+    devices = [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed % (2**63))
+        yield
+
+
+__all__ = ["HFCausalLM", "PublicSmallLM", "TrainableLM"]

@@ -1,0 +1,428 @@
+"""``method: dpft`` (DP-SGD fine-tuning, privtext.methods.dpft; privtext.mechanisms.dpsgd).
+
+* the ledger's ε for a run's DP-SGD releases equals Opacus' accountants for the same steps: its PRV accountant to
+  1e-3, and its RDP accountant to 1e-3 when the same events are accounted for with RDP (dp_accounting's RDP; the
+  PLD the ledger uses is tighter than RDP, never looser);
+* the path users run (``privtext run``) clips every record's gradient and adds the stated noise: one step of
+  plain SGD is recomputed here record by record (no Opacus) and the difference must be Gaussian of the ledger's
+  std — a χ² test with its tolerance from the number of coordinates — which fails when the clipping or the
+  noise is removed (planted faults);
+* resume after SIGKILL continues from the kept epoch (model and optimiser state): with reproducible noise the
+  resumed run ends byte for byte where an uninterrupted run ends;
+* LoRA through peft on a Hugging Face model the test builds, the torch noise source, the statement's assumptions,
+  the configuration checks, and a GPU run where one is lent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+opacus = pytest.importorskip("opacus")
+
+from privtext.config import config_from_dict  # noqa: E402
+from privtext.data import Corpus, load_corpus, write_corpus  # noqa: E402
+from privtext.errors import ConfigError, PrivacyError  # noqa: E402
+from privtext.privacy import Budget, Ledger, dpsgd_event, epsilon_for_delta  # noqa: E402
+from privtext.privacy import noise as noise_mod  # noqa: E402
+from privtext.privacy.relation import NeighbouringRelation  # noqa: E402
+from privtext.privacy.release import dpsgd_release  # noqa: E402
+from privtext.runner import run_config  # noqa: E402
+from privtext.testing.tinyrun import toy_corpora  # noqa: E402
+
+TINY_LM = {"size": "tiny", "max_length": 48, "epochs": 2.0, "train_tokens": None, "validation": 0,
+           "precision": "fp32"}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # small matrices, a shared machine: one thread is fastest
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dpft-lm")
+
+
+def corpora(n_private: int = 47, seed: int = 0) -> tuple[Corpus, Corpus]:
+    priv, pub, _ = toy_corpora(rng=np.random.default_rng(seed), n_private=n_private, n_pool=160)
+    return priv, pub
+
+
+def make_config(root: Path, lm_cache: Path, *, priv: Corpus | None = None, pub: Corpus | None = None,
+                privacy: dict[str, Any] | None = None, dpft: dict[str, Any] | None = None, seed: int = 3,
+                labels: str = "public", **extra: Any) -> Any:
+    if priv is None or pub is None:
+        priv, pub = corpora()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    write_corpus(priv, Path(f"{root}.private.csv"))
+    write_corpus(pub, Path(f"{root}.public.csv"))
+    raw: dict[str, Any] = {
+        "method": "dpft", "seed": seed,
+        "data": {"private": f"{root}.private.csv", "public": f"{root}.public.csv",
+                 "label_columns": ["category", "mood"]},
+        "embedder": {"backend": "hashing", "dim": 64, "cache": False},
+        "evolution": {"num_samples": 8, "label_distribution": {"kind": labels}},
+        "privacy": privacy or {"epsilon": 4.0, "delta": 1e-5},
+        "dpft": {"sampling_rate": 0.25, "epochs": 2, "max_length": 48, "max_new_tokens": 24, "torch_threads": 1,
+                 "lm": {**TINY_LM, "cache_dir": str(lm_cache)}, **(dpft or {})},
+        "output": str(root), **extra,
+    }
+    return config_from_dict(raw)
+
+
+def ledger_lines(root: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (root / "private" / "ledger.jsonl").read_text().splitlines() if x.strip()]
+
+
+def kept(root: Path, key: str) -> dict[str, np.ndarray]:
+    import re
+
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".npz"
+    (path,) = list((root / "private" / "checkpoints").rglob(f"releases/{safe}"))
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ------------------------------------------------------------------------------------------------ accounting
+
+
+def _opacus_epsilons(sigma: float, q: float, steps: int, delta: float) -> tuple[float, float]:
+    from opacus.accountants import PRVAccountant, RDPAccountant
+
+    prv = PRVAccountant()
+    prv.history = [(sigma, q, steps)]
+    rdp = RDPAccountant()
+    rdp.history = [(sigma, q, steps)]
+    return float(prv.get_epsilon(delta, eps_error=1e-4, delta_error=delta * 1e-4)), float(rdp.get_epsilon(delta))
+
+
+@pytest.mark.parametrize(("sigma", "q", "epochs"), [(1.0, 1 / 16, 3), (1.6, 0.2, 4)])
+def test_ledger_epsilon_equals_opacus_accountants(sigma: float, q: float, epochs: int) -> None:
+    """One release per epoch, as the method records them: the ledger's ε (dp_accounting PLD) is Opacus' PRV ε to
+    1e-3; the same events under RDP (dp_accounting, Opacus' orders) give Opacus' RDP ε to 1e-3; PLD ≤ RDP."""
+    import dp_accounting
+    from opacus.accountants import RDPAccountant
+
+    from privtext.mechanisms.dpsgd import dpsgd_contribution
+
+    delta = 1e-5
+    per_epoch = round(1 / q)
+    ledger = Ledger(None, Budget.noise(delta))
+    for e in range(epochs):
+        ledger.record(dpsgd_release(f"dpsgd/epoch_{e:03d}", noise_multiplier=sigma, sampling_rate=q, steps=per_epoch,
+                                    contribution=dpsgd_contribution(1.0), relation=NeighbouringRelation.add_remove(),
+                                    iteration=e))
+    eps = ledger.spent()["epsilon_at_report_delta"]
+    e_prv, e_rdp = _opacus_epsilons(sigma, q, per_epoch * epochs, delta)
+    assert eps == pytest.approx(e_prv, abs=1e-3)
+    acc = dp_accounting.rdp.RdpAccountant(orders=RDPAccountant.DEFAULT_ALPHAS)
+    for e in ledger.entries:
+        acc.compose(e.release.event)
+    assert acc.get_epsilon(delta) == pytest.approx(e_rdp, abs=1e-3)
+    assert eps <= e_rdp
+
+
+def test_a_run_records_the_events_it_calibrated_and_spends_its_budget(tmp_path: Path, lm_cache: Path) -> None:
+    """A run with a DP label histogram: σ is calibrated so that the composition meets (ε, δ) — the ledger's ε is
+    within 1e-3 below the budget — and every epoch's event is SelfComposed(PoissonSampled(q, Gaussian(σ)))."""
+    cfg = make_config(tmp_path / "run", lm_cache, labels="dp")
+    with noise_mod.trace() as draws:
+        root = run_config(cfg)
+    lines = ledger_lines(root)
+    assert [x["key"] for x in lines] == ["labels/histogram", "dpsgd/epoch_000", "dpsgd/epoch_001"]
+    st = json.loads((root / "privacy.json").read_text())
+    sigma = st["parameters"]["noise_multiplier"]
+    for x in lines[1:]:
+        assert x["event"] == {"type": "SelfComposedDpEvent", "count": 4, "event": {
+            "type": "PoissonSampledDpEvent", "sampling_probability": 0.25,
+            "event": {"type": "GaussianDpEvent", "noise_multiplier": sigma}}}
+        assert x["sensitivity"] == 1.0 and x["noise_std"] == pytest.approx(sigma)
+        steps = [d for d in draws if d.release == x["key"]]
+        assert len(steps) == 4 and all(d.scale_max == pytest.approx(sigma) for d in steps)
+    eps = st["guarantee"]["spent"]["epsilon"]
+    assert 4.0 - 1e-3 < eps <= 4.0
+    assert st["private"] is True and "DP-SGD fine-tuning" in st["headline"]
+    assert len((root / "synthetic.jsonl").read_text().splitlines()) == 8
+    # the audit derives every release again (Δ = C for the epochs, 1 for the label histogram) and agrees
+    from privtext.audit import audit_run
+
+    audited = audit_run(root, attack=False)
+    assert {r.mechanism.split(" ")[0] for r in audited} == {"dpsgd", "labels_gaussian"}
+    assert all(r.passed and r.check == "derivation" for r in audited)
+
+
+# ------------------------------------------------------------------------------------------------ clipping + noise
+
+
+def _clean_step(root: Path, lm_cache: Path, cfg: Any, clip: float) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """θ₀ (the public model, from the cache) and Σᵢ clip(∇ℓᵢ(θ₀), C) computed here record by record, without
+    Opacus, for the run's private records."""
+    from privtext.generate.lm import PAD, build_public_lm, collate, sequence_losses
+    from privtext.generate.lm.backend import LMOptions
+
+    pub = load_corpus(cfg.data.public, label_columns=["category", "mood"], name="public")
+    priv = load_corpus(cfg.data.private, label_columns=["category", "mood"], name="private")
+    lm = build_public_lm(pub.texts, pub.labels, settings=LMOptions(**TINY_LM).settings(), cache_dir=lm_cache)
+    model = lm.model
+    model.train()
+    names = [n for n, p in model.named_parameters()]
+    theta0 = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
+    total = {n: np.zeros_like(v, dtype=np.float64) for n, v in theta0.items()}
+    for i, text in enumerate(priv.texts):
+        label = {c: priv.labels[c][i] for c in ("category", "mood")}
+        seq = lm.encoder.record(text, label)[:48]
+        model.zero_grad(set_to_none=True)
+        sequence_losses(model, collate([seq], pad_id=PAD)).mean().backward()
+        grads = {n: p.grad.detach().double().numpy() for n, p in model.named_parameters()}
+        norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads.values()))
+        f = min(1.0, clip / (norm + 1e-6))
+        for n in names:
+            total[n] += f * grads[n]
+    return theta0, total
+
+
+def _one_sgd_step_run(tmp_path: Path, lm_cache: Path, sigma: float, clip: float) -> tuple[Path, Any]:
+    cfg = make_config(tmp_path / "sgd", lm_cache, privacy={"noise_multiplier": sigma},
+                      dpft={"sampling_rate": 1.0, "epochs": 1, "optimizer": "sgd", "lr": 1.0, "batch_size": 1,
+                            "max_grad_norm": clip})
+    return run_config(cfg), cfg
+
+
+def _residual_chi2(tmp_path: Path, lm_cache: Path, sigma: float = 0.5, clip: float = 0.01) -> tuple[float, int]:
+    """One SGD step (q = 1, lr = 1, B = 1) run by ``privtext run``: θ₁ = θ₀ − (Σ clip(gᵢ) + z). The residual
+    θ₀ − θ₁ − Σ clip(gᵢ) must be z ~ N(0, (σC)²) per coordinate: returns Σ r²/(σC)² and the coordinates."""
+    root, cfg = _one_sgd_step_run(tmp_path, lm_cache, sigma, clip)
+    theta0, clipped = _clean_step(root, lm_cache, cfg, clip)
+    theta1 = kept(root, "dpsgd/epoch_000")
+    (entry,) = [x for x in ledger_lines(root) if x["key"] == "dpsgd/epoch_000"]
+    std = entry["noise_std"]
+    assert std == pytest.approx(sigma * clip)
+    chi2, d = 0.0, 0
+    for n, v in theta0.items():
+        r = v.astype(np.float64) - theta1[f"model/{n}"].astype(np.float64) - clipped[n]
+        chi2 += float((r ** 2).sum()) / std ** 2
+        d += r.size
+    return chi2, d
+
+
+def test_the_run_clips_every_record_and_adds_the_stated_noise(tmp_path: Path, lm_cache: Path) -> None:
+    """C = 0.01 is far below the records' gradient norms, so without clipping the residual would be ~100× the
+    noise; without noise it would be ~0. Σr²/(σC)² is χ² with d degrees of freedom: within 6·√(2d) of d."""
+    chi2, d = _residual_chi2(tmp_path, lm_cache)
+    assert d > 100_000
+    assert abs(chi2 - d) < 6 * math.sqrt(2 * d), (chi2, d)
+
+
+def test_the_clipping_check_catches_a_run_without_clipping(tmp_path: Path, lm_cache: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from opacus.optimizers import DPOptimizer
+
+    real = DPOptimizer.clip_and_accumulate
+
+    def no_clip(self: Any) -> None:
+        c = self.max_grad_norm
+        self.max_grad_norm = 1e12  # the planted fault: every record's gradient passes unclipped
+        try:
+            real(self)
+        finally:
+            self.max_grad_norm = c
+
+    monkeypatch.setattr(DPOptimizer, "clip_and_accumulate", no_clip)
+    chi2, d = _residual_chi2(tmp_path, lm_cache)
+    assert chi2 - d > 6 * math.sqrt(2 * d)
+
+
+def test_the_noise_check_catches_a_run_without_noise(tmp_path: Path, lm_cache: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import privtext.mechanisms.dpsgd as dpsgd
+
+    monkeypatch.setattr(dpsgd, "add_gaussian", lambda v, std, rng, **kw: np.asarray(v, dtype=np.float64))
+    chi2, d = _residual_chi2(tmp_path, lm_cache)
+    assert d - chi2 > 6 * math.sqrt(2 * d)
+
+
+# ------------------------------------------------------------------------------------------------ resume
+
+
+def _privtext(*args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PRIVTEXT_QUIET": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("PRIVTEXT_FAULT", None)
+    if fault:
+        env["PRIVTEXT_FAULT"] = fault
+    return subprocess.run([sys.executable, "-m", "privtext", *args], env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.mark.parametrize("fault", ["after_save:dpsgd/epoch_000",
+                                   pytest.param("after_record:dpsgd/epoch_001", marks=pytest.mark.slow)])
+def test_sigkill_then_resume_continues_from_the_kept_epoch(fault: str, tmp_path: Path, lm_cache: Path) -> None:
+    """Killed after epoch 0 was kept (or after epoch 1 was recorded, mid-epoch), ``privtext resume`` reloads
+    epoch 0 (model and AdamW state) without new noise or a new ledger entry and trains epoch 1 from it. With
+    reproducible noise the result equals an uninterrupted run's byte for byte: had the optimiser state not been
+    restored, epoch 1 would differ."""
+    whole = run_config(make_config(tmp_path / "whole", lm_cache, privacy={"epsilon": 4.0, "delta": 1e-5,
+                                                                          "reproducible_noise": True}))
+    cfg = make_config(tmp_path / "killed", lm_cache, privacy={"epsilon": 4.0, "delta": 1e-5,
+                                                              "reproducible_noise": True})
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg.dump()))
+    p = _privtext("run", str(path), fault=fault)
+    assert p.returncode == -9, p.stderr[-2000:]
+    root = Path(cfg.output)
+    before = kept(root, "dpsgd/epoch_000")
+    r = _privtext("resume", str(root))
+    assert r.returncode == 0, r.stderr[-2000:]
+    keys = [x["key"] for x in ledger_lines(root)]
+    assert keys == ["dpsgd/epoch_000", "dpsgd/epoch_001"]
+    after = kept(root, "dpsgd/epoch_000")
+    for k in before:
+        np.testing.assert_array_equal(before[k], after[k])
+    a, b = kept(whole, "dpsgd/epoch_001"), kept(root, "dpsgd/epoch_001")
+    assert a.keys() == b.keys() and any(k.startswith("optim/") for k in a)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert (root / "synthetic.jsonl").read_text() == (whole / "synthetic.jsonl").read_text()
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+
+@pytest.fixture(scope="module")
+def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from privtext.testing.tiny_lm import make_tiny_gpt2
+
+    _, pub = corpora()
+    words = [*pub.texts, "category : food hotel", "mood : good bad"]
+    return make_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2") / "m", sentences=words)
+
+
+def test_lora_trains_only_the_adapters_of_a_hugging_face_model(tmp_path: Path, lm_cache: Path,
+                                                               tiny_hf: Path) -> None:
+    pytest.importorskip("peft")
+    root = run_config(make_config(tmp_path / "lora", lm_cache, dpft={
+        "model": str(tiny_hf), "lora": {"r": 2, "target_modules": ["c_attn"]}, "epochs": 1}))
+    state = kept(root, "dpsgd/epoch_000")
+    names = [k for k in state if k.startswith("model/")]
+    assert names and all("lora_" in k for k in names)
+    st = json.loads((root / "privacy.json").read_text())
+    assert "LoRA adapters (rank 2)" in st["headline"] and st["private"] is True
+    assert len((root / "synthetic.jsonl").read_text().splitlines()) == 8
+
+
+def test_a_hugging_face_model_is_fully_fine_tuned_without_lora(tmp_path: Path, lm_cache: Path, tiny_hf: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    root = run_config(make_config(tmp_path / "full", lm_cache, dpft={"model": str(tiny_hf), "epochs": 1}))
+    state = kept(root, "dpsgd/epoch_000")
+    base = dict(AutoModelForCausalLM.from_pretrained(tiny_hf).named_parameters())
+    assert {k.removeprefix("model/") for k in state if k.startswith("model/")} == set(base)
+    moved = [n for n, p in base.items() if not np.array_equal(p.detach().numpy(), state[f"model/{n}"])]
+    assert len(moved) == len(base)  # every parameter got noise
+
+
+def test_torch_noise_source_draws_the_stated_std_through_the_tracer() -> None:
+    """``noise_source: torch``: the draws go through privacy.noise.add_gaussian_torch (traced) with std σC, and
+    the update minus the clipped sum has that std."""
+    from privtext.generate.lm import PAD, build_model, collate, model_shape, sequence_losses
+    from privtext.mechanisms.dpsgd import dpsgd_steps, make_private
+
+    torch.manual_seed(0)
+    model = build_model(model_shape("tiny", n_positions=16, vocab_size=300), vocab_size=300, bos_id=0, eos_id=1,
+                        pad_id=PAD)
+    seqs = [[int(x) for x in np.random.default_rng(i).integers(10, 300, 8)] for i in range(5)]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    gs, opt = make_private(model, torch.optim.SGD(model.parameters(), lr=1.0), max_grad_norm=1e-9, normaliser=1)
+    with noise_mod.trace() as draws:
+        dpsgd_steps(gs, opt, n_records=5, loss_of=lambda idx: sequence_losses(
+            gs, collate([seqs[int(i)] for i in idx], pad_id=PAD)).mean(), steps=1, sampling_rate=1.0,
+            noise_std=0.3, sensitivity=1e-9, rng=np.random.default_rng(1), noise_source="torch")
+    assert draws and all(d.kind == "gaussian" and d.scale_max == pytest.approx(0.3) for d in draws)
+    diffs = torch.cat([(before[n] - p.detach()).reshape(-1) for n, p in model.named_parameters()])
+    assert sum(d.size for d in draws) == diffs.numel()
+    d = diffs.numel()  # the clipped sum is ≤ 5e-9: the update is the noise
+    chi2 = float((diffs.double() ** 2).sum()) / 0.09
+    assert abs(chi2 - d) < 6 * math.sqrt(2 * d)
+
+
+def test_the_optimiser_refuses_a_noise_scale_for_another_clipping_norm() -> None:
+    from privtext.generate.lm import PAD, build_model, model_shape
+    from privtext.mechanisms.dpsgd import dpsgd_steps, make_private
+
+    model = build_model(model_shape("tiny", n_positions=16, vocab_size=300), vocab_size=300, bos_id=0, eos_id=1,
+                        pad_id=PAD)
+    gs, opt = make_private(model, torch.optim.SGD(model.parameters(), lr=1.0), max_grad_norm=1.0, normaliser=1)
+    with pytest.raises(PrivacyError, match="clips at 1"):
+        dpsgd_steps(gs, opt, n_records=3, loss_of=lambda idx: None, steps=1, sampling_rate=0.5, noise_std=2.0,
+                    sensitivity=2.0, rng=np.random.default_rng(0))
+
+
+# ------------------------------------------------------------------------------------------------ statement, checks
+
+
+def test_q_from_the_batch_size_lists_n_as_an_assumption(tmp_path: Path, lm_cache: Path) -> None:
+    """Without dpft.sampling_rate, q = B/N: N and what follows from it are listed as assumed public, and the
+    statement holds no other number that depends on N."""
+    root = run_config(make_config(tmp_path / "batch", lm_cache, dpft={"sampling_rate": None, "batch_size": 16,
+                                                                       "epochs": 1}))
+    st = json.loads((root / "privacy.json").read_text())
+    assumed = {a["name"]: a["value"] for a in st["assumed_public"]}
+    assert assumed["private_records"] == 47 and assumed["sampling_rate"] == pytest.approx(16 / 47)
+    assert assumed["steps_per_epoch"] == 3 and "sampling_rate" not in st["parameters"]
+    assert any("treated as public" in a["why"] for a in st["assumed_public"])
+
+
+@pytest.mark.parametrize(("privacy", "dpft", "match"), [
+    ({"mu": 1.0}, {}, "cannot account for Poisson-subsampled"),
+    ({"secret": {"p": 1e-3, "r": 2e-2}}, {}, "cannot account for Poisson-subsampled"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"lora": {"r": 4}}, "dpft.lora needs dpft.model"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"model": "/nonexistent/model"}, "no model folder"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"max_grad_norm": 0}, "max_grad_norm"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"nonsense": 1}, "nonsense"),
+])
+def test_bad_configurations_are_refused_before_anything_is_written(privacy: dict[str, Any], dpft: dict[str, Any],
+                                                                   match: str, tmp_path: Path,
+                                                                   lm_cache: Path) -> None:
+    from privtext.errors import BackendError
+
+    cfg = make_config(tmp_path / "bad", lm_cache, privacy=privacy, dpft=dpft)
+    with pytest.raises((ConfigError, BackendError), match=match):
+        run_config(cfg)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_dpsgd_releases_refuse_relations_whose_sampling_they_do_not_account_for() -> None:
+    from privtext.mechanisms.dpsgd import dpsgd_contribution
+
+    for rel in (NeighbouringRelation.of("replace_one"), NeighbouringRelation(kind="secret_group", group_size=3)):
+        with pytest.raises(PrivacyError, match="add/remove"):
+            dpsgd_release("dpsgd/epoch_000", noise_multiplier=1.0, sampling_rate=0.1, steps=10,
+                          contribution=dpsgd_contribution(1.0), relation=rel)
+
+
+def test_subsampled_release_without_noise_is_non_private() -> None:
+    assert epsilon_for_delta(dpsgd_event(0.0, 0.1, 5), 1e-5) == math.inf
+    assert epsilon_for_delta(dpsgd_event(1.0, 0.1, 5), 1e-5) < math.inf
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_trains_on_cuda(tmp_path: Path, lm_cache: Path) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    root = run_config(make_config(tmp_path / "gpu", lm_cache, dpft={"device": "cuda", "epochs": 1}))
+    assert json.loads((root / "privacy.json").read_text())["private"] is True
+    assert "on cuda" in (root / "private" / "log.txt").read_text()
