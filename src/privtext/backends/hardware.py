@@ -11,8 +11,10 @@ reads as absent (the fp32 paths are chosen, which run everywhere).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import platform
+from collections.abc import Iterator
 
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 _SHOWN = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "avx512_fp16")
@@ -65,3 +67,19 @@ def cpu_summary(cpuinfo: str | None = None) -> str:
 
 
 __all__ = ["BF16_FLAGS", "cpu_flags", "cpu_model", "cpu_summary", "has_fast_bf16"]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` torch CPU threads (None or 0: leave the count alone), restoring the count afterwards."""
+    if not n:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -30,14 +30,14 @@ Randomness: the initial weights and the batch order come from a seed drawn from 
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from ..backends.hardware import torch_threads
 from ..errors import ConfigError, DataError
 from ..rng import spawn_seed
 
@@ -118,17 +118,6 @@ class CoralOptions:
             raise ConfigError(f"coral.coral_layer must be 'logits' or 'hidden', got {self.coral_layer!r}")
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    torch = _torch()
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 class CoralClassifier:
     """A fully connected classifier on embeddings, trained with cross-entropy + λ·CORAL (see the module docs)."""
 
@@ -181,7 +170,7 @@ class CoralClassifier:
         y = np.array([index[v] for v in ys], dtype=np.int64)
         seed = spawn_seed(rng) % 2**63
         self.history = []
-        with _torch_threads(o.threads), torch.random.fork_rng(devices=[]):
+        with torch_threads(o.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             gen = torch.Generator().manual_seed(seed)
             self._net = self._build(xs.shape[1], len(self.classes_))
@@ -221,7 +210,7 @@ class CoralClassifier:
         if self._net is None:
             raise DataError("fit the classifier first")
         layer = layer or self.options.coral_layer
-        with torch.no_grad(), _torch_threads(self.options.threads):
+        with torch.no_grad(), torch_threads(self.options.threads):
             hid, logits = self._forward(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)))
         return (logits if layer == "logits" else hid).numpy()
 

@@ -29,7 +29,7 @@ unconditioned (a value the public corpus has no code for).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -172,21 +172,11 @@ class LMGenerator(BaseGenerator):
                    prompt_log=ctx.prompt_log, name=name)
 
     # ------------------------------------------------------------------------------------------- plumbing
-    @contextlib.contextmanager
-    def _threads(self, n: int | None = None) -> Iterator[None]:
+    def _threads(self, n: int | None = None) -> contextlib.AbstractContextManager[None]:
         """Run with ``n`` torch CPU threads (default: ``torch_threads``), restoring the count afterwards."""
-        n = n or self.options.torch_threads
-        if not n:
-            yield
-            return
-        import torch
+        from ...backends.hardware import torch_threads
 
-        before = torch.get_num_threads()
-        torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
+        return torch_threads(n or self.options.torch_threads)
 
     def _labels(self, label: LabelInfo | None) -> tuple[list[int], dict[str, Any]]:
         ids, missing = self.enc.label_ids(label)

@@ -31,7 +31,6 @@ statement then lists N and what follows from it (q, the steps, σ) as assumption
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -188,20 +187,10 @@ class DPFT(MethodRun):
         return []
 
     # ------------------------------------------------------------------ pieces
-    @contextlib.contextmanager
-    def _threads(self) -> Iterator[None]:
-        n = self.options.torch_threads
-        if not n:
-            yield
-            return
-        import torch
+    def _threads(self) -> contextlib.AbstractContextManager[None]:
+        from ...backends.hardware import torch_threads
 
-        before = torch.get_num_threads()
-        torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
+        return torch_threads(self.options.torch_threads)
 
     def device(self) -> Any:
         import torch
