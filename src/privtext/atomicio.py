@@ -202,6 +202,17 @@ class PromptLog:
         self.close()
 
 
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """BLAKE2b-128 of a file's bytes, read in 1 MiB chunks (hex): what the model caches check their files by."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _count_lines(path: Path) -> int:
     if not path.exists():
         return 0
@@ -210,4 +221,4 @@ def _count_lines(path: Path) -> int:
 
 
 __all__ = ["PromptLog", "append_jsonl", "atomic_path", "atomic_write_bytes", "atomic_write_json",
-           "atomic_write_text", "dumps", "read_jsonl", "user_cache_dir"]
+           "atomic_write_text", "dumps", "file_digest", "read_jsonl", "user_cache_dir"]

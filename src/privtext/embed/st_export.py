@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..atomicio import atomic_path, atomic_write_json
+from ..atomicio import atomic_path, atomic_write_json, file_digest
 from ..errors import BackendError, ConfigError, MissingDependencyError
 
 EXPORT_VERSION = 1  # bump when the exported graph changes (inputs, pooling, opset)
@@ -49,14 +49,6 @@ def default_export_dir() -> Path:
     return base / "privtext" / "onnx"
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def model_files_hash(model_dir: str | Path) -> str:
     """BLAKE2b of the model folder's weight, config and tokenizer files (relative names and contents)."""
     root = Path(model_dir)
@@ -66,7 +58,7 @@ def model_files_hash(model_dir: str | Path) -> str:
         raise BackendError(f"no model files under {root} to export")
     h = hashlib.blake2b(digest_size=16)
     for p in files:
-        h.update(str(p.relative_to(root)).encode() + b"\0" + _file_digest(p).encode() + b"\0")
+        h.update(str(p.relative_to(root)).encode() + b"\0" + file_digest(p).encode() + b"\0")
     return h.hexdigest()
 
 
@@ -119,7 +111,7 @@ def valid_export(folder: Path) -> Path | None:
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if (meta.get("export_version") != EXPORT_VERSION or onnx_path.stat().st_size != meta["size"]
-                or _file_digest(onnx_path) != meta["blake2b"]):
+                or file_digest(onnx_path) != meta["blake2b"]):
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -189,7 +181,7 @@ def ensure_export(st_model: Any, *, model: str, model_id: str, model_dir: str | 
     onnx_path = folder / "model.onnx"
     atomic_write_json(folder / "export.json", {
         "export_version": EXPORT_VERSION, "model": model_id, "size": onnx_path.stat().st_size,
-        "blake2b": _file_digest(onnx_path), "inputs": input_names, "opset": OPSET, "torch": torch.__version__,
+        "blake2b": file_digest(onnx_path), "inputs": input_names, "opset": OPSET, "torch": torch.__version__,
         "seconds": round(time.perf_counter() - t0, 2),
     })
     return onnx_path

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...atomicio import atomic_write_json, user_cache_dir
+from ...atomicio import atomic_write_json, file_digest, user_cache_dir
 
 FORMAT_VERSION = 1  # bump when the sequence formats, the files or their meaning change
 MANIFEST = "manifest.json"
@@ -34,14 +34,6 @@ MANIFEST = "manifest.json"
 
 def default_cache_dir() -> Path:
     return user_cache_dir("lm")
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def cache_key(texts: Sequence[str], labels: Mapping[str, Sequence[str]] | None, settings: Mapping[str, Any]) -> str:
@@ -78,7 +70,7 @@ def read_entry(folder: Path) -> dict[str, Any] | None:
             return None
         for name, meta in manifest["files"].items():
             p = folder / name
-            if p.stat().st_size != meta["size"] or _digest(p) != meta["blake2b"]:
+            if p.stat().st_size != meta["size"] or file_digest(p) != meta["blake2b"]:
                 return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -99,7 +91,7 @@ def write_entry(folder: Path, write: Callable[[Path], Mapping[str, Any]]) -> dic
             if p.is_file():
                 with open(p, "rb+") as f:
                     os.fsync(f.fileno())
-                files[p.name] = {"size": p.stat().st_size, "blake2b": _digest(p)}
+                files[p.name] = {"size": p.stat().st_size, "blake2b": file_digest(p)}
         manifest = {**extra, "format_version": FORMAT_VERSION, "files": files}
         atomic_write_json(tmp / MANIFEST, manifest)
         if folder.exists():
