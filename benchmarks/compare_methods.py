@@ -8,6 +8,9 @@ acceptance check of dpft against its control.
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --configs-only   # write the YAMLs only
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --only dpft,dpft-control \
         --dpft-epochs 1 --dpft-max-length 128 --tag small    # dpft scaled down for a loaded 2-core machine
+    PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --only dpft,dpft-control \
+        --dpft-epochs 2 --dpft-max-length 128 --dpft-sampling-rate 0.25 --dpft-lr 1e-2 --dpft-lora 8 --tag lora
+        # LoRA (rank 8 on the small LM's c_attn) with larger batches (docs/dpft.md)
 
 Scaled set-up (a loaded 2-core CPU; the issue's full one is 5000 private Yelp records):
 
