@@ -8,6 +8,9 @@ acceptance check of dpft against its control.
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --configs-only   # write the YAMLs only
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --only dpft,dpft-control \
         --dpft-epochs 1 --dpft-max-length 128 --tag small    # dpft scaled down for a loaded 2-core machine
+    PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --only dpft,dpft-control \
+        --dpft-epochs 2 --dpft-max-length 128 --dpft-sampling-rate 0.25 --dpft-lr 1e-2 --dpft-lora 8 --tag lora
+        # LoRA (rank 8 on the small LM's c_attn) with larger batches (docs/dpft.md)
 
 Scaled set-up (a loaded 2-core CPU; the issue's full one is 5000 private Yelp records):
 
@@ -90,6 +93,7 @@ def secret_budget() -> dict[str, float]:
 
 
 def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: int = 256,
+            dpft_sampling_rate: float = 0.064, dpft_lr: float = 5e-4, dpft_lora: int = 0,
             tag: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
     base: dict[str, Any] = {
@@ -104,8 +108,8 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
           "variation": {"kind": "blank", "mask_prob": 0.5}}
     ngram = {"backend": "ngram", "order": 4}
     label_dist = {"label_distribution": {"kind": "dp"}} if labelled else {}
-    dpft = {"sampling_rate": 0.064, "epochs": dpft_epochs, "max_grad_norm": 1.0, "lr": 5e-4,
-            "max_length": dpft_max_length,
+    dpft = {"sampling_rate": dpft_sampling_rate, "epochs": dpft_epochs, "max_grad_norm": 1.0, "lr": dpft_lr,
+            "max_length": dpft_max_length, **({"lora": {"r": dpft_lora}} if dpft_lora else {}),
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
@@ -180,6 +184,10 @@ def main() -> None:
     ap.add_argument("--no-mauve", action="store_true")
     ap.add_argument("--dpft-epochs", type=int, default=3, help="dpft's epochs (σ is calibrated to ε for them)")
     ap.add_argument("--dpft-max-length", type=int, default=256, help="dpft's training tokens per record")
+    ap.add_argument("--dpft-sampling-rate", type=float, default=0.064, help="dpft's Poisson sampling rate q")
+    ap.add_argument("--dpft-lr", type=float, default=5e-4, help="dpft's AdamW learning rate")
+    ap.add_argument("--dpft-lora", type=int, default=0, help="LoRA rank on the small LM's c_attn (0: full "
+                    "fine-tuning)")
     ap.add_argument("--tag", default="", help="suffix of the configs/runs folders and tables (a scaled variant)")
     args = ap.parse_args()
     tag = f"-{args.tag}" if args.tag else ""
@@ -188,7 +196,8 @@ def main() -> None:
     data = prepare_data()
     only = [x.strip() for x in args.only.split(",")] if args.only else None
     paths = write_configs(args.dataset, data, only, dpft_epochs=args.dpft_epochs,
-                          dpft_max_length=args.dpft_max_length, tag=tag)
+                          dpft_max_length=args.dpft_max_length, dpft_sampling_rate=args.dpft_sampling_rate,
+                          dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora, tag=tag)
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
     seeds = [int(s) for s in args.seeds.split(",")]
     print("each one is the command: privtext compare " + " ".join(str(p.relative_to(ROOT)) for p in paths)

@@ -324,6 +324,49 @@ def test_lora_trains_only_the_adapters_of_a_hugging_face_model(tmp_path: Path, l
     assert len((root / "synthetic.jsonl").read_text().splitlines()) == 8
 
 
+def test_lora_on_the_small_public_lm_trains_only_its_adapters_at_the_same_privacy(tmp_path: Path,
+                                                                                 lm_cache: Path) -> None:
+    """dpft.lora without dpft.model puts peft adapters on the small public GPT-2 (c_attn): the release keeps only
+    the adapters, they moved (the noise reached them), and the ledger's σ and ε are those of full fine-tuning
+    (LoRA changes d, not the accounting)."""
+    pytest.importorskip("peft")
+    root = run_config(make_config(tmp_path / "lora", lm_cache, dpft={"lora": {"r": 2}, "epochs": 1}))
+    state = kept(root, "dpsgd/epoch_000")
+    names = [k for k in state if k.startswith("model/")]
+    assert names and all("lora_" in k and "c_attn" in k for k in names)
+    assert any(np.abs(state[k]).max() > 0 for k in names if "lora_B" in k)  # B starts at 0: DP-SGD moved it
+    st = json.loads((root / "privacy.json").read_text())
+    assert "LoRA adapters (rank 2)" in st["headline"] and st["private"] is True
+    assert len((root / "synthetic.jsonl").read_text().splitlines()) == 8
+    full = run_config(make_config(tmp_path / "full", lm_cache, dpft={"epochs": 1}))
+    sig = [(x.get("key"), x.get("noise_std"), x.get("epsilon")) for x in ledger_lines(root)]
+    assert sig == [(x.get("key"), x.get("noise_std"), x.get("epsilon")) for x in ledger_lines(full)]
+
+
+def test_the_small_lms_sampler_draws_from_the_adapted_model(lm_cache: Path) -> None:
+    """peft injects the adapters into the model the lm generator samples from (not a copy): a non-zero adapter
+    changes the logits the sampler sees."""
+    pytest.importorskip("peft")
+    from privtext.backends import parse_options
+    from privtext.generate.lm import SamplingSettings, build_public_lm
+    from privtext.generate.lm.backend import LMOptions
+    from privtext.methods.dpft.models import PublicSmallLM
+
+    _, pub = corpora()
+    lo = parse_options(LMOptions, {**TINY_LM, "cache_dir": str(lm_cache)}, where="test")
+    lm = build_public_lm(pub.texts, None, settings=lo.settings(), cache=lo.cache, cache_dir=lo.cache_dir,
+                         device="cpu")
+    x = torch.tensor([[1, 5, 6, 7, 8]])
+    before = lm.model(input_ids=x).logits.detach().clone()
+    m = PublicSmallLM(lm, max_length=48, sampling=SamplingSettings(), lora={"r": 2})
+    assert torch.equal(lm.model(input_ids=x).logits, before)  # B = 0: the adapted model starts as the public one
+    with torch.no_grad():
+        for n, p in m.trainable():
+            assert "lora_" in n
+            p.add_(0.5)
+    assert not torch.allclose(lm.model(input_ids=x).logits, before)
+
+
 def test_a_hugging_face_model_is_fully_fine_tuned_without_lora(tmp_path: Path, lm_cache: Path, tiny_hf: Path) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -389,7 +432,6 @@ def test_q_from_the_batch_size_lists_n_as_an_assumption(tmp_path: Path, lm_cache
 @pytest.mark.parametrize(("privacy", "dpft", "match"), [
     ({"mu": 1.0}, {}, "cannot account for Poisson-subsampled"),
     ({"secret": {"p": 1e-3, "r": 2e-2}}, {}, "cannot account for Poisson-subsampled"),
-    ({"epsilon": 4.0, "delta": 1e-5}, {"lora": {"r": 4}}, "dpft.lora needs dpft.model"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"model": "/nonexistent/model"}, "no model folder"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"max_grad_norm": 0}, "max_grad_norm"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"nonsense": 1}, "nonsense"),

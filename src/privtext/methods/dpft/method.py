@@ -5,9 +5,10 @@ text is fine-tuned on the private records with DP-SGD (Abadi et al. 2016) and th
 from it; everything after the fine-tuning is post-processing.
 
 1. **the model** — by default the small GPT-2 trained here on the public corpus (:mod:`privtext.generate.lm`,
-   cached; ``dpft.lm`` holds its training settings, those of ``generator: {backend: lm}``), fully fine-tuned; or
-   any Hugging Face causal LM (``dpft.model``: a local folder or a hub id in the cache), fully fine-tuned or with
-   LoRA adapters (``dpft.lora: {r: 8}``, peft). Labels are control codes (:mod:`.models`).
+   cached; ``dpft.lm`` holds its training settings, those of ``generator: {backend: lm}``); or any Hugging Face
+   causal LM (``dpft.model``: a local folder or a hub id in the cache); either fully fine-tuned or with LoRA
+   adapters (``dpft.lora: {r: 8}``, peft; the base weights frozen). LoRA changes only d, the number of noised
+   coordinates: σ, q, C and the accounting are the same. Labels are control codes (:mod:`.models`).
 2. **the label mix** — ``evolution.label_distribution.kind: dp``: a Gaussian label histogram (one count per
    record, Δ = 1 from the relation) with noise multiplier σ_L = 1/μ_L, μ_L² = ``budget_fraction``·μ², μ the GDP
    level of (ε, δ) (:class:`~privtext.privacy.budget.BudgetSplit`); otherwise the public label weights.
@@ -59,7 +60,7 @@ class DPFTOptions(BackendOptions):
         default=None, description="a Hugging Face causal LM (local folder or hub id in the cache); default: the "
         "small GPT-2 trained here on the public corpus (settings in dpft.lm)")
     lora: LoRAOptions | None = Field(default=None, description="LoRA adapters instead of full fine-tuning "
-                                     "(with dpft.model)")
+                                     "(dpft.model's, or the small public LM's: c_attn by default)")
     lm: dict[str, Any] = Field(default_factory=dict, description="the small LM's training settings: the options "
                                "of generator: {backend: lm} (size, max_length, epochs, train_tokens, cache_dir, ...)")
     max_grad_norm: float = Field(default=1.0, gt=0, description="C: every record's gradient is clipped to L2 "
@@ -167,9 +168,11 @@ class DPFT(MethodRun):
         if p.kind not in ("dp", "noise"):
             raise ConfigError(f"method dpft needs privacy: {{epsilon, delta}} (or a fixed noise_multiplier); a "
                               f"{p.kind!r} budget cannot account for Poisson-subsampled DP-SGD")
-        if options.lora is not None and options.model is None:
-            raise ConfigError("dpft.lora needs dpft.model (a Hugging Face causal LM); the small public LM is fully "
-                              "fine-tuned")
+        if options.lora is not None:
+            try:
+                import peft  # noqa: F401
+            except ImportError:
+                raise MissingDependencyError("peft", "dpft", "LoRA fine-tuning (dpft.lora)") from None
         if options.model is not None:
             from ...backends.hub import check_model_available
 
@@ -230,7 +233,8 @@ class DPFT(MethodRun):
         sampling = SamplingSettings(temperature=o.temperature, top_p=o.top_p, top_k=o.top_k,
                                     max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
                                     batch_size=o.sample_batch_size)
-        return PublicSmallLM(lm, max_length=o.max_length, sampling=sampling)
+        return PublicSmallLM(lm, max_length=o.max_length, sampling=sampling,
+                             lora=o.lora.model_dump() if o.lora is not None else None)
 
     def fine_tune(self, ctx: RunContext, model: Any, seqs: list[list[int]], plan: DPFTPlan) -> None:
         """The epochs of DP-SGD, one recorded release each (module docstring)."""

@@ -9,7 +9,7 @@ keeps) and says in words where the model's weights came from (the statement list
 * :class:`PublicSmallLM` — :func:`~privtext.generate.lm.build_public_lm` (cached by corpus and settings): the
   labels are control codes (``<|label1=Business Category: Bars|>``), a record is the *free* format
   ``<|bos|> codes <|text|> text <|eos|>`` (:meth:`~privtext.generate.lm.ControlEncoder.record`); full fine-tuning
-  (every parameter).
+  (every parameter), or LoRA adapters (``dpft.lora``; peft's default for GPT-2 is ``c_attn``).
 * :class:`HFCausalLM` — ``AutoModelForCausalLM`` from a local folder or the hub cache: the labels are a plain-text
   header (``label1: Business Category: Bars`` on its own line, one per column), then the text and the
   tokenizer's end-of-text token; full fine-tuning, or LoRA adapters (``dpft.lora``) on the named modules with
@@ -55,11 +55,14 @@ def _truncate(ids: list[int], max_length: int) -> list[int]:
 class PublicSmallLM:
     """The small GPT-2 of :mod:`privtext.generate.lm`, trained on the public corpus (cached)."""
 
-    def __init__(self, lm: Any, *, max_length: int, sampling: Any, empty_retries: int = 2):
+    def __init__(self, lm: Any, *, max_length: int, sampling: Any, lora: Mapping[str, Any] | None = None,
+                 empty_retries: int = 2):
         from ...generate.lm import PAD
 
         self.lm = lm
-        self.model = lm.model
+        # peft injects the adapters into lm.model in place (the PeftModel only wraps it), so lm.sample draws from
+        # the adapted model; DP-SGD trains the PeftModel's trainable parameters, the adapters alone
+        self.model = lm.model if lora is None else _with_lora(lm.model, lora)
         self.encoder = lm.encoder
         self.pad_id = PAD
         self.max_length = min(int(max_length), lm.n_positions)
@@ -68,6 +71,8 @@ class PublicSmallLM:
         info = lm.info
         self.origin = (f"a GPT-2 of {info.get('parameters', 0) / 1e6:.2g} M parameters trained here on the public "
                        f"corpus ({info.get('public_texts', '?')} texts; privtext's lm generator)")
+        if lora is not None:
+            self.origin += f", with LoRA adapters (rank {lora['r']}) initialised as peft does"
 
     def training_sequence(self, text: str, label: Mapping[str, str] | None) -> list[int]:
         return _truncate(self.encoder.record(text, label), self.max_length)
