@@ -24,7 +24,6 @@ model, ≤ 2e-7 per coordinate, measured.)
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -33,20 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from ..atomicio import user_cache_dir
 from ..errors import BackendError
 from .base import Embedder, check_texts
 from .cache import FILENAME, SALT, EmbeddingStore, embed_through
 
-ENV = "PRIVTEXT_CACHE_HOME"
-
 
 def private_cache_dir() -> Path:
     """The user's private embedding cache folder (see the module docstring); not created here."""
-    if os.environ.get(ENV):
-        return Path(os.environ[ENV]).expanduser() / "private"
-    base = Path(os.environ["XDG_CACHE_HOME"]).expanduser() if os.environ.get("XDG_CACHE_HOME") else (
-        Path.home() / ".cache")
-    return base / "privtext" / "private"
+    return user_cache_dir("private")
 
 
 def private_store(embedder: Any) -> EmbeddingStore | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..atomicio import atomic_path, atomic_write_json, file_digest
+from ..atomicio import atomic_path, atomic_write_json, file_digest, user_cache_dir
 from ..errors import BackendError, ConfigError, MissingDependencyError
 
 EXPORT_VERSION = 1  # bump when the exported graph changes (inputs, pooling, opset)
@@ -42,11 +41,7 @@ _MODEL_FILE_SUFFIXES = (".json", ".txt", ".safetensors", ".bin", ".model")
 
 
 def default_export_dir() -> Path:
-    if os.environ.get("PRIVTEXT_CACHE_HOME"):
-        return Path(os.environ["PRIVTEXT_CACHE_HOME"]).expanduser() / "onnx"
-    base = Path(os.environ["XDG_CACHE_HOME"]).expanduser() if os.environ.get("XDG_CACHE_HOME") else (
-        Path.home() / ".cache")
-    return base / "privtext" / "onnx"
+    return user_cache_dir("onnx")
 
 
 def model_files_hash(model_dir: str | Path) -> str:
