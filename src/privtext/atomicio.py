@@ -178,8 +178,9 @@ class PromptLog:
         """A generator returned ``texts`` (after the prompts logged so far): tell the observer."""
         if self.observer is None:
             return
-        with self._lock:
-            self.observer(texts, self.lines)
+        with self._lock:  # the count when the output came back; the observer's hashing runs outside the lock
+            lines = self.lines
+        self.observer(texts, lines)
 
     def flush(self) -> None:
         with self._lock:

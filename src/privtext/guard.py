@@ -165,7 +165,9 @@ class PrivateGuard:
 
     def note_generated(self, texts: Iterable[str], lines: int) -> None:
         """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring: text a
-        generator wrote). Only the private-only n-grams among theirs are kept."""
+        generator wrote). Only the private-only n-grams among theirs are kept. Called from generator threads
+        without a lock: two outputs racing on one n-gram can only keep the later count, which explains fewer
+        prompts (conservative), never an earlier one than either output's."""
         for t in texts:
             for g in self._grams(_norm_words(t)):
                 if (g in self._grams_only or g in self._grams_rare) and self._generated.get(g, lines + 1) > lines:
