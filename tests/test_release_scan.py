@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from privtext.data import write_corpus
-from privtext.data.corpus import Corpus
 from privtext.evaluate import evaluate_run
 from privtext.evaluate.release_scan import kept_values, private_counts, release_files, scan_release, summary
 from privtext.report import build_report
-from privtext.testing.tinyrun import tiny_run, toy_corpora
+from privtext.testing.tinyrun import method_runs, toy_corpora
 
 N_PRIVATE = 47  # no public size of these runs is 47: an exact private count is recognisable
 
@@ -25,20 +24,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("release")
     priv, pub, real = toy_corpora(rng=np.random.default_rng(0), n_private=N_PRIVATE, n_pool=200)
     write_corpus(real.subset(np.arange(40)), root / "real.csv")  # 40 real records: no public size is 47
-    gens = [{"backend": "scripted", "name": "a", "vocabulary": ["pizza", "room", "store", "great", "menu"]},
-            {"backend": "scripted", "name": "b", "vocabulary": ["thing", "stuff", "went", "okay"]}]
-    out = {
-        "augpe": tiny_run(root / "augpe", private=priv, public=pub, iterations=2,
-                          privacy={"epsilon": 4.0, "delta": 1e-5}),
-        "secpe": tiny_run(root / "secpe", private=priv, public=pub, method="secpe", iterations=2),
-        "wasp": tiny_run(root / "wasp", private=priv, public=pub, method="wasp", num_samples=60, iterations=3,
-                         generators=gens, privacy={"epsilon": 4.0, "delta": 1e-5}, wasp={"q": 3, "in_context": 4}),
-        "dpkps": tiny_run(root / "dpkps", private=priv, public=Corpus(pub.ids, pub.texts, {}, name="pool"),
-                          method="dpkps", num_samples=16, privacy={"epsilon": 6.0},
-                          data={"label_values": {"category": ["food", "hotel"], "mood": ["good", "bad"]}},
-                          evolution={"label_distribution": {"kind": "dp", "budget_fraction": 0.1}},
-                          dpkps={"vocab_size": 20, "length": 4, "n_features": 32, "vocabulary_min_count": 3}),
-    }
+    out = method_runs(root, private=priv, public=pub)
     for r in out.values():
         evaluate_run(r, real=root / "real.csv", quiet=True, classifiers=("tfidf-logreg",), secrets=["pizza"])
         build_report(r)

@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 from privtext.data import write_corpus
-from privtext.data.corpus import Corpus
 from privtext.evaluate import evaluate_run
 from privtext.evaluate.release_scan import scan_release, summary
 from privtext.report import build_report
 from privtext.report.chromium import find_chromium, render
-from privtext.testing.tinyrun import tiny_run, toy_corpora
+from privtext.testing.tinyrun import method_runs, toy_corpora
 
 METHODS = ("augpe", "secpe", "wasp", "dpkps")
 
@@ -28,20 +27,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("method-reports")
     priv, pub, real = toy_corpora(rng=np.random.default_rng(3), n_private=43, n_pool=200)
     write_corpus(real.subset(np.arange(36)), root / "real.csv")
-    gens = [{"backend": "scripted", "name": "a", "vocabulary": ["pizza", "room", "store", "great", "menu"]},
-            {"backend": "scripted", "name": "b", "vocabulary": ["thing", "stuff", "went", "okay"]}]
-    runs = {
-        "augpe": tiny_run(root / "augpe", private=priv, public=pub, iterations=3, privacy={"epsilon": 4.0,
-                                                                                          "delta": 1e-5}),
-        "secpe": tiny_run(root / "secpe", private=priv, public=pub, method="secpe", iterations=2),
-        "wasp": tiny_run(root / "wasp", private=priv, public=pub, method="wasp", num_samples=60, iterations=3,
-                         generators=gens, privacy={"epsilon": 4.0, "delta": 1e-5}, wasp={"q": 3, "in_context": 4}),
-        "dpkps": tiny_run(root / "dpkps", private=priv, public=Corpus(pub.ids, pub.texts, {}, name="pool"),
-                          method="dpkps", num_samples=16, privacy={"epsilon": 6.0},
-                          data={"label_values": {"category": ["food", "hotel"], "mood": ["good", "bad"]}},
-                          evolution={"label_distribution": {"kind": "dp", "budget_fraction": 0.1}},
-                          dpkps={"vocab_size": 20, "length": 4, "n_features": 32, "vocabulary_min_count": 3}),
-    }
+    runs = method_runs(root, private=priv, public=pub, augpe_iterations=3)
     for r in runs.values():
         evaluate_run(r, real=root / "real.csv", quiet=True, classifiers=("tfidf-logreg",))
     return {m: build_report(r) for m, r in runs.items()}

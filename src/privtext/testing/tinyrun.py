@@ -93,6 +93,29 @@ def toy_corpora(*, rng: np.random.Generator, n_private: int = 40, n_pool: int = 
 
 
 
+def method_runs(root: str | os.PathLike[str], *, private: Corpus, public: Corpus,
+                augpe_iterations: int = 2) -> dict[str, Path]:
+    """One small run of each of the four prompting methods on the same corpora (``root/<method>``): Aug-PE at
+    (4, 1e-5), SecPE, WASP with two scripted generators (Q = 3), DP-KPS at pure ε = 6 with DP labels on a
+    declared schema — the release-shaped runs the release-scan and report tests inspect."""
+    root = Path(root)
+    gens = [{"backend": "scripted", "name": "a", "vocabulary": ["pizza", "room", "store", "great", "menu"]},
+            {"backend": "scripted", "name": "b", "vocabulary": ["thing", "stuff", "went", "okay"]}]
+    return {
+        "augpe": tiny_run(root / "augpe", private=private, public=public, iterations=augpe_iterations,
+                          privacy={"epsilon": 4.0, "delta": 1e-5}),
+        "secpe": tiny_run(root / "secpe", private=private, public=public, method="secpe", iterations=2),
+        "wasp": tiny_run(root / "wasp", private=private, public=public, method="wasp", num_samples=60,
+                         iterations=3, generators=gens, privacy={"epsilon": 4.0, "delta": 1e-5},
+                         wasp={"q": 3, "in_context": 4}),
+        "dpkps": tiny_run(root / "dpkps", private=private, public=Corpus(public.ids, public.texts, {}, name="pool"),
+                          method="dpkps", num_samples=16, privacy={"epsilon": 6.0},
+                          data={"label_values": {"category": ["food", "hotel"], "mood": ["good", "bad"]}},
+                          evolution={"label_distribution": {"kind": "dp", "budget_fraction": 0.1}},
+                          dpkps={"vocab_size": 20, "length": 4, "n_features": 32, "vocabulary_min_count": 3}),
+    }
+
+
 def run_private_side(run: str | os.PathLike[str]) -> tuple[Any, dict[str, Any], np.ndarray, np.ndarray]:
     """For tests that recompute a run's exact (noise-free) statistics: the run directory, its resolved config,
     the private embeddings (the run's embedder, float32) and the private label groups (the public label space)."""
