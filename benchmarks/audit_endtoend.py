@@ -22,18 +22,14 @@ from typing import Any
 
 
 def _corpora(folder: Path, *, n_private: int = 240, rare: int = 0) -> None:
-    from privtext.data import write_corpus
-    from privtext.demo import make_demo_corpora
+    from privtext.demo import make_demo_corpora, write_demo_files
     from privtext.testing.audit_faults import with_rare_terms
 
     folder.mkdir(parents=True, exist_ok=True)
     private, public, patients = make_demo_corpora(n_private=n_private)
     if rare:
         public = with_rare_terms(public, rare)
-    write_corpus(private, folder / "private.csv", include_ids=False)
-    write_corpus(public, folder / "public.csv", include_ids=False)
-    (folder / "patient_names.txt").write_text("".join(f"{p['name']}\n" for p in patients))
-    (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients))
+    write_demo_files(folder, private, public, patients)
 
 
 def _config(folder: Path, method: str, embedder: str) -> dict[str, Any]:

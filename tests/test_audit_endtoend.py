@@ -100,18 +100,14 @@ def test_reconstruction_attacker() -> None:
 
 
 def _demo(folder: Path, method: str, *, n_private: int = 60, rare: int = 0, **over: Any) -> dict[str, Any]:
-    from privtext.data import write_corpus
-    from privtext.demo import demo_config, make_demo_corpora
+    from privtext.demo import demo_config, make_demo_corpora, write_demo_files
     from privtext.testing.audit_faults import with_rare_terms
 
     folder.mkdir(parents=True, exist_ok=True)
     private, public, patients = make_demo_corpora(n_private=n_private, n_patients=max(3, n_private // 8))
     if rare:
         public = with_rare_terms(public, rare)
-    write_corpus(private, folder / "private.csv", include_ids=False)
-    write_corpus(public, folder / "public.csv", include_ids=False)
-    (folder / "patient_names.txt").write_text("".join(f"{p['name']}\n" for p in patients))
-    (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients))
+    write_demo_files(folder, private, public, patients)
     raw = demo_config(folder, "secpe" if method == "secpe" else "augpe")
     raw["method"] = method
     raw["embedder"] = {"backend": "hashing", "dim": 256, "cache": False}

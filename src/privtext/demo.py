@@ -206,6 +206,15 @@ def make_demo_corpora(*, n_private: int = 240, n_public: int = 700, n_patients: 
 DEMO_METHODS = ("secpe", "augpe", "wasp", "dpkps")
 
 
+def write_demo_files(folder: Path, private: Corpus, public: Corpus, patients: list[dict[str, str]]) -> None:
+    """The files :func:`demo_config` names: private.csv, public.csv and the secret lists the SecPE detector reads
+    (patient_names.txt, record_numbers.txt)."""
+    write_corpus(private, folder / "private.csv", include_ids=False)
+    write_corpus(public, folder / "public.csv", include_ids=False)
+    (folder / "patient_names.txt").write_text("".join(f"{p['name']}\n" for p in patients), encoding="utf-8")
+    (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients), encoding="utf-8")
+
+
 def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
     """The demo's run configuration for ``method`` (one of :data:`DEMO_METHODS`); paths are the demo folder's."""
     privacy: dict[str, Any] = {
@@ -265,11 +274,8 @@ def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     private, public, patients = make_demo_corpora()
     heldout = make_heldout(n=200)
-    write_corpus(private, folder / "private.csv", include_ids=False)
-    write_corpus(public, folder / "public.csv", include_ids=False)
+    write_demo_files(folder, private, public, patients)
     write_corpus(heldout, folder / "heldout.csv", include_ids=False)
-    (folder / "patient_names.txt").write_text("".join(f"{p['name']}\n" for p in patients), encoding="utf-8")
-    (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients), encoding="utf-8")
     raw = demo_config(folder, method)
     (folder / f"{method}.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     root = run_config(config_from_dict(raw, source="demo"))
