@@ -488,8 +488,8 @@ def _masked_skeleton(st: dict[str, Any]) -> Any:
         if isinstance(x, (int, float)):
             return "<assumed>" if any(math.isclose(float(x), m, rel_tol=1e-9) for m in assumed) else x
         if isinstance(x, str):
-            for m in assumed | released:
-                x = x.replace(f"{m:.4g}", "<masked>")
+            for m in assumed | released:  # whole numbers only: a released 20 is not the 20 of "ChaCha20"
+                x = re.sub(rf"(?<![\w.]){re.escape(f'{m:.4g}')}(?![\w]|\.\d)", "<masked>", x)
             return x
         if isinstance(x, dict):
             return {k: walk(v, (*path, k)) for k, v in x.items() if k != "released"}
