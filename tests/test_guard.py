@@ -101,6 +101,35 @@ def test_without_secret_values_the_secret_scan_finds_nothing() -> None:
         guard.set_secret_values(["4673395"])
 
 
+def test_a_secret_value_that_public_text_holds_is_counted_not_flagged() -> None:
+    """SecPE's random-word secrets are ordinary words: the 5000-review Yelp benchmark called every SecPE run NOT
+    PRIVATE because the public 4-gram wrote such words (all present in the public reviews). A value some public
+    text holds explains itself; one no public text holds is still flagged, alone or beside a public one."""
+    from privtext.secrets import build_detector
+
+    private = ["the pedicure was relaxing", "call me on 467 3395 about the pedicure", "great lobster rolls"]
+    public = [*PUBLIC, "my pedicure took an hour"]  # "pedicure" is public, "lobster" and the number are not
+    det = build_detector({"name": "random_words", "from_private": True, "quantile": 0.5, "num_secrets": 20,
+                          "stop_words": None})
+    matrix = det.detect(private)
+    assert {"pedicure", "lobster"} <= set(det.words)
+    union = build_detector(["regex"]).detect(private)
+    public_words = {w for t in public for w in t.split()}
+    assert len(PrivateGuard(private, public, secret_values=matrix).public_secrets) == len(
+        [w for w in det.words if w in public_words])  # "pedicure" among them, "lobster" not
+    assert PrivateGuard(private, public, secret_values=union).public_secrets == frozenset()  # the number
+    guard = PrivateGuard(private, public, secret_values=matrix)
+    res = guard.scan([_prompt("a pedicure and a nap"), _prompt("fresh lobster"), _prompt("pedicure then lobster")])
+    assert res.flagged == [2, 3] and res.secret_hits == 2 and res.public_secret_hits == 1 and not res.clean
+    assert res.to_dict()["prompts_with_public_secret_value"] == 1
+    syn = guard.scan_texts(["my pedicure took an hour", "ok"])
+    assert syn.clean and syn.public_secret_hits == 1 and syn.flagged == []
+    assert not guard.scan_texts(["lobster bisque"]).clean
+    # without the public text that holds it, the same word is flagged as before
+    strict = PrivateGuard(private, PUBLIC, secret_values=matrix)
+    assert not strict.scan_texts(["my pedicure took an hour"]).clean
+
+
 # ------------------------------------------------------------------------------ text a generator wrote (provenance)
 
 

@@ -10,7 +10,7 @@ hashes, never text:
   text, with which of them hold a *private-only word* (a word that occurs in no public text);
 * optionally (``secret_values=``) the detected secret values of the run (SecPE, Aug-PE's secret groups), as a
   :class:`~privtext.secrets.values.SecretValueIndex` (hashes too): canonical matching, so ``467-3395`` is the
-  value ``467 3395``.
+  value ``467 3395``; with which of them some public text holds (found by the same index).
 
 Uses:
 
@@ -18,11 +18,22 @@ Uses:
   any record equal to a private one;
 * :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds a private
   record's whole text (any length), or any ``n``-gram of a private record that no public text holds, or a
-  detected secret value. ``privacy.json`` (``prompt_audit``) says whether none was; the counts go to
+  detected secret value that no public text holds. ``privacy.json`` (``prompt_audit``) says whether none was; the counts go to
   ``private/diagnostics.json``. Zero flagged is what the run proves. (Before issue 21 only n-grams with a
   private-only word were flagged, and whole records only under n words: a 30-word private record of ordinary
   words, verbatim in every prompt, passed.)
-* :meth:`scan_texts` — the synthetic texts: flagged when one holds a detected secret value.
+* :meth:`scan_texts` — the synthetic texts: flagged when one holds a detected secret value no public text holds.
+
+**Secret values that public text holds.** A detected value is private data only where the public side lacks it.
+SecPE's "random words" secrets are ordinary words (the paper's set-up: the words near the 20 % frequency
+quantile, ``pedicure``, ``lobster``), and a generator trained on public text that holds them writes them: the
+5000-review Yelp benchmark flagged 67 of 8000 prompts and 17 of 500 synthetic reviews for 14 such words, every
+one of them in the public reviews, and called the run NOT PRIVATE. A word that public text holds is public
+vocabulary; its appearance in a prompt or an output is explained by public text whatever the private data is
+(what the released votes say of who holds it is the (p, r) guarantee's business, not the audit's). So a prompt or
+text whose detected values all occur in some public text is counted (``*_with_public_secret_value``) and not
+flagged; a value no public text holds (a phone number, an address, a private-only word) is flagged whatever wrote
+it.
 
 **Text a generator wrote.** A generator trained on public text recombines it: the offline n-gram model, asked for
 a clinic note, can write "findings weight tracking below the curve impression is acute" where only a private note
@@ -35,7 +46,7 @@ line count. In :meth:`scan`, an n-gram of prompt line ``i`` is *explained* when 
 ``i`` was logged; a prompt whose private n-grams are all explained is not flagged (it is counted in
 ``prompts_with_generated_ngram_only``). Order is what keeps this sound: a private text put into a prompt by a bug
 is flagged even if the generator echoes it back afterwards, since the echo comes after the prompt. Whole private
-records and detected secret values are flagged whatever wrote them. Outputs of an earlier process of a resumed run
+records and detected secret values no public text holds are flagged whatever wrote them. Outputs of an earlier process of a resumed run
 are not known to the guard: their grams are flagged (conservative).
 
 Cost: one keyed BLAKE2b hash per word n-gram of a prompt, plus, at the positions whose n-gram opens a private
@@ -79,6 +90,7 @@ class AuditResult:
     recombined_hits: int = 0
     explained_hits: int = 0
     secret_hits: int = 0
+    public_secret_hits: int = 0
     secrets_found: set[int] = field(default_factory=set)
     flagged: list[int] = field(default_factory=list)
     what: str = "prompts"
@@ -97,10 +109,12 @@ class AuditResult:
                 "prompts_with_recombined_ngram": self.recombined_hits,
                 "prompts_with_generated_ngram_only": self.explained_hits,
                 "prompts_with_secret_value": self.secret_hits,
+                "prompts_with_public_secret_value": self.public_secret_hits,
                 "flagged_prompt_lines": self.flagged[:50],
             }
         else:
             out = {f"{self.what}_checked": self.prompts, f"{self.what}_with_secret_value": self.secret_hits,
+                   f"{self.what}_with_public_secret_value": self.public_secret_hits,
                    f"flagged_{self.what}_lines": self.flagged[:50]}
         out["distinct_secrets_found"] = len(self.secrets_found)
         out["clean"] = self.clean
@@ -124,7 +138,8 @@ class PrivateGuard:
         self._tails: set[bytes] = set()          # last n-gram of a record of ≥ n words
         pub: set[bytes] = set()
         pub_words: set[bytes] = set()
-        for t in public_texts:
+        self._public_texts = tuple(public_texts)  # public: kept to find which secret values public text holds
+        for t in self._public_texts:
             words = _norm_words(t)
             pub.update(self._grams(words))
             pub_words.update(self._h(w) for w in words)
@@ -151,17 +166,22 @@ class PrivateGuard:
         #: private-only n-grams a generator wrote → the number of prompt lines logged before it did (earliest)
         self._generated: dict[bytes, int] = {}
         self.secret_values: ValueFinder | None = None
+        #: the secret columns whose value some public text holds (module docstring)
+        self.public_secrets: frozenset[int] = frozenset()
         self.set_secret_values(secret_values)
 
     def set_secret_values(self, secret_values: Any) -> None:
         """Give the guard the run's detected secrets (a SecretMatrix or a value index; None: no secret scan) —
-        for a method that detects them after the guard is built (Aug-PE's secret groups)."""
+        for a method that detects them after the guard is built (Aug-PE's secret groups). The public texts are
+        scanned with the same index: the values they hold are not flagged (module docstring)."""
         if secret_values is not None and hasattr(secret_values, "value_index"):
             secret_values = secret_values.value_index()
         if secret_values is not None and not callable(getattr(secret_values, "find", None)):
             raise TypeError(f"secret_values must be a SecretMatrix or have find(text), got "
                             f"{type(secret_values).__name__}")
         self.secret_values = secret_values
+        self.public_secrets = frozenset() if secret_values is None else frozenset(
+            int(h.secret) for t in self._public_texts for h in secret_values.find(t))
 
     def note_generated(self, texts: Iterable[str], lines: int) -> None:
         """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring: text a
@@ -249,26 +269,30 @@ class PrivateGuard:
             text = _prompt_text(p)
             rec, gram, rare, explained = self._hits(text, i + 1)
             res.explained_hits += explained
-            found = self.secrets_in(text)
+            found = self._private_secrets(self.secrets_in(text), res)
             res.record_hits += rec
             res.ngram_hits += gram
             res.rare_hits += rare
             res.recombined_hits += gram and not rare
-            res.secret_hits += bool(found)
-            res.secrets_found |= found
             if rec or gram or found:
                 res.flagged.append(i + 1)
         return res
+
+    def _private_secrets(self, found: set[int], res: AuditResult) -> set[int]:
+        """Count ``found`` in ``res``: the values no public text holds flag the text; a text holding only public
+        ones is counted apart."""
+        private = found - self.public_secrets
+        res.secret_hits += bool(private)
+        res.public_secret_hits += bool(found) and not private
+        res.secrets_found |= private
+        return private
 
     def scan_texts(self, texts: Iterable[str], *, what: str = "synthetic_texts") -> AuditResult:
         """Audit released texts (the synthetic output) for detected secret values."""
         res = AuditResult(what=what)
         for i, t in enumerate(texts):
             res.prompts += 1
-            found = self.secrets_in(t)
-            res.secret_hits += bool(found)
-            res.secrets_found |= found
-            if found:
+            if self._private_secrets(self.secrets_in(t), res):
                 res.flagged.append(i + 1)
         return res
 
