@@ -218,6 +218,21 @@ def test_compare_reuses_matching_evaluations(runs: dict[str, Path]) -> None:
     assert t.real["n"] == 40 and t2.real["n"] == 20 and t.rows[0]["fid"] != t2.rows[0]["fid"]
 
 
+def test_compare_asked_for_mauve_does_not_reuse_an_evaluation_without_it(runs: dict[str, Path]) -> None:
+    """A run evaluated without MAUVE (a benchmark's first pass) and compared again with ``mauve=True`` is evaluated
+    again: reusing it left its MAUVE cell empty in the 5000-review side-by-side table."""
+    pytest.importorskip("mauve")
+    kw = {"real": runs["real"], "classifiers": ("tfidf-logreg",), "quiet": True}
+    assert compare_runs([runs["secpe"]], **kw).rows[0].get("mauve") is None
+    stamp = os.stat(runs["secpe"] / "evaluation.json").st_mtime_ns
+    t = compare_runs([runs["secpe"]], mauve=True, **kw)
+    assert os.stat(runs["secpe"] / "evaluation.json").st_mtime_ns != stamp
+    assert 0 < t.rows[0]["mauve"] <= 1
+    stamp = os.stat(runs["secpe"] / "evaluation.json").st_mtime_ns
+    compare_runs([runs["secpe"]], mauve=True, **kw)  # now it holds MAUVE: reused
+    assert os.stat(runs["secpe"] / "evaluation.json").st_mtime_ns == stamp
+
+
 def test_build_table_unions_label_columns_and_warns() -> None:
     e1 = {"name": "a", "fid": {"fid": 1.0}, "downstream": {"primary": "x", "results": {"x": {"synthetic": {
         "y1": {"accuracy": 0.5}}}}}}

@@ -169,11 +169,15 @@ def build_table(evaluations: Sequence[Mapping[str, Any]], *, warnings: Sequence[
     return ComparisonTable(rows=rows, columns=columns, warnings=list(warnings))
 
 
-def _reusable(ev: Mapping[str, Any], fingerprint: str, embedder_name: str, classifiers: Sequence[str]) -> bool:
+def _reusable(ev: Mapping[str, Any], fingerprint: str, embedder_name: str, classifiers: Sequence[str], *,
+              mauve: bool = False) -> bool:
+    """Whether a run's stored evaluation answers this comparison: the same real records, embedder and classifiers,
+    and MAUVE in it when MAUVE is asked for (an evaluation made without it would leave the column empty)."""
     return (
         (ev.get("real") or {}).get("fingerprint") == fingerprint
         and (ev.get("embedder") or {}).get("name") == embedder_name
         and list((ev.get("downstream") or {}).get("classifiers") or classifiers) == list(classifiers)
+        and (not mauve or bool(ev.get("mauve")))
     )
 
 
@@ -207,7 +211,7 @@ def compare_runs(
     """Evaluate each run against the same real records and tabulate.
 
     ``reuse``: a run whose ``evaluation.json`` was computed on the same real records (fingerprint), embedder and
-    classifiers is not evaluated again.
+    classifiers (and holds MAUVE when ``mauve=True``) is not evaluated again.
     """
     if not run_dirs:
         raise ConfigError("compare needs at least one run")
@@ -231,7 +235,7 @@ def compare_runs(
     evaluations = []
     for v in views:
         ev = v.private_evaluation() if reuse else {}  # the whole one: the table shows timings
-        if not (ev and _reusable(ev, fp, emb.name, classifiers)):
+        if not (ev and _reusable(ev, fp, emb.name, classifiers, mauve=bool(evaluate_options.get("mauve")))):
             ev = evaluate_run(v.root, real=real_corpus, embedder=emb, classifiers=classifiers, seed=seed,
                               quiet=quiet, **evaluate_options)
         evaluations.append(ev)
