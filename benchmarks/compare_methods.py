@@ -1,6 +1,6 @@
 """The five methods side by side at equal ε (issue 24, item 3): Aug-PE, SecPE, WASP, DP-KPS and dpft (DP-SGD
-fine-tuning), plus dpft's no-signal control (the same public model sampled before fine-tuning), on Yelp and
-PubMed, with ``privtext compare --seeds``; prints the per-configuration table (mean ± sd over seeds) and the
+fine-tuning), plus two no-signal controls (dpft's: the same public model sampled before fine-tuning; Aug-PE's: the
+same run with σ = 10⁶, so its votes carry no information), on Yelp and PubMed, with ``privtext compare --seeds``; prints the per-configuration table (mean ± sd over seeds) and the
 acceptance check of dpft against its control.
 
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp   [--seeds 0,1,2] [--only dpft,dpft-control]
@@ -12,9 +12,19 @@ acceptance check of dpft against its control.
         --dpft-epochs 2 --dpft-max-length 128 --dpft-sampling-rate 0.25 --dpft-lr 1e-2 --dpft-lora 8 --tag lora
         # LoRA (rank 8 on the small LM's c_attn) with larger batches (docs/dpft.md)
 
-Scaled set-up (a loaded 2-core CPU; the issue's full one is 5000 private Yelp records):
+    PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --private-n 5000 --seeds 0,1,2 --no-mauve \
+        --dpft-epochs 2 --dpft-max-length 128 --dpft-sampling-rate 0.25 --dpft-lr 5e-3 --dpft-lora 8 --tag n5000
+        # the issue's Yelp set-up (5000 private records), all five methods, dpft with LoRA (docs/compare.md)
+    PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --private-n 2000 --only dpft,dpft-control \
+        --dpft-public pubmed --dpft-epochs 2 --dpft-max-length 128 --dpft-sampling-rate 0.25 --dpft-lr 5e-3 \
+        --dpft-lora 8 --tag ood --no-mauve
+        # dpft from a public model that never saw a review (trained on PubMed abstracts): the set-up of CTCL-like
+        # pipelines, whose public corpus is not the private domain
 
-* Yelp: private = yelp/dev.csv rows 0–999 (labels label1 = category, label2 = stars); public = yelp/test.csv rows
+Set-up (``--private-n`` sets the Yelp private size; the default 1000 is the scaled one of a loaded 2-core CPU,
+5000 is the issue's):
+
+* Yelp: private = yelp/dev.csv rows 0 to n−1 (labels label1 = category, label2 = stars); public = yelp/test.csv rows
   0–3999 with their labels (the generators' training text); real = yelp/test.csv rows 4000–4999 (FID, MAUVE, and
   the test set of the downstream classifiers, never seen by a run);
 * PubMed: private = pubmed/dev.csv rows 0–999; public = pubmed/test.csv rows 0–3306; real = rows 3307–4306
@@ -50,6 +60,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 ART = ROOT / "artifacts" / "compare"
 EPSILON, DELTA, P_SECRET = 4.0, 1e-5, 1e-4
+# Yelp's label space (public: the dataset's schema), declared when dpft's public text has no Yelp labels
+YELP_LABELS = {"label1": [f"Business Category: {c}" for c in (
+    "Arts & Entertainment", "Bars", "Beauty & Spas", "Event Planning & Services", "Grocery", "Health & Medical",
+    "Home & Garden", "Hotels & Travel", "Restaurants", "Shopping")],
+    "label2": [f"Review Stars: {s}.0" for s in range(1, 6)]}
 N_SYNTHETIC = 500
 
 
@@ -67,12 +82,18 @@ def _write(path: Path, rows: list[dict[str, str]], cols: list[str]) -> None:
             w.writerow({c: r[c] for c in cols})
 
 
-def prepare_data() -> Path:
-    """The splits of the module docstring, as CSV files under artifacts/compare/data."""
+def prepare_data(private_n: int = 1000) -> Path:
+    """The splits of the module docstring, as CSV files under artifacts/compare/data; ``private_n`` Yelp
+    records (the issue's full set-up: 5000, all of yelp/dev.csv) in ``yelp-private-<n>.csv`` when not 1000."""
     out = ART / "data"
+    dev = _read(SHARED / "yelp" / "dev.csv")
+    if private_n > len(dev):
+        raise SystemExit(f"--private-n {private_n}: yelp/dev.csv has {len(dev)} rows")
+    if private_n != 1000 and not (out / f"yelp-private-{private_n}.csv").exists():
+        _write(out / f"yelp-private-{private_n}.csv", dev[:private_n], ["text", "label1", "label2"])
     if (out / "pubmed-real.csv").exists():
         return out
-    dev, test = _read(SHARED / "yelp" / "dev.csv"), _read(SHARED / "yelp" / "test.csv")
+    test = _read(SHARED / "yelp" / "test.csv")
     cols = ["text", "label1", "label2"]
     _write(out / "yelp-private.csv", dev[:1000], cols)
     _write(out / "yelp-public.csv", test[:4000], cols)
@@ -94,11 +115,12 @@ def secret_budget() -> dict[str, float]:
 
 def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: int = 256,
             dpft_sampling_rate: float = 0.064, dpft_lr: float = 5e-4, dpft_lora: int = 0,
-            tag: str = "") -> dict[str, dict[str, Any]]:
+            tag: str = "", private_n: int = 1000, dpft_public: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
+    private = f"{dataset}-private.csv" if private_n == 1000 else f"{dataset}-private-{private_n}.csv"
     base: dict[str, Any] = {
         "seed": 0,
-        "data": {"private": str(data / f"{dataset}-private.csv"), "public": str(data / f"{dataset}-public.csv"),
+        "data": {"private": str(data / private), "public": str(data / f"{dataset}-public.csv"),
                  "text_column": "text", "label_columns": ["label1", "label2"] if labelled else []},
         "embedder": {"backend": "sentence-transformers", "cache_dir": str(ART / "embed-cache")},
         "evolution": {"num_samples": N_SYNTHETIC},
@@ -113,6 +135,10 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
+        # Aug-PE's no-signal control: the same run with σ = 10⁶ (votes carry no information about the private
+        # data), so the table shows what the votes add to the 4-gram generator
+        "augpe-control": {**base, "method": "augpe", "generator": ngram, "privacy": {"noise_multiplier": 1e6},
+                          "evolution": {**pe, **label_dist}},
         "secpe": {**base, "method": "secpe", "generator": ngram, "privacy": {"secret": secret_budget()},
                   "evolution": pe,
                   "secpe": {"clusters": 100, "detector": {"name": "random_words", "quantile": 0.2,
@@ -133,6 +159,10 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
         "dpft-control": {**base, "method": "dpft", "privacy": dp,
                          "evolution": {"num_samples": N_SYNTHETIC, **label_dist}, "dpft": {**dpft, "epochs": 0}},
     }
+    if dpft_public:  # dpft's public model trained on another dataset's public split (out of domain)
+        for name in ("dpft", "dpft-control"):
+            out[name]["data"] = {**out[name]["data"], "public": str(data / f"{dpft_public}-public.csv"),
+                                 **({"label_values": YELP_LABELS} if labelled else {})}
     for name, c in out.items():
         c["name"] = name
         c["output"] = str(ART / "runs" / (dataset + tag) / name)
@@ -188,16 +218,23 @@ def main() -> None:
     ap.add_argument("--dpft-lr", type=float, default=5e-4, help="dpft's AdamW learning rate")
     ap.add_argument("--dpft-lora", type=int, default=0, help="LoRA rank on the small LM's c_attn (0: full "
                     "fine-tuning)")
+    ap.add_argument("--private-n", type=int, default=1000, help="private Yelp records (rows 0..n-1 of "
+                    "yelp/dev.csv; the issue's set-up is 5000)")
+    ap.add_argument("--dpft-public", choices=("pubmed",), default=None, help="train dpft's public model on this "
+                    "dataset's public split instead (out of domain: the private records are the only Yelp text)")
     ap.add_argument("--tag", default="", help="suffix of the configs/runs folders and tables (a scaled variant)")
     args = ap.parse_args()
     tag = f"-{args.tag}" if args.tag else ""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    data = prepare_data()
+    if args.private_n != 1000 and args.dataset != "yelp":
+        raise SystemExit("--private-n applies to --dataset yelp only")
+    data = prepare_data(args.private_n)
     only = [x.strip() for x in args.only.split(",")] if args.only else None
     paths = write_configs(args.dataset, data, only, dpft_epochs=args.dpft_epochs,
                           dpft_max_length=args.dpft_max_length, dpft_sampling_rate=args.dpft_sampling_rate,
-                          dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora, tag=tag)
+                          dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora, tag=tag, private_n=args.private_n,
+                          dpft_public=args.dpft_public or "")
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
     seeds = [int(s) for s in args.seeds.split(",")]
     print("each one is the command: privtext compare " + " ".join(str(p.relative_to(ROOT)) for p in paths)
