@@ -1,7 +1,7 @@
 """The five methods side by side at equal ε (issue 24, item 3): Aug-PE, SecPE, WASP, DP-KPS and dpft (DP-SGD
 fine-tuning), plus two no-signal controls (dpft's: the same public model sampled before fine-tuning; Aug-PE's: the
-same run with σ = 10⁶, so its votes carry no information), on Yelp and PubMed, with ``privtext compare --seeds``; prints the per-configuration table (mean ± sd over seeds) and the
-acceptance check of dpft against its control.
+same run with σ = 10⁶, so its votes carry no information), on Yelp and PubMed, with ``privtext compare --seeds``;
+prints the per-configuration table (mean ± sd over seeds) and the acceptance check of dpft against its control.
 
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp   [--seeds 0,1,2] [--only dpft,dpft-control]
     PYTHONPATH=src python benchmarks/compare_methods.py --dataset pubmed [--seeds 0,1,2]
@@ -60,11 +60,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 ART = ROOT / "artifacts" / "compare"
 EPSILON, DELTA, P_SECRET = 4.0, 1e-5, 1e-4
-# Yelp's label space (public: the dataset's schema), declared when dpft's public text has no Yelp labels
-YELP_LABELS = {"label1": [f"Business Category: {c}" for c in (
-    "Arts & Entertainment", "Bars", "Beauty & Spas", "Event Planning & Services", "Grocery", "Health & Medical",
-    "Home & Garden", "Hotels & Travel", "Restaurants", "Shopping")],
-    "label2": [f"Review Stars: {s}.0" for s in range(1, 6)]}
 N_SYNTHETIC = 500
 
 
@@ -160,9 +155,11 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
                          "evolution": {"num_samples": N_SYNTHETIC, **label_dist}, "dpft": {**dpft, "epochs": 0}},
     }
     if dpft_public:  # dpft's public model trained on another dataset's public split (out of domain)
+        # the label space is then declared as the public schema: the values of the labelled public split
+        schema = {c: sorted({r[c] for r in _read(data / f"{dataset}-public.csv")}) for c in ("label1", "label2")}
         for name in ("dpft", "dpft-control"):
             out[name]["data"] = {**out[name]["data"], "public": str(data / f"{dpft_public}-public.csv"),
-                                 **({"label_values": YELP_LABELS} if labelled else {})}
+                                 **({"label_values": schema} if labelled else {})}
     for name, c in out.items():
         c["name"] = name
         c["output"] = str(ART / "runs" / (dataset + tag) / name)
