@@ -18,8 +18,8 @@ Uses:
   any record equal to a private one;
 * :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds a private
   record's whole text (any length), or any ``n``-gram of a private record that no public text holds, or a
-  detected secret value that no public text holds. ``privacy.json`` (``prompt_audit``) says whether none was; the counts go to
-  ``private/diagnostics.json``. Zero flagged is what the run proves. (Before issue 21 only n-grams with a
+  detected secret value that no public text holds. ``privacy.json`` (``prompt_audit``) says whether none was; the
+  counts go to ``private/diagnostics.json``. Zero flagged is what the run proves. (Before issue 21 only n-grams with a
   private-only word were flagged, and whole records only under n words: a 30-word private record of ordinary
   words, verbatim in every prompt, passed.)
 * :meth:`scan_texts` — the synthetic texts: flagged when one holds a detected secret value no public text holds.
@@ -46,8 +46,8 @@ line count. In :meth:`scan`, an n-gram of prompt line ``i`` is *explained* when 
 ``i`` was logged; a prompt whose private n-grams are all explained is not flagged (it is counted in
 ``prompts_with_generated_ngram_only``). Order is what keeps this sound: a private text put into a prompt by a bug
 is flagged even if the generator echoes it back afterwards, since the echo comes after the prompt. Whole private
-records and detected secret values no public text holds are flagged whatever wrote them. Outputs of an earlier process of a resumed run
-are not known to the guard: their grams are flagged (conservative).
+records and detected secret values no public text holds are flagged whatever wrote them. Outputs of an earlier
+process of a resumed run are not known to the guard: their grams are flagged (conservative).
 
 Cost: one keyed BLAKE2b hash per word n-gram of a prompt, plus, at the positions whose n-gram opens a private
 record of ≥ n words, a dictionary look-up per distinct length of such records (and a hash of the window only
