@@ -110,7 +110,8 @@ def secret_budget() -> dict[str, float]:
 
 def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: int = 256,
             dpft_sampling_rate: float = 0.064, dpft_lr: float = 5e-4, dpft_lora: int = 0,
-            tag: str = "", private_n: int = 1000, dpft_public: str = "") -> dict[str, dict[str, Any]]:
+            dpft_lora_targets: str = "", tag: str = "", private_n: int = 1000,
+            dpft_public: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
     private = f"{dataset}-private.csv" if private_n == 1000 else f"{dataset}-private-{private_n}.csv"
     base: dict[str, Any] = {
@@ -125,8 +126,11 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
           "variation": {"kind": "blank", "mask_prob": 0.5}}
     ngram = {"backend": "ngram", "order": 4}
     label_dist = {"label_distribution": {"kind": "dp"}} if labelled else {}
+    lora: dict[str, Any] = {"r": dpft_lora}
+    if dpft_lora_targets:
+        lora["target_modules"] = dpft_lora_targets.split(",")
     dpft = {"sampling_rate": dpft_sampling_rate, "epochs": dpft_epochs, "max_grad_norm": 1.0, "lr": dpft_lr,
-            "max_length": dpft_max_length, **({"lora": {"r": dpft_lora}} if dpft_lora else {}),
+            "max_length": dpft_max_length, **({"lora": lora} if dpft_lora else {}),
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
@@ -215,6 +219,8 @@ def main() -> None:
     ap.add_argument("--dpft-lr", type=float, default=5e-4, help="dpft's AdamW learning rate")
     ap.add_argument("--dpft-lora", type=int, default=0, help="LoRA rank on the small LM's c_attn (0: full "
                     "fine-tuning)")
+    ap.add_argument("--dpft-lora-targets", default="", help="comma-separated module names that get LoRA adapters "
+                    "(default: peft's, c_attn on GPT-2; c_attn,c_proj,c_fc is every linear map of its blocks)")
     ap.add_argument("--private-n", type=int, default=1000, help="private Yelp records (rows 0..n-1 of "
                     "yelp/dev.csv; the issue's set-up is 5000)")
     ap.add_argument("--dpft-public", choices=("pubmed",), default=None, help="train dpft's public model on this "
@@ -230,7 +236,8 @@ def main() -> None:
     only = [x.strip() for x in args.only.split(",")] if args.only else None
     paths = write_configs(args.dataset, data, only, dpft_epochs=args.dpft_epochs,
                           dpft_max_length=args.dpft_max_length, dpft_sampling_rate=args.dpft_sampling_rate,
-                          dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora, tag=tag, private_n=args.private_n,
+                          dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora,
+                          dpft_lora_targets=args.dpft_lora_targets, tag=tag, private_n=args.private_n,
                           dpft_public=args.dpft_public or "")
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -435,6 +435,8 @@ def test_q_from_the_batch_size_lists_n_as_an_assumption(tmp_path: Path, lm_cache
     ({"epsilon": 4.0, "delta": 1e-5}, {"model": "/nonexistent/model"}, "no model folder"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"max_grad_norm": 0}, "max_grad_norm"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"nonsense": 1}, "nonsense"),
+    # plain SGD's step scales with the normaliser: q given without batch_size would divide by the default 64
+    ({"epsilon": 4.0, "delta": 1e-5}, {"optimizer": "sgd", "sampling_rate": 0.5}, "batch_size"),
 ])
 def test_bad_configurations_are_refused_before_anything_is_written(privacy: dict[str, Any], dpft: dict[str, Any],
                                                                    match: str, tmp_path: Path,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ...backends import BackendOptions
 from ...config import Config
@@ -97,6 +97,16 @@ class DPFTOptions(BackendOptions):
 
         parse_options(LMOptions, v, where="dpft.lm")
         return v
+
+    @model_validator(mode="after")
+    def _sgd_normaliser(self) -> DPFTOptions:
+        # The noisy sum is divided by batch_size. AdamW is invariant to that constant; plain SGD's step is not, so
+        # with q given and batch_size left at its default 64 an SGD run would take steps q·N/64 times too large.
+        if self.optimizer == "sgd" and self.sampling_rate is not None and "batch_size" not in self.model_fields_set:
+            raise ValueError(f"optimizer 'sgd' with sampling_rate {self.sampling_rate:g}: the noisy gradient sum "
+                             "is divided by batch_size, which is not set (default 64); set dpft.batch_size to your "
+                             "public estimate of the expected batch q·N")
+        return self
 
 
 @dataclass(frozen=True)
