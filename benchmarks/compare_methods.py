@@ -20,6 +20,12 @@ prints the per-configuration table (mean ± sd over seeds) and the acceptance ch
         --dpft-lora 8 --tag ood --no-mauve
         # dpft from a public model that never saw a review (trained on PubMed abstracts): the set-up of CTCL-like
         # pipelines, whose public corpus is not the private domain
+    PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --private-n 5000 --only dpft,dpft-control \
+        --dpft-public pubmed --dpft-epochs 5 --dpft-max-length 128 --dpft-sampling-rate 0.25 --dpft-lr 1.0 \
+        --dpft-optimizer sgd --dpft-batch-size 1250 --dpft-lora 8 --dpft-lora-targets c_attn,c_proj,c_fc \
+        --tag ood-sgd --no-mauve
+        # the same with plain SGD and LoRA on every linear map (settings chosen on public Yelp rows standing in
+        # for the private ones, docs/dpft.md): the set-up where dpft beats its control
 
 Set-up (``--private-n`` sets the Yelp private size; the default 1000 is the scaled one of a loaded 2-core CPU,
 5000 is the issue's):
@@ -100,6 +106,18 @@ def prepare_data(private_n: int = 1000) -> Path:
     return out
 
 
+def prepare_noise_only(data: Path, dataset: str, private_n: int) -> None:
+    """``<dataset>-as-private-<n>.csv``: the texts of ``dataset`` that its public model never saw (its dev split, then
+    its real rows), repeated to ``private_n`` rows, with the labels of the Yelp private rows (dpft-noise-only)."""
+    path = data / f"{dataset}-as-private-{private_n}.csv"
+    if path.exists():
+        return
+    texts = [r["text"] for r in _read(SHARED / dataset / "dev.csv")] + [r["text"] for r in _read(data / f"{dataset}-real.csv")]
+    private = _read(data / ("yelp-private.csv" if private_n == 1000 else f"yelp-private-{private_n}.csv"))
+    rows = [{"text": texts[i % len(texts)], "label1": r["label1"], "label2": r["label2"]} for i, r in enumerate(private)]
+    _write(path, rows, ["text", "label1", "label2"])
+
+
 def secret_budget() -> dict[str, float]:
     """(p, r) with the μ of (ε, δ) = (4, 1e-5) (SecPE Eq 4: r = 1 − Φ(Φ⁻¹(1 − p) − μ))."""
     from privtext.privacy.conversions import gdp_mu_for_dp, r_from_mu_p
@@ -110,7 +128,8 @@ def secret_budget() -> dict[str, float]:
 
 def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: int = 256,
             dpft_sampling_rate: float = 0.064, dpft_lr: float = 5e-4, dpft_lora: int = 0,
-            dpft_lora_targets: str = "", tag: str = "", private_n: int = 1000,
+            dpft_lora_targets: str = "", dpft_optimizer: str = "adamw", dpft_batch_size: int = 0,
+            tag: str = "", private_n: int = 1000,
             dpft_public: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
     private = f"{dataset}-private.csv" if private_n == 1000 else f"{dataset}-private-{private_n}.csv"
@@ -131,6 +150,8 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
         lora["target_modules"] = dpft_lora_targets.split(",")
     dpft = {"sampling_rate": dpft_sampling_rate, "epochs": dpft_epochs, "max_grad_norm": 1.0, "lr": dpft_lr,
             "max_length": dpft_max_length, **({"lora": lora} if dpft_lora else {}),
+            **({"optimizer": dpft_optimizer} if dpft_optimizer != "adamw" else {}),
+            **({"batch_size": dpft_batch_size} if dpft_batch_size else {}),
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
@@ -158,10 +179,18 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
         "dpft-control": {**base, "method": "dpft", "privacy": dp,
                          "evolution": {"num_samples": N_SYNTHETIC, **label_dist}, "dpft": {**dpft, "epochs": 0}},
     }
+    if dpft_public and labelled:
+        # dpft's noise-only check: the same run with the private reviews replaced by unseen texts of the public
+        # model's own domain (same size, the private rows' labels attached), so the noise and the steps are the same
+        # and only the direction of the clipped gradients differs (prepare_noise_only writes the file)
+        out["dpft-noise-only"] = {**out["dpft"], "data": {
+            **out["dpft"]["data"], "private": str(data / f"{dpft_public}-as-private-{private_n}.csv")}}
     if dpft_public:  # dpft's public model trained on another dataset's public split (out of domain)
         # the label space is then declared as the public schema: the values of the labelled public split
         schema = {c: sorted({r[c] for r in _read(data / f"{dataset}-public.csv")}) for c in ("label1", "label2")}
-        for name in ("dpft", "dpft-control"):
+        for name in ("dpft", "dpft-control", "dpft-noise-only"):
+            if name not in out:
+                continue
             out[name]["data"] = {**out[name]["data"], "public": str(data / f"{dpft_public}-public.csv"),
                                  **({"label_values": schema} if labelled else {})}
     for name, c in out.items():
@@ -221,6 +250,9 @@ def main() -> None:
                     "fine-tuning)")
     ap.add_argument("--dpft-lora-targets", default="", help="comma-separated module names that get LoRA adapters "
                     "(default: peft's, c_attn on GPT-2; c_attn,c_proj,c_fc is every linear map of its blocks)")
+    ap.add_argument("--dpft-optimizer", choices=("adamw", "sgd"), default="adamw", help="dpft's optimiser")
+    ap.add_argument("--dpft-batch-size", type=int, default=0, help="dpft's normaliser B of the noisy gradient sum "
+                    "(a public estimate of q·N; needed with --dpft-optimizer sgd)")
     ap.add_argument("--private-n", type=int, default=1000, help="private Yelp records (rows 0..n-1 of "
                     "yelp/dev.csv; the issue's set-up is 5000)")
     ap.add_argument("--dpft-public", choices=("pubmed",), default=None, help="train dpft's public model on this "
@@ -234,10 +266,13 @@ def main() -> None:
         raise SystemExit("--private-n applies to --dataset yelp only")
     data = prepare_data(args.private_n)
     only = [x.strip() for x in args.only.split(",")] if args.only else None
+    if args.dpft_public and args.dataset == "yelp":
+        prepare_noise_only(data, args.dpft_public, args.private_n)
     paths = write_configs(args.dataset, data, only, dpft_epochs=args.dpft_epochs,
                           dpft_max_length=args.dpft_max_length, dpft_sampling_rate=args.dpft_sampling_rate,
                           dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora,
-                          dpft_lora_targets=args.dpft_lora_targets, tag=tag, private_n=args.private_n,
+                          dpft_lora_targets=args.dpft_lora_targets, dpft_optimizer=args.dpft_optimizer,
+                          dpft_batch_size=args.dpft_batch_size, tag=tag, private_n=args.private_n,
                           dpft_public=args.dpft_public or "")
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
     seeds = [int(s) for s in args.seeds.split(",")]
