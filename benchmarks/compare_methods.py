@@ -106,15 +106,21 @@ def prepare_data(private_n: int = 1000) -> Path:
     return out
 
 
+def _private_file(dataset: str, private_n: int) -> str:
+    return f"{dataset}-private.csv" if private_n == 1000 else f"{dataset}-private-{private_n}.csv"
+
+
 def prepare_noise_only(data: Path, dataset: str, private_n: int) -> None:
-    """``<dataset>-as-private-<n>.csv``: the texts of ``dataset`` that its public model never saw (its dev split, then
-    its real rows), repeated to ``private_n`` rows, with the labels of the Yelp private rows (dpft-noise-only)."""
+    """``<dataset>-as-private-<n>.csv``: the texts of ``dataset`` that its public model never saw (its dev split,
+    then its real rows), repeated to ``private_n`` rows, with the labels of the Yelp private rows
+    (dpft-noise-only)."""
     path = data / f"{dataset}-as-private-{private_n}.csv"
     if path.exists():
         return
-    texts = [r["text"] for r in _read(SHARED / dataset / "dev.csv")] + [r["text"] for r in _read(data / f"{dataset}-real.csv")]
-    private = _read(data / ("yelp-private.csv" if private_n == 1000 else f"yelp-private-{private_n}.csv"))
-    rows = [{"text": texts[i % len(texts)], "label1": r["label1"], "label2": r["label2"]} for i, r in enumerate(private)]
+    texts = [r["text"] for r in _read(SHARED / dataset / "dev.csv") + _read(data / f"{dataset}-real.csv")]
+    private = _read(data / _private_file("yelp", private_n))
+    rows = [{"text": texts[i % len(texts)], "label1": r["label1"], "label2": r["label2"]}
+            for i, r in enumerate(private)]
     _write(path, rows, ["text", "label1", "label2"])
 
 
@@ -132,7 +138,7 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
             tag: str = "", private_n: int = 1000,
             dpft_public: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
-    private = f"{dataset}-private.csv" if private_n == 1000 else f"{dataset}-private-{private_n}.csv"
+    private = _private_file(dataset, private_n)
     base: dict[str, Any] = {
         "seed": 0,
         "data": {"private": str(data / private), "public": str(data / f"{dataset}-public.csv"),
@@ -179,20 +185,18 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
         "dpft-control": {**base, "method": "dpft", "privacy": dp,
                          "evolution": {"num_samples": N_SYNTHETIC, **label_dist}, "dpft": {**dpft, "epochs": 0}},
     }
-    if dpft_public and labelled:
-        # dpft's noise-only check: the same run with the private reviews replaced by unseen texts of the public
-        # model's own domain (same size, the private rows' labels attached), so the noise and the steps are the same
-        # and only the direction of the clipped gradients differs (prepare_noise_only writes the file)
-        out["dpft-noise-only"] = {**out["dpft"], "data": {
-            **out["dpft"]["data"], "private": str(data / f"{dpft_public}-as-private-{private_n}.csv")}}
     if dpft_public:  # dpft's public model trained on another dataset's public split (out of domain)
         # the label space is then declared as the public schema: the values of the labelled public split
         schema = {c: sorted({r[c] for r in _read(data / f"{dataset}-public.csv")}) for c in ("label1", "label2")}
-        for name in ("dpft", "dpft-control", "dpft-noise-only"):
-            if name not in out:
-                continue
+        for name in ("dpft", "dpft-control"):
             out[name]["data"] = {**out[name]["data"], "public": str(data / f"{dpft_public}-public.csv"),
                                  **({"label_values": schema} if labelled else {})}
+        if labelled:
+            # dpft's noise-only check: the same run with the private reviews replaced by unseen texts of the
+            # public model's own domain (same size, the private rows' labels attached), so the noise and the steps
+            # are the same and only the direction of the clipped gradients differs (prepare_noise_only writes it)
+            out["dpft-noise-only"] = {**out["dpft"], "data": {
+                **out["dpft"]["data"], "private": str(data / f"{dpft_public}-as-private-{private_n}.csv")}}
     for name, c in out.items():
         c["name"] = name
         c["output"] = str(ART / "runs" / (dataset + tag) / name)

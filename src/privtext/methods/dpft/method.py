@@ -14,8 +14,9 @@ from it; everything after the fine-tuning is post-processing.
    level of (ε, δ) (:class:`~privtext.privacy.budget.BudgetSplit`); otherwise the public label weights.
 3. **DP-SGD** (:mod:`privtext.mechanisms.dpsgd`) — Poisson sampling at rate q, per-record clipping at L2 norm
    C = ``max_grad_norm`` (Opacus), N(0, (σC)²) on the clipped sum, AdamW (or plain SGD: ``optimizer: sgd``) on
-   the sum divided by the expected batch size B (``batch_size``, a public constant). One release per epoch, ``dpsgd/epoch_NNN``: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
-   GaussianDpEvent(σ)), steps per epoch)`` with Δ = C (:func:`~privtext.privacy.release.dpsgd_release`), recorded
+   the sum divided by the expected batch size B (``batch_size``, a public constant). One release per epoch,
+   ``dpsgd/epoch_NNN``: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps per epoch)``
+   with Δ = C (:func:`~privtext.privacy.release.dpsgd_release`), recorded
    in the ledger before the epoch runs; its kept value is the trainable parameters and the optimiser state after
    the epoch (``private/checkpoints/releases``), so a resumed run reloads finished epochs without spending again
    and continues from the last one. σ is the smallest noise multiplier whose composition with the label
