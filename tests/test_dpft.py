@@ -196,17 +196,20 @@ def _clean_step(root: Path, lm_cache: Path, cfg: Any, clip: float) -> tuple[dict
     return theta0, total
 
 
-def _one_sgd_step_run(tmp_path: Path, lm_cache: Path, sigma: float, clip: float) -> tuple[Path, Any]:
+def _one_sgd_step_run(tmp_path: Path, lm_cache: Path, sigma: float, clip: float,
+                      devices: list[str] | None = None) -> tuple[Path, Any]:
     cfg = make_config(tmp_path / "sgd", lm_cache, privacy={"noise_multiplier": sigma},
                       dpft={"sampling_rate": 1.0, "epochs": 1, "optimizer": "sgd", "lr": 1.0, "batch_size": 1,
-                            "max_grad_norm": clip})
+                            "max_grad_norm": clip, "devices": devices})
     return run_config(cfg), cfg
 
 
-def _residual_chi2(tmp_path: Path, lm_cache: Path, sigma: float = 0.5, clip: float = 0.01) -> tuple[float, int]:
+def _residual_chi2(tmp_path: Path, lm_cache: Path, sigma: float = 0.5, clip: float = 0.01,
+                   devices: list[str] | None = None) -> tuple[float, int]:
     """One SGD step (q = 1, lr = 1, B = 1) run by ``privtext run``: θ₁ = θ₀ − (Σ clip(gᵢ) + z). The residual
-    θ₀ − θ₁ − Σ clip(gᵢ) must be z ~ N(0, (σC)²) per coordinate: returns Σ r²/(σC)² and the coordinates."""
-    root, cfg = _one_sgd_step_run(tmp_path, lm_cache, sigma, clip)
+    θ₀ − θ₁ − Σ clip(gᵢ) must be z ~ N(0, (σC)²) per coordinate: returns Σ r²/(σC)² and the coordinates.
+    ``devices``: the step's records split over that many processes (``dpft.devices``)."""
+    root, cfg = _one_sgd_step_run(tmp_path, lm_cache, sigma, clip, devices)
     theta0, clipped = _clean_step(root, lm_cache, cfg, clip)
     theta1 = kept(root, "dpsgd/epoch_000")
     (entry,) = [x for x in ledger_lines(root) if x["key"] == "dpsgd/epoch_000"]
@@ -220,16 +223,25 @@ def _residual_chi2(tmp_path: Path, lm_cache: Path, sigma: float = 0.5, clip: flo
     return chi2, d
 
 
-def test_the_run_clips_every_record_and_adds_the_stated_noise(tmp_path: Path, lm_cache: Path) -> None:
+TWO_CPUS = ["cpu", "cpu"]
+DEVICES = [None, pytest.param(TWO_CPUS, id="two-processes")]
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+def test_the_run_clips_every_record_and_adds_the_stated_noise(devices: list[str] | None, tmp_path: Path,
+                                                              lm_cache: Path) -> None:
     """C = 0.01 is far below the records' gradient norms, so without clipping the residual would be ~100× the
-    noise; without noise it would be ~0. Σr²/(σC)² is χ² with d degrees of freedom: within 6·√(2d) of d."""
-    chi2, d = _residual_chi2(tmp_path, lm_cache)
+    noise; without noise it would be ~0. Σr²/(σC)² is χ² with d degrees of freedom: within 6·√(2d) of d. With two
+    processes (``dpft.devices``) the records are split between the driver and a worker, the clipped sums added
+    and the noise drawn once: the same check holds."""
+    chi2, d = _residual_chi2(tmp_path, lm_cache, devices=devices)
     assert d > 100_000
     assert abs(chi2 - d) < 6 * math.sqrt(2 * d), (chi2, d)
 
 
-def test_the_clipping_check_catches_a_run_without_clipping(tmp_path: Path, lm_cache: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("devices", DEVICES)
+def test_the_clipping_check_catches_a_run_without_clipping(devices: list[str] | None, tmp_path: Path,
+                                                           lm_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from opacus.optimizers import DPOptimizer
 
     real = DPOptimizer.clip_and_accumulate
@@ -242,18 +254,105 @@ def test_the_clipping_check_catches_a_run_without_clipping(tmp_path: Path, lm_ca
         finally:
             self.max_grad_norm = c
 
-    monkeypatch.setattr(DPOptimizer, "clip_and_accumulate", no_clip)
-    chi2, d = _residual_chi2(tmp_path, lm_cache)
+    monkeypatch.setattr(DPOptimizer, "clip_and_accumulate", no_clip)  # the driver's share (half, with 2 devices)
+    chi2, d = _residual_chi2(tmp_path, lm_cache, devices=devices)
     assert chi2 - d > 6 * math.sqrt(2 * d)
 
 
-def test_the_noise_check_catches_a_run_without_noise(tmp_path: Path, lm_cache: Path,
+@pytest.mark.parametrize("devices", DEVICES)
+def test_the_noise_check_catches_a_run_without_noise(devices: list[str] | None, tmp_path: Path, lm_cache: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import privtext.mechanisms.dpsgd as dpsgd
 
     monkeypatch.setattr(dpsgd, "add_gaussian", lambda v, std, rng, **kw: np.asarray(v, dtype=np.float64))
-    chi2, d = _residual_chi2(tmp_path, lm_cache)
+    chi2, d = _residual_chi2(tmp_path, lm_cache, devices=devices)
     assert d - chi2 > 6 * math.sqrt(2 * d)
+
+
+def test_the_check_catches_a_worker_that_does_not_clip(tmp_path: Path, lm_cache: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planted fault in the worker process: it is sent a clipping norm of 10¹² (the driver still clips)."""
+    from privtext.mechanisms import dpsgd_workers
+
+    real = dpsgd_workers.GradientWorkers.__init__
+
+    def unclipped_worker(self: Any, *a: Any, max_grad_norm: float, **kw: Any) -> None:
+        real(self, *a, max_grad_norm=1e12, **kw)
+
+    monkeypatch.setattr(dpsgd_workers.GradientWorkers, "__init__", unclipped_worker)
+    chi2, d = _residual_chi2(tmp_path, lm_cache, devices=TWO_CPUS)
+    assert chi2 - d > 6 * math.sqrt(2 * d)
+
+
+def test_the_check_catches_records_counted_by_two_processes(tmp_path: Path, lm_cache: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planted fault: the driver takes the whole batch instead of its share, so the worker's records are in
+    the sum twice (a sensitivity of 2C for them). Their extra clipped gradients (norm ≤ 23·C) are small next to
+    the noise at σ = 0.5, so the check runs at σ = 0.05, where the fault-free run still passes."""
+    from privtext.mechanisms import dpsgd_workers
+
+    chi2, d = _residual_chi2(tmp_path / "clean", lm_cache, sigma=0.05, devices=TWO_CPUS)
+    assert abs(chi2 - d) < 6 * math.sqrt(2 * d), (chi2, d)
+    monkeypatch.setattr(dpsgd_workers, "share", lambda idx, rank, world: idx)
+    chi2, d = _residual_chi2(tmp_path / "twice", lm_cache, sigma=0.05, devices=TWO_CPUS)
+    assert chi2 - d > 6 * math.sqrt(2 * d), (chi2, d)
+
+
+def test_two_processes_reach_the_parameters_of_one(tmp_path: Path, lm_cache: Path) -> None:
+    """With reproducible noise (the same Poisson samples and the same noise), two epochs of AdamW on two processes
+    end where one process ends, up to float summation order, and record the same releases."""
+    privacy = {"epsilon": 4.0, "delta": 1e-5, "reproducible_noise": True}
+    one = run_config(make_config(tmp_path / "one", lm_cache, privacy=privacy))
+    two = run_config(make_config(tmp_path / "two", lm_cache, privacy=privacy, dpft={"devices": TWO_CPUS}))
+    a, b = kept(one, "dpsgd/epoch_001"), kept(two, "dpsgd/epoch_001")
+    assert a.keys() == b.keys() and any(k.startswith("optim/") for k in a)
+    moved = max(float(np.abs(a[k] - kept(one, "dpsgd/epoch_000")[k]).max()) for k in a if k.startswith("model/"))
+    assert moved > 1e-4  # the parameters did move, so agreement is not trivial
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    def entries(root: Path) -> list[dict[str, Any]]:
+        return [{k: v for k, v in x.items() if k != "time"} for x in ledger_lines(root)]
+
+    assert entries(two) == entries(one) and len(entries(one)) == 2
+    assert "DP-SGD on 2 devices: cpu, cpu" in (two / "private" / "log.txt").read_text()
+
+
+def test_a_worker_killed_mid_epoch_stops_the_run_and_resume_finishes_it(tmp_path: Path, lm_cache: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker process is SIGKILLed at its 6th step (epoch 2 of 2, 4 steps each): the driver stops with a
+    BackendError at the next collective instead of waiting; epoch 2 was recorded before it ran, epoch 1 kept.
+    ``resume`` (workers started afresh) reloads epoch 1, spends nothing more and ends where an uninterrupted run
+    ends (reproducible noise)."""
+    from privtext.errors import BackendError
+    from privtext.runner import resume_run
+
+    privacy = {"epsilon": 4.0, "delta": 1e-5, "reproducible_noise": True}
+    whole = run_config(make_config(tmp_path / "whole", lm_cache, privacy=privacy))
+    cfg = make_config(tmp_path / "killed", lm_cache, privacy=privacy, dpft={"devices": TWO_CPUS})
+    monkeypatch.setenv("PRIVTEXT_FAULT", "dpsgd_worker:1:step_005")
+    with pytest.raises(BackendError, match="DP-SGD on 2 devices stopped"):
+        run_config(cfg)
+    root = Path(cfg.output)
+    assert [x["key"] for x in ledger_lines(root)] == ["dpsgd/epoch_000", "dpsgd/epoch_001"]
+    assert not (root / "synthetic.jsonl").exists()
+    monkeypatch.delenv("PRIVTEXT_FAULT")
+    resume_run(root)
+    assert [x["key"] for x in ledger_lines(root)] == ["dpsgd/epoch_000", "dpsgd/epoch_001"]
+    a, b = kept(whole, "dpsgd/epoch_001"), kept(root, "dpsgd/epoch_001")
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_shares_partition_the_batch() -> None:
+    from privtext.mechanisms.dpsgd_workers import share
+
+    rng = np.random.default_rng(0)
+    for world in (1, 2, 3, 5):
+        for n in (0, 1, 7, 64):
+            idx = np.sort(rng.choice(1000, size=n, replace=False))
+            parts = [share(idx, r, world) for r in range(world)]
+            assert sorted(np.concatenate(parts).tolist()) == idx.tolist()
+            assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1
 
 
 # ------------------------------------------------------------------------------------------------ resume
@@ -437,6 +536,13 @@ def test_q_from_the_batch_size_lists_n_as_an_assumption(tmp_path: Path, lm_cache
     ({"epsilon": 4.0, "delta": 1e-5}, {"nonsense": 1}, "nonsense"),
     # plain SGD's step scales with the normaliser: q given without batch_size would divide by the default 64
     ({"epsilon": 4.0, "delta": 1e-5}, {"optimizer": "sgd", "sampling_rate": 0.5}, "batch_size"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"devices": []}, "devices is empty"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"devices": ["cpu", "gpu"]}, "'gpu' is not a device"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"devices": ["cpu", "cuda:0"]}, "mixes CPUs and GPUs"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"devices": ["cuda:0", "cuda"]}, "cuda:0 is listed twice"),
+    ({"epsilon": 4.0, "delta": 1e-5}, {"devices": ["cpu", "cpu"], "device": "cuda"}, "give one of them"),
+    pytest.param({"epsilon": 4.0, "delta": 1e-5}, {"devices": ["cuda:0", "cuda:1"]}, "CUDA is not available",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")),
 ])
 def test_bad_configurations_are_refused_before_anything_is_written(privacy: dict[str, Any], dpft: dict[str, Any],
                                                                    match: str, tmp_path: Path,
@@ -470,3 +576,17 @@ def test_a_gpu_run_trains_on_cuda(tmp_path: Path, lm_cache: Path) -> None:
     root = run_config(make_config(tmp_path / "gpu", lm_cache, dpft={"device": "cuda", "epochs": 1}))
     assert json.loads((root / "privacy.json").read_text())["private"] is True
     assert "on cuda" in (root / "private" / "log.txt").read_text()
+
+
+@pytest.mark.gpu
+def test_two_gpus_reach_the_parameters_of_one(tmp_path: Path, lm_cache: Path) -> None:
+    """``dpft.devices: [cuda:0, cuda:1]`` (NCCL): the same check as on two CPU processes."""
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    privacy = {"epsilon": 4.0, "delta": 1e-5, "reproducible_noise": True}
+    one = run_config(make_config(tmp_path / "one", lm_cache, privacy=privacy, dpft={"device": "cuda:0"}))
+    two = run_config(make_config(tmp_path / "two", lm_cache, privacy=privacy,
+                                 dpft={"devices": ["cuda:0", "cuda:1"]}))
+    a, b = kept(one, "dpsgd/epoch_001"), kept(two, "dpsgd/epoch_001")
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-3, atol=1e-5, err_msg=k)

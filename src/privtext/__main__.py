@@ -1,3 +1,4 @@
 from privtext.cli import main
 
-main()
+if __name__ == "__main__":  # a spawned process (dpft.devices' workers) imports this module without running the CLI
+    main()

@@ -25,7 +25,7 @@ Opacus does steps 2–3 (its per-sample gradient hooks and its clipping); privte
 the accounting, so Opacus' own noise (``DPOptimizer.add_noise``: ``torch.normal`` from an unseeded or
 ``torchcsprng`` generator) and its accountant are not in the path: :class:`NoisyDPOptimizer` replaces
 ``add_noise``. Opacus' accountants (RDP, PRV) serve as the cross-check of the ledger's ε
-(``tests/test_dpsgd.py``).
+(``tests/test_dpft.py``).
 """
 
 from __future__ import annotations
@@ -157,11 +157,14 @@ def poisson_batches(n: int, sampling_rate: float, steps: int, rng: np.random.Gen
 def dpsgd_steps(model: Any, optimizer: Any, *, n_records: int, loss_of: Callable[[np.ndarray], Any], steps: int,
                 sampling_rate: float, noise_std: float, sensitivity: float, rng: np.random.Generator,
                 physical_batch_size: int = 16, noise_source: NoiseSource = "csprng",
-                on_step: Callable[[int, StepStats], None] | None = None) -> tuple[StepStats, DpEvent]:
+                on_step: Callable[[int, StepStats], None] | None = None,
+                workers: Any = None) -> tuple[StepStats, DpEvent]:
     """Run ``steps`` DP-SGD steps (module docstring) on ``model`` (a ``GradSampleModule``) with ``optimizer`` (from
     :func:`make_private`); ``loss_of(indices)`` is the mean loss of those records (a scalar tensor computed
     through ``model``). ``rng`` is the release's privacy randomness (Poisson samples and noise). Returns the
-    private statistics and the event spent."""
+    private statistics and the event spent. ``workers`` (a started
+    :class:`~privtext.mechanisms.dpsgd_workers.GradientWorkers`) computes the clipped sum over several devices;
+    the sampling, the noise and the step stay here."""
     if not 0 < sampling_rate <= 1:
         raise ConfigError(f"sampling rate must be in (0, 1], got {sampling_rate!r}")
     if physical_batch_size < 1:
@@ -174,7 +177,7 @@ def dpsgd_steps(model: Any, optimizer: Any, *, n_records: int, loss_of: Callable
     t0 = time.perf_counter()
     model.train()
     for t, idx in enumerate(poisson_batches(n_records, sampling_rate, steps, rng)):
-        loss = _one_step(model, optimizer, idx, loss_of, physical_batch_size)
+        loss = _one_step(model, optimizer, idx, loss_of, physical_batch_size, workers)
         stats.steps += 1
         stats.records += len(idx)
         stats.empty_batches += int(len(idx) == 0)
@@ -187,10 +190,27 @@ def dpsgd_steps(model: Any, optimizer: Any, *, n_records: int, loss_of: Callable
 
 
 def _one_step(model: Any, optimizer: Any, idx: np.ndarray, loss_of: Callable[[np.ndarray], Any],
-              physical: int) -> float | None:
+              physical: int, workers: Any = None) -> float | None:
+    optimizer.zero_grad(set_to_none=True)
+    params = optimizer.params
+    local = idx if workers is None else workers.scatter(idx, params)
+    total = accumulate(optimizer, local, loss_of, physical)
+    if workers is not None:  # Σ over the ranks' shares, before the noise (mechanisms.dpsgd_workers)
+        total = workers.gather(params, total)
+    optimizer.add_noise()
+    for p in params:  # the public normaliser B (Opacus' scale_grad, without its accumulation bookkeeping)
+        p.grad /= optimizer.expected_batch_size
+    optimizer.original_optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total / len(idx) if len(idx) else None
+
+
+def accumulate(optimizer: Any, idx: np.ndarray, loss_of: Callable[[np.ndarray], Any], physical: int) -> float:
+    """Σ over ``idx``'s records of their gradients clipped to C, into each trainable ``p.summed_grad`` (zeros for
+    an empty share), in physical chunks; returns the records' total loss. Opacus computes the per-record
+    gradients (``GradSampleModule`` hooks) and clips them (``clip_and_accumulate``)."""
     import torch
 
-    optimizer.zero_grad(set_to_none=True)
     params = optimizer.params
     total = 0.0
     if len(idx) == 0:
@@ -206,12 +226,7 @@ def _one_step(model: Any, optimizer: Any, idx: np.ndarray, loss_of: Callable[[np
         for p in params:
             p.grad_sample = None
         total += float(loss.detach()) * len(chunk)
-    optimizer.add_noise()
-    for p in params:  # the public normaliser B (Opacus' scale_grad, without its accumulation bookkeeping)
-        p.grad /= optimizer.expected_batch_size
-    optimizer.original_optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return total / len(idx) if len(idx) else None
+    return total
 
 
 def state_arrays(params: Sequence[tuple[str, Any]], optimizer: Any) -> dict[str, np.ndarray]:
@@ -250,5 +265,5 @@ def load_state_arrays(arrays: dict[str, np.ndarray], params: Sequence[tuple[str,
     inner.load_state_dict(sd)
 
 
-__all__ = ["NoiseSource", "StepStats", "dpsgd_contribution", "dpsgd_steps", "load_state_arrays", "make_private",
+__all__ = ["NoiseSource", "StepStats", "accumulate", "dpsgd_contribution", "dpsgd_steps", "load_state_arrays", "make_private",
            "poisson_batches", "state_arrays", "unwrap"]

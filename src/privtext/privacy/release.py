@@ -297,7 +297,8 @@ def check_spent(release: Any, event: Any) -> None:
 
 def _fault(point: str) -> None:
     """Test hook: ``PRIVTEXT_FAULT=after_record:votes/iter_002`` kills the process (SIGKILL) at that point, to
-    prove that a crash between recording an event and saving its value neither loses nor duplicates anything."""
+    prove that a crash between recording an event and saving its value neither loses nor duplicates anything
+    (also ``dpsgd_worker:<rank>:step_<NNN>``: a DP-SGD worker process, mechanisms/dpsgd_workers.py)."""
     if os.environ.get("PRIVTEXT_FAULT") == point:
         os.kill(os.getpid(), signal.SIGKILL)
 

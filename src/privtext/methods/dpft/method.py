@@ -82,6 +82,11 @@ class DPFTOptions(BackendOptions):
         "torch: a torch.Generator on the model's device seeded from it (faster for large models on a GPU, not a "
         "CSPRNG)")
     device: str = Field(default="auto", description="auto (cuda when available), cpu, cuda, cuda:1")
+    devices: list[str] | None = Field(
+        default=None, description="DP-SGD on several devices, one process each (e.g. [cuda:0, cuda:1], or [cpu, "
+        "cpu] on a multi-core machine): every step's records are split over them, the clipped sums added, the "
+        "noise drawn once by the first (privtext.mechanisms.dpsgd_workers); the model is built and sampled on "
+        "the first. Replaces device")
     torch_threads: int | None = Field(default=None, ge=1, description="CPU threads (restored after the run)")
     temperature: float = Field(default=1.0, gt=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
@@ -98,6 +103,25 @@ class DPFTOptions(BackendOptions):
 
         parse_options(LMOptions, v, where="dpft.lm")
         return v
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, v: list[str] | None) -> list[str] | None:
+        from ...mechanisms.dpsgd_workers import check_devices
+
+        if v is None:
+            return None
+        try:
+            return check_devices(v)
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _one_device_option(self) -> DPFTOptions:
+        if self.devices is not None and self.device not in ("auto", self.devices[0]):
+            raise ValueError(f"dpft.device {self.device!r} and dpft.devices {self.devices}: give one of them (the "
+                             "model is built on devices[0])")
+        return self
 
     @model_validator(mode="after")
     def _sgd_normaliser(self) -> DPFTOptions:
@@ -193,6 +217,10 @@ class DPFT(MethodRun):
                 import opacus  # noqa: F401
             except ImportError:
                 raise MissingDependencyError("opacus", "dpft", "DP-SGD fine-tuning (method: dpft)") from None
+        if options.devices is not None:
+            from ...mechanisms.dpsgd_workers import check_devices_available
+
+            check_devices_available(options.devices)
         if options.sampling_rate is not None:
             dpft_plan(config, options, None)  # an unreachable budget fails before a run directory exists
 
@@ -209,7 +237,7 @@ class DPFT(MethodRun):
     def device(self) -> Any:
         import torch
 
-        d = self.options.device
+        d = self.options.devices[0] if self.options.devices else self.options.device
         cuda = torch.cuda.is_available()
         dev = d if d != "auto" else ("cuda" if cuda else "cpu")
         if dev.startswith("cuda") and not cuda:
@@ -251,7 +279,6 @@ class DPFT(MethodRun):
         """The epochs of DP-SGD, one recorded release each (module docstring)."""
         import torch
 
-        from ...generate.lm.train import collate, sequence_losses
         from ...mechanisms.dpsgd import (
             dpsgd_contribution,
             dpsgd_steps,
@@ -260,6 +287,7 @@ class DPFT(MethodRun):
             state_arrays,
             unwrap,
         )
+        from ...mechanisms.dpsgd_workers import GradientWorkers, SequenceLoss
         from ...privacy.release import dpsgd_release
 
         o = self.options
@@ -270,46 +298,50 @@ class DPFT(MethodRun):
         ps = [p for _, p in params]
         inner = (torch.optim.AdamW(ps, lr=o.lr, weight_decay=o.weight_decay) if o.optimizer == "adamw"
                  else torch.optim.SGD(ps, lr=o.lr, weight_decay=o.weight_decay))
-        gs, opt = make_private(model.model, inner, max_grad_norm=o.max_grad_norm, normaliser=o.batch_size)
-
-        def loss_of(idx: np.ndarray) -> Any:
-            batch = collate([seqs[int(i)] for i in idx], pad_id=model.pad_id, device=device)
-            return sequence_losses(gs, batch).mean()
-
+        loss = SequenceLoss(seqs, model.pad_id)
         assert plan.noise_multiplier is not None
         contribution = dpsgd_contribution(o.max_grad_norm)
-        try:
-            with self.metrics.stage("fine_tuning"), progress("DP fine-tuning (steps)", plan.steps) as bar:
-                for e in range(plan.epochs):
-                    release = dpsgd_release(
-                        f"dpsgd/epoch_{e:03d}", noise_multiplier=plan.noise_multiplier,
-                        sampling_rate=plan.sampling_rate, steps=plan.steps_per_epoch, contribution=contribution,
-                        relation=ctx.relation, iteration=e,
-                        description=f"DP-SGD epoch {e + 1}/{plan.epochs}: {plan.steps_per_epoch} noisy sums of "
-                                    "per-record clipped gradients of Poisson samples")
-                    done: list[Any] = []
+        with contextlib.ExitStack() as stack:
+            group = None
+            if o.devices is not None and len(o.devices) > 1:  # started before Opacus wraps the model: the
+                # workers get a copy of the plain model (no hooks)
+                self.log(f"DP-SGD on {len(o.devices)} devices: {', '.join(o.devices)}")
+                group = stack.enter_context(GradientWorkers(
+                    model.model, [n for n, _ in params], loss, devices=o.devices, max_grad_norm=o.max_grad_norm,
+                    physical_batch_size=o.physical_batch_size, threads=o.torch_threads))
+            gs, opt = make_private(model.model, inner, max_grad_norm=o.max_grad_norm, normaliser=o.batch_size)
+            stack.callback(unwrap, gs)
+            loss_of = loss.make(gs, device)
+            stack.enter_context(self.metrics.stage("fine_tuning"))
+            bar = stack.enter_context(progress("DP fine-tuning (steps)", plan.steps))
+            for e in range(plan.epochs):
+                release = dpsgd_release(
+                    f"dpsgd/epoch_{e:03d}", noise_multiplier=plan.noise_multiplier,
+                    sampling_rate=plan.sampling_rate, steps=plan.steps_per_epoch, contribution=contribution,
+                    relation=ctx.relation, iteration=e,
+                    description=f"DP-SGD epoch {e + 1}/{plan.epochs}: {plan.steps_per_epoch} noisy sums of "
+                                "per-record clipped gradients of Poisson samples")
+                done: list[Any] = []
 
-                    def compute(release: Any = release, done: list[Any] = done) -> tuple[dict[str, Any], Any]:
-                        stats, event = dpsgd_steps(
-                            gs, opt, n_records=len(seqs), loss_of=loss_of, steps=plan.steps_per_epoch,
-                            sampling_rate=plan.sampling_rate, noise_std=release.noise_std,
-                            sensitivity=release.sensitivity, rng=self.noise_rng(release.key),
-                            physical_batch_size=o.physical_batch_size, noise_source=o.noise_source,
-                            on_step=lambda t, s: bar.advance(1))
-                        done.append(stats)
-                        return state_arrays(params, opt), event
+                def compute(release: Any = release, done: list[Any] = done) -> tuple[dict[str, Any], Any]:
+                    stats, event = dpsgd_steps(
+                        gs, opt, n_records=len(seqs), loss_of=loss_of, steps=plan.steps_per_epoch,
+                        sampling_rate=plan.sampling_rate, noise_std=release.noise_std,
+                        sensitivity=release.sensitivity, rng=self.noise_rng(release.key),
+                        physical_batch_size=o.physical_batch_size, noise_source=o.noise_source,
+                        on_step=lambda t, s: bar.advance(1), workers=group)
+                    done.append(stats)
+                    return state_arrays(params, opt), event
 
-                    kept = ctx.keeper.release(release, compute)
-                    if done:  # exact private statistics: diagnostics only
-                        self.diagnostic("fine_tuning", f"epoch_{e:03d}", done[0].to_dict())
-                        self.log(f"DP-SGD epoch {e + 1}/{plan.epochs}: {done[0].steps} steps in "
-                                 f"{done[0].seconds:.0f} s")
-                    else:  # resumed: this epoch was kept; continue from it
-                        load_state_arrays(kept, params, opt)
-                        bar.advance(plan.steps_per_epoch)
-                        self.log(f"DP-SGD epoch {e + 1}/{plan.epochs}: reloaded (no new noise, no budget)")
-        finally:
-            unwrap(gs)
+                kept = ctx.keeper.release(release, compute)
+                if done:  # exact private statistics: diagnostics only
+                    self.diagnostic("fine_tuning", f"epoch_{e:03d}", done[0].to_dict())
+                    self.log(f"DP-SGD epoch {e + 1}/{plan.epochs}: {done[0].steps} steps in "
+                             f"{done[0].seconds:.0f} s")
+                else:  # resumed: this epoch was kept; continue from it
+                    load_state_arrays(kept, params, opt)
+                    bar.advance(plan.steps_per_epoch)
+                    self.log(f"DP-SGD epoch {e + 1}/{plan.epochs}: reloaded (no new noise, no budget)")
         model.model.eval()
 
     # ------------------------------------------------------------------ the generation
