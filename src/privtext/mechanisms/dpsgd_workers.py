@@ -19,8 +19,10 @@ add the noise, on the total, exactly as a single process does:
   (parameters, indices) to a clipped gradient sum. With reproducible noise a W-device run reaches the
   parameters of a one-process run up to float summation order (``tests/test_dpft.py``).
 
-Workers hold a copy of the model (sent once, when they start) and of the private training sequences (the same
-machine's memory; nothing is written to disk). Communication per step: the batch's indices and the d trainable
+Workers hold a copy of the model (sent once, when they start: on CPUs its frozen weights stay in memory shared with
+the driver, the trainable ones are copied) and of the private training sequences (the same machine's memory;
+nothing is written to disk). Without ``threads`` each of the W processes, the driver included, uses 1/W of the
+driver's torch threads during training. Communication per step: the batch's indices and the d trainable
 parameters out, d + 1 floats back (the clipped sum and the chunk losses, the latter for the driver's private
 diagnostics).
 """
@@ -123,6 +125,7 @@ class GradientWorkers:
         self.timeout_s = float(timeout_s)
         self.backend = "nccl" if self.devices[0].startswith("cuda") else "gloo"
         self._procs: list[Any] = []
+        self._driver_threads: int | None = None
         self._dir: str | None = None
         self._group = False
 
@@ -150,6 +153,8 @@ class GradientWorkers:
         init = "file://" + os.path.join(self._dir, "rendezvous")
         ctx = mp.get_context("spawn")
         threads = self.threads or max(1, torch.get_num_threads() // self.world)
+        self._driver_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)  # the driver computes a share too: W processes × threads each
         conns = []
         for rank in range(1, self.world):
             ours, theirs = ctx.Pipe(duplex=False)
@@ -221,6 +226,11 @@ class GradientWorkers:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
+            if self._driver_threads is not None:
+                import torch
+
+                torch.set_num_threads(self._driver_threads)
+                self._driver_threads = None
         bad = [p.exitcode for p in self._procs if p.exitcode not in (0, None)]
         self._procs = []
         if bad and not failed:
@@ -301,6 +311,8 @@ def _worker(rank: int, world: int, init: str, backend: str, device: str, module:
         module.train()
         named = dict(module.named_parameters())
         params = [named[n] for n in names]
+        for p in params:  # on a CPU the module arrived in the driver's shared memory: frozen weights stay shared,
+            p.data = p.data.clone()  # the trainable ones become this worker's own (it overwrites them every step)
         gs = GradSampleModule(module, loss_reduction="mean")
         # clipping only: this optimiser never steps and never adds noise (the driver adds it, once, to the sum)
         opt = DPOptimizer(torch.optim.SGD(params, lr=0.0), noise_multiplier=0.0, max_grad_norm=max_grad_norm,
