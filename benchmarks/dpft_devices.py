@@ -35,7 +35,8 @@ def run(model_state: dict[str, Any], args: argparse.Namespace, devices: list[str
     import torch
 
     from privtext.mechanisms.dpsgd import dpsgd_steps, make_private, unwrap
-    from privtext.mechanisms.dpsgd_workers import GradientWorkers, SequenceLoss
+    from privtext.mechanisms.dpsgd_workers import GradientWorkers
+    from privtext.methods.dpft.models import SequenceLoss
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -37,8 +37,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -85,23 +84,12 @@ def check_devices_available(devices: Sequence[str]) -> None:
                 raise ConfigError(f"dpft.devices: {d!r} but this machine has {torch.cuda.device_count()} GPU(s)")
 
 
-@dataclass(frozen=True)
-class SequenceLoss:
-    """The per-step loss of a DP-SGD run on token sequences: ``make(model, device)(indices)`` is the mean over those
-    records of each record's own mean next-token loss (Opacus' ``loss_reduction="mean"``). A picklable value, so
-    the driver and every worker compute the same loss."""
+class StepLoss(Protocol):
+    """What the driver and every worker compute: ``make(model, device)(indices)`` is the mean over those records of
+    each record's own loss (Opacus' ``loss_reduction="mean"``). A picklable value (it travels to the workers), e.g.
+    :class:`privtext.methods.dpft.models.SequenceLoss`."""
 
-    seqs: Sequence[Sequence[int]]
-    pad_id: int
-
-    def make(self, model: Any, device: Any) -> Callable[[np.ndarray], Any]:
-        from ..generate.lm.train import collate, sequence_losses
-
-        def loss_of(idx: np.ndarray) -> Any:
-            batch = collate([self.seqs[int(i)] for i in idx], pad_id=self.pad_id, device=device)
-            return sequence_losses(model, batch).mean()
-
-        return loss_of
+    def make(self, model: Any, device: Any) -> Callable[[np.ndarray], Any]: ...
 
 
 def share(idx: np.ndarray, rank: int, world: int) -> np.ndarray:
@@ -114,7 +102,7 @@ class GradientWorkers:
     manager around the DP-SGD steps; ``module`` must be the plain model (before Opacus wraps it), ``names`` its
     trainable parameters in the optimiser's order."""
 
-    def __init__(self, module: Any, names: Sequence[str], loss: SequenceLoss, *, devices: Sequence[str],
+    def __init__(self, module: Any, names: Sequence[str], loss: StepLoss, *, devices: Sequence[str],
                  max_grad_norm: float, physical_batch_size: int, threads: int | None = None,
                  timeout_s: float = 900.0):
         self.devices = check_devices(devices)
@@ -290,7 +278,7 @@ class GradientWorkers:
 
 
 def _worker(rank: int, world: int, init: str, backend: str, device: str, module: Any, names: Sequence[str],
-            loss: SequenceLoss, max_grad_norm: float, physical: int, threads: int, timeout_s: float,
+            loss: StepLoss, max_grad_norm: float, physical: int, threads: int, timeout_s: float,
             conn: Any) -> None:
     """A worker's loop: receive (indices, parameters), clip its share's gradients, send the sum; until STOP."""
     import traceback
@@ -354,4 +342,4 @@ def _worker(rank: int, world: int, init: str, backend: str, device: str, module:
             dist.destroy_process_group()
 
 
-__all__ = ["GradientWorkers", "SequenceLoss", "check_devices", "check_devices_available", "share"]
+__all__ = ["GradientWorkers", "StepLoss", "check_devices", "check_devices_available", "share"]

@@ -287,8 +287,9 @@ class DPFT(MethodRun):
             state_arrays,
             unwrap,
         )
-        from ...mechanisms.dpsgd_workers import GradientWorkers, SequenceLoss
+        from ...mechanisms.dpsgd_workers import GradientWorkers
         from ...privacy.release import dpsgd_release
+        from .models import SequenceLoss
 
         o = self.options
         device = next(model.model.parameters()).device

@@ -22,7 +22,8 @@ then contributes only its beginning, as the statement says.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -46,6 +47,25 @@ class TrainableLM(Protocol):
                stats: dict[str, int]) -> list[str]: ...
 
     def trainable(self) -> list[tuple[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class SequenceLoss:
+    """The per-step loss of a DP-SGD run on token sequences: ``make(model, device)(indices)`` is the mean over those
+    records of each record's own mean next-token loss (Opacus' ``loss_reduction="mean"``). A picklable value, so
+    the driver and every worker compute the same loss."""
+
+    seqs: Sequence[Sequence[int]]
+    pad_id: int
+
+    def make(self, model: Any, device: Any) -> Callable[[np.ndarray], Any]:
+        from ...generate.lm.train import collate, sequence_losses
+
+        def loss_of(idx: np.ndarray) -> Any:
+            batch = collate([self.seqs[int(i)] for i in idx], pad_id=self.pad_id, device=device)
+            return sequence_losses(model, batch).mean()
+
+        return loss_of
 
 
 def _truncate(ids: list[int], max_length: int) -> list[int]:
@@ -216,4 +236,4 @@ def _seeded_torch(seed: int, device: Any) -> Iterator[None]:
         yield
 
 
-__all__ = ["HFCausalLM", "PublicSmallLM", "TrainableLM"]
+__all__ = ["HFCausalLM", "PublicSmallLM", "SequenceLoss", "TrainableLM"]
