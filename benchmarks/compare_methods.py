@@ -135,7 +135,7 @@ def secret_budget() -> dict[str, float]:
 def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: int = 256,
             dpft_sampling_rate: float = 0.064, dpft_lr: float = 5e-4, dpft_lora: int = 0,
             dpft_lora_targets: str = "", dpft_optimizer: str = "adamw", dpft_batch_size: int = 0,
-            tag: str = "", private_n: int = 1000,
+            dpft_devices: str = "", tag: str = "", private_n: int = 1000,
             dpft_public: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
     private = _private_file(dataset, private_n)
@@ -158,6 +158,7 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
             "max_length": dpft_max_length, **({"lora": lora} if dpft_lora else {}),
             **({"optimizer": dpft_optimizer} if dpft_optimizer != "adamw" else {}),
             **({"batch_size": dpft_batch_size} if dpft_batch_size else {}),
+            **({"devices": dpft_devices.split(",")} if dpft_devices else {}),
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
@@ -257,6 +258,8 @@ def main() -> None:
     ap.add_argument("--dpft-optimizer", choices=("adamw", "sgd"), default="adamw", help="dpft's optimiser")
     ap.add_argument("--dpft-batch-size", type=int, default=0, help="dpft's normaliser B of the noisy gradient sum "
                     "(a public estimate of q·N; needed with --dpft-optimizer sgd)")
+    ap.add_argument("--dpft-devices", default="", help="dpft.devices, comma-separated (e.g. cpu,cpu: each step's "
+                    "records split over two processes, one thread each)")
     ap.add_argument("--private-n", type=int, default=1000, help="private Yelp records (rows 0..n-1 of "
                     "yelp/dev.csv; the issue's set-up is 5000)")
     ap.add_argument("--dpft-public", choices=("pubmed",), default=None, help="train dpft's public model on this "
@@ -276,7 +279,8 @@ def main() -> None:
                           dpft_max_length=args.dpft_max_length, dpft_sampling_rate=args.dpft_sampling_rate,
                           dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora,
                           dpft_lora_targets=args.dpft_lora_targets, dpft_optimizer=args.dpft_optimizer,
-                          dpft_batch_size=args.dpft_batch_size, tag=tag, private_n=args.private_n,
+                          dpft_batch_size=args.dpft_batch_size, dpft_devices=args.dpft_devices, tag=tag,
+                          private_n=args.private_n,
                           dpft_public=args.dpft_public or "")
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
     seeds = [int(s) for s in args.seeds.split(",")]

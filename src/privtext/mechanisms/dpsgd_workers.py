@@ -184,14 +184,19 @@ class GradientWorkers:
                         msg = conn.recv()
                 if msg == "ready":
                     del pending[r]
+                    conn.close()
                     continue
                 p = self._procs[r - 1]
                 p.join(timeout=5)
-                why = msg[1] if isinstance(msg, tuple) else f"exit code {p.exitcode}"
-                raise BackendError(
-                    f"DP-SGD worker {r} (device {self.devices[r]}) failed before training: {why}. Workers are "
-                    "spawned processes: a script that calls privtext must guard its entry point with "
-                    "if __name__ == '__main__'") from None
+                if isinstance(msg, tuple):
+                    why = msg[1]
+                else:  # ended without a word: killed, or its interpreter failed before the worker's code ran
+                    why = (f"exit code {p.exitcode}, no error reported (workers are spawned processes: a script "
+                           "that calls privtext must guard its entry point with if __name__ == '__main__')")
+                for c in pending.values():
+                    c.close()
+                raise BackendError(f"DP-SGD worker {r} (device {self.devices[r]}) failed before training: "
+                                   f"{why}") from None
 
     def close(self, failed: bool = False) -> None:
         import torch.distributed as dist
