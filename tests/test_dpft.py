@@ -343,6 +343,26 @@ def test_a_worker_killed_mid_epoch_stops_the_run_and_resume_finishes_it(tmp_path
         np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-6, err_msg=k)
 
 
+def test_gloo_is_pointed_at_the_loopback_interface_only_while_the_group_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from privtext.mechanisms.dpsgd_workers import _loopback_gloo
+
+    if not any(name.startswith("lo") for _, name in socket.if_nameindex()):
+        pytest.skip("no loopback interface named lo*")
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    with _loopback_gloo("gloo"):
+        assert os.environ["GLOO_SOCKET_IFNAME"].startswith("lo")
+    assert "GLOO_SOCKET_IFNAME" not in os.environ
+    with _loopback_gloo("nccl"):
+        assert "GLOO_SOCKET_IFNAME" not in os.environ
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth7")  # the user's choice is kept
+    with _loopback_gloo("gloo"):
+        assert os.environ["GLOO_SOCKET_IFNAME"] == "eth7"
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "eth7"
+
+
 def test_shares_partition_the_batch() -> None:
     from privtext.mechanisms.dpsgd_workers import share
 

@@ -92,6 +92,27 @@ class StepLoss(Protocol):
     def make(self, model: Any, device: Any) -> Callable[[np.ndarray], Any]: ...
 
 
+@contextlib.contextmanager
+def _loopback_gloo(backend: str) -> Any:
+    """All ranks are on this machine: gloo talks over the loopback interface (``GLOO_SOCKET_IFNAME``, unless set),
+    instead of the address the host name resolves to (which a container may not resolve). Spawned workers
+    inherit the variable; it is restored once the group is up."""
+    import socket
+
+    if backend != "gloo" or "GLOO_SOCKET_IFNAME" in os.environ:
+        yield
+        return
+    lo = next((name for _, name in socket.if_nameindex() if name.startswith("lo")), None)
+    if lo is None:
+        yield
+        return
+    os.environ["GLOO_SOCKET_IFNAME"] = lo
+    try:
+        yield
+    finally:
+        os.environ.pop("GLOO_SOCKET_IFNAME", None)
+
+
 def share(idx: np.ndarray, rank: int, world: int) -> np.ndarray:
     """Rank ``rank``'s records of a batch: every ``world``-th index from position ``rank`` (a partition)."""
     return idx[rank::world]
@@ -144,6 +165,15 @@ class GradientWorkers:
         self._driver_threads = torch.get_num_threads()
         torch.set_num_threads(threads)  # the driver computes a share too: W processes × threads each
         conns = []
+        with _loopback_gloo(self.backend):
+            self._spawn(ctx, init, threads, conns)
+            self._await_ready(conns)
+            dist.init_process_group(self.backend, init_method=init, rank=0, world_size=self.world,
+                                    timeout=datetime.timedelta(seconds=self.timeout_s))
+        self._group = True
+        self._comm = torch.device(self.devices[0] if self.backend == "nccl" else "cpu")
+
+    def _spawn(self, ctx: Any, init: str, threads: int, conns: list[Any]) -> None:
         for rank in range(1, self.world):
             ours, theirs = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, daemon=True, name=f"privtext-dpsgd-{rank}",
@@ -154,11 +184,6 @@ class GradientWorkers:
             theirs.close()
             self._procs.append(p)
             conns.append(ours)
-        self._await_ready(conns)
-        dist.init_process_group(self.backend, init_method=init, rank=0, world_size=self.world,
-                                timeout=datetime.timedelta(seconds=self.timeout_s))
-        self._group = True
-        self._comm = torch.device(self.devices[0] if self.backend == "nccl" else "cpu")
 
     def _await_ready(self, conns: list[Any]) -> None:
         """Wait until every worker has loaded its model copy, or fail with the reason one did not (a worker that
