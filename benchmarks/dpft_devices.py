@@ -17,6 +17,7 @@ Compare ratios within one run: the machine may be shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from typing import Any
 
@@ -51,14 +52,15 @@ def run(model_state: dict[str, Any], args: argparse.Namespace, devices: list[str
     params = [p for p in model.parameters() if p.requires_grad]
     q = args.batch / args.records
     start = 0.0
-    workers = None
-    if devices and len(devices) > 1:
-        t0 = time.perf_counter()
-        workers = GradientWorkers(model, names, loss, devices=devices, max_grad_norm=1.0,
-                                  physical_batch_size=args.physical, threads=threads).__enter__()
-        start = time.perf_counter() - t0
-    try:
+    with contextlib.ExitStack() as stack:
+        workers = None
+        if devices and len(devices) > 1:
+            t0 = time.perf_counter()
+            workers = stack.enter_context(GradientWorkers(model, names, loss, devices=devices, max_grad_norm=1.0,
+                                                          physical_batch_size=args.physical, threads=threads))
+            start = time.perf_counter() - t0
         gs, opt = make_private(model, torch.optim.AdamW(params, lr=1e-3), max_grad_norm=1.0, normaliser=args.batch)
+        stack.callback(unwrap, gs)
         loss_of = loss.make(gs, torch.device(primary))
         kw = dict(n_records=args.records, loss_of=loss_of, sampling_rate=q, noise_std=1.0, sensitivity=1.0,
                   physical_batch_size=args.physical, workers=workers)
@@ -67,10 +69,6 @@ def run(model_state: dict[str, Any], args: argparse.Namespace, devices: list[str
         stats, _ = dpsgd_steps(gs, opt, steps=args.steps, rng=np.random.default_rng(3), **kw)
         seconds = time.perf_counter() - t0
         out = {n: p.detach().cpu().numpy().copy() for n, p in zip(names, params, strict=True)}
-        unwrap(gs)
-    finally:
-        if workers is not None:
-            workers.__exit__(None, None, None)
     return seconds, stats.records / seconds, {"start": start, **out}  # type: ignore[dict-item]
 
 

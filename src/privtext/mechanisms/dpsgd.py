@@ -265,5 +265,5 @@ def load_state_arrays(arrays: dict[str, np.ndarray], params: Sequence[tuple[str,
     inner.load_state_dict(sd)
 
 
-__all__ = ["NoiseSource", "StepStats", "accumulate", "dpsgd_contribution", "dpsgd_steps", "load_state_arrays", "make_private",
-           "poisson_batches", "state_arrays", "unwrap"]
+__all__ = ["NoiseSource", "StepStats", "accumulate", "dpsgd_contribution", "dpsgd_steps", "load_state_arrays",
+           "make_private", "poisson_batches", "state_arrays", "unwrap"]

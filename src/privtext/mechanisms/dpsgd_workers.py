@@ -290,21 +290,34 @@ class GradientWorkers:
 
     def gather(self, params: Sequence[Any], loss_total: float) -> float:
         """Sum every rank's clipped gradient sum into the driver's ``p.summed_grad``; the batch's total loss."""
-        import torch
         import torch.distributed as dist
 
-        out = torch.cat([*(p.summed_grad.detach().reshape(-1) for p in params),
-                         torch.tensor([loss_total], dtype=params[0].summed_grad.dtype,
-                                      device=params[0].device)]).to(self._comm)
+        out = _packed_sums(params, loss_total, self._comm)
         with self._collective():
             dist.reduce(out, dst=0, op=dist.ReduceOp.SUM)
-        at = 0
-        with torch.no_grad():
-            for p in params:
-                n = p.numel()
-                p.summed_grad.copy_(out[at:at + n].view_as(p.summed_grad))
-                at += n
+        at = _unpack_into([p.summed_grad for p in params], out)
         return float(out[at])
+
+
+def _packed_sums(params: Sequence[Any], loss_total: float, comm: Any) -> Any:
+    """One flat tensor on the collective's device: every ``p.summed_grad``, then the share's total loss."""
+    import torch
+
+    return torch.cat([*(p.summed_grad.detach().reshape(-1) for p in params),
+                      torch.tensor([loss_total], dtype=params[0].summed_grad.dtype,
+                                   device=params[0].summed_grad.device)]).to(comm)
+
+
+def _unpack_into(targets: Sequence[Any], flat: Any) -> int:
+    """Copy consecutive slices of ``flat`` into ``targets`` (in place); the offset after the last one."""
+    import torch
+
+    at = 0
+    with torch.no_grad():
+        for t in targets:
+            t.copy_(flat[at:at + t.numel()].view_as(t))
+            at += t.numel()
+    return at
 
 
 def _worker(rank: int, world: int, init: str, backend: str, device: str, module: Any, names: Sequence[str],
@@ -355,17 +368,11 @@ def _worker(rank: int, world: int, init: str, backend: str, device: str, module:
             if n:
                 dist.broadcast(idx, src=0)
             dist.broadcast(flat, src=0)
-            with torch.no_grad():
-                at = 0
-                for p in params:
-                    p.copy_(flat[at:at + p.numel()].view_as(p))
-                    at += p.numel()
+            _unpack_into(params, flat)
             _fault(f"dpsgd_worker:{rank}:step_{step:03d}")
             opt.zero_grad(set_to_none=True)
             total = accumulate(opt, share(idx.cpu().numpy(), rank, world), loss_of, physical)
-            out = torch.cat([*(p.summed_grad.detach().reshape(-1) for p in params),
-                             torch.tensor([total], dtype=params[0].dtype, device=dev)]).to(comm)
-            dist.reduce(out, dst=0, op=dist.ReduceOp.SUM)
+            dist.reduce(_packed_sums(params, total, comm), dst=0, op=dist.ReduceOp.SUM)
             opt.zero_grad(set_to_none=True)
     finally:
         with contextlib.suppress(Exception):
