@@ -589,6 +589,19 @@ def test_subsampled_release_without_noise_is_non_private() -> None:
     assert epsilon_for_delta(dpsgd_event(1.0, 0.1, 5), 1e-5) < math.inf
 
 
+def test_a_run_builds_no_embedder(tmp_path: Path, lm_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dpft embeds nothing (no votes): the run must not load the embedder (MiniLM by default), so it runs where
+    that model is absent, e.g. a GPU machine with only the fine-tuning stack."""
+    import privtext.embed
+
+    def refuse(*a: Any, **k: Any) -> Any:
+        raise AssertionError("dpft built an embedder")
+
+    monkeypatch.setattr(privtext.embed, "build_embedder", refuse)
+    root = run_config(make_config(tmp_path / "noemb", lm_cache, dpft={"epochs": 0}))
+    assert sum(1 for _ in open(root / "synthetic.jsonl")) == 8
+
+
 @pytest.mark.gpu
 def test_a_gpu_run_trains_on_cuda(tmp_path: Path, lm_cache: Path) -> None:
     if not torch.cuda.is_available():

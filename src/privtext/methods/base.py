@@ -203,7 +203,13 @@ class RunContext:
     guard: PrivateGuard
     prompt_log: PromptLog
     generators: list[Generator]
-    embedder: Embedder
+    built_embedder: Embedder | None  # None for a method that declares it embeds nothing (MethodRun.uses_embedder)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self.built_embedder is None:
+            raise RuntimeError(f"method {self.method.name!r} declares uses_embedder = False, yet asked for one")
+        return self.built_embedder
 
     @property
     def generator(self) -> Generator:
@@ -328,6 +334,8 @@ class MethodRun:
     name: ClassVar[str] = "method"
     #: the model of the method's own config section (``config.<name>``)
     Options: ClassVar[type[BaseModel]] = BackendOptions
+    #: whether :meth:`generate` embeds text; the skeleton builds (and loads) the embedder only where it does
+    uses_embedder: ClassVar[bool] = True
 
     @classmethod
     def parse_options(cls, config: Config) -> Any:
@@ -451,7 +459,7 @@ class MethodRun:
 
     # ------------------------------------------------------------------ backends
     def build_backends(self, public: Corpus | None, guard: PrivateGuard,
-                       prompt_log: PromptLog) -> tuple[list[Generator], Embedder]:
+                       prompt_log: PromptLog) -> tuple[list[Generator], Embedder | None]:
         from ..embed import build_embedder
         from ..generate import GeneratorContext, build_generator
 
@@ -461,6 +469,8 @@ class MethodRun:
                 gens.append(build_generator(cfg, GeneratorContext(
                     public=public, label_columns=self.label_columns, prompt_log=prompt_log,
                     family=cfg.prompt_family, guard=guard, seed=self.seed, cache_dir=self.run.cache)))
+        if not self.uses_embedder:
+            return gens, None
         ec = self.config.embedder
         cache = (Path(ec.cache_dir) if ec.cache_dir else self.run.embed_cache) if ec.cache else None
         emb = build_embedder(ec, cache_dir=cache, cluster=self.config.cluster)
@@ -495,7 +505,7 @@ class MethodRun:
             gens, emb = self.build_backends(inputs.public, guard, prompt_log)
             ctx = RunContext(method=self, inputs=inputs, space=space, private_groups=groups, relation=self.relation,
                              ledger=ledger, keeper=keeper, guard=guard, prompt_log=prompt_log, generators=gens,
-                             embedder=emb)
+                             built_embedder=emb)
             with display():
                 out = self.generate(ctx)
         finally:

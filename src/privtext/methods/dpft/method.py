@@ -224,6 +224,8 @@ class DPFT(MethodRun):
         if options.sampling_rate is not None:
             dpft_plan(config, options, None)  # an unreachable budget fails before a run directory exists
 
+    uses_embedder: ClassVar[bool] = False  # no votes, no keyphrase density: nothing is embedded
+
     def generator_configs(self) -> list[Any]:
         """No generator backend: the fine-tuned model writes the records."""
         return []
