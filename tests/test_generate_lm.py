@@ -264,7 +264,7 @@ def test_cache_hit_reuses_the_trained_model(lm, public: Corpus, cache_root: Path
     assert again.encoder.codebook == lm.encoder.codebook
     folder = Path(again.info["cache_dir"])
     assert folder.parent == cache_root and folder.name.endswith(f"-v{FORMAT_VERSION}")
-    assert not [p for p in cache_root.iterdir() if p.name.startswith(".")]  # no temporary folder left
+    assert not [p for p in cache_root.iterdir() if ".tmp-" in p.name]  # no temporary folder left
 
 
 def test_cache_key_follows_corpus_and_settings(public: Corpus, tmp_path: Path, monkeypatch) -> None:
@@ -326,7 +326,81 @@ def test_failed_write_leaves_nothing(public: Corpus, tmp_path: Path, monkeypatch
     with pytest.raises(OSError, match="disk full"):
         build_public_lm(small.texts, small.labels, settings=LMSettings(**{**TINY, "epochs": 0.5, "validation": 0}),
                         cache_dir=tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    # nothing but the entry's (empty) training lock file
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+    assert all(p.stat().st_size == 0 for p in tmp_path.iterdir())
+
+
+def test_a_diverged_training_is_an_error_and_is_not_cached(tmp_path: Path, monkeypatch) -> None:
+    """A NaN loss (seen: the base shape at lr 2e-3 on an H200) must stop the build with an error naming the
+    learning rate, not cache a model that writes one replacement character per token."""
+    from privtext.errors import BackendError
+    from privtext.generate.lm import train as lm_train
+
+    real_step, seen = lm_train.train_step, []
+
+    def poisoned_step(model, batch, optimizer, **k):
+        seen.append(1)
+        if len(seen) == 3:  # the weights go non-finite, as a diverging step leaves them
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+        return real_step(model, batch, optimizer, **k)
+
+    monkeypatch.setattr(lm_train, "train_step", poisoned_step)
+    small = make_corpus(60, seed=8)
+    with pytest.raises(BackendError, match=r"diverged: the loss is nan at step 3 of .*lm\.lr, now 0\.003"):
+        build_public_lm(small.texts, small.labels, settings=LMSettings(**{**TINY, "epochs": 2.0, "validation": 0}),
+                        cache_dir=tmp_path)
+    assert len(seen) == 3  # stopped at once
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []  # nothing cached
+
+
+def test_default_learning_rate_follows_the_size_and_keeps_the_cache_keys() -> None:
+    from privtext.generate.lm.build import DEFAULT_LR
+
+    assert LMSettings().resolved_lr(cuda=False) == DEFAULT_LR["small"] == 2e-3
+    assert LMSettings().resolved_lr(cuda=True) == DEFAULT_LR["base"] < DEFAULT_LR["small"]
+    assert LMSettings(lr=1e-3).resolved_lr(cuda=True) == 1e-3
+    # a small model cached before the per-size default (lr 2e-3 written out) keeps its key
+    shape = model_shape("small", n_positions=320)
+    implicit = LMSettings()
+    implicit = type(implicit)(**{**implicit.__dict__, "lr": implicit.resolved_lr(cuda=False)})
+    assert implicit.key_dict(shape, "bf16") == LMSettings(lr=2e-3).key_dict(shape, "bf16")
+    assert LMSettings(lr=1e-3).key_dict(shape, "bf16") != LMSettings(lr=2e-3).key_dict(shape, "bf16")
+
+
+def test_runs_started_together_train_the_model_once(tmp_path: Path, monkeypatch) -> None:
+    """Seeds side by side on one public corpus: one trains, the other waits for the lock and loads its entry
+    (found on a GPU machine, where eleven runs started at once each trained the same 30 M-parameter model)."""
+    import threading
+    import time as _time
+
+    small = make_corpus(60, seed=7)
+    settings = LMSettings(**{**TINY, "epochs": 0.5, "validation": 0})
+    real_train, calls = lm_build._train, []
+
+    def slow_train(*a, **k):
+        calls.append(threading.get_ident())
+        _time.sleep(1.0)  # the second run starts while the first is training
+        return real_train(*a, **k)
+
+    monkeypatch.setattr(lm_build, "_train", slow_train)
+    out: dict[int, object] = {}
+
+    def build(i: int) -> None:
+        out[i] = build_public_lm(small.texts, small.labels, settings=settings, cache_dir=tmp_path)
+
+    threads = [threading.Thread(target=build, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert sorted(lm.info["cache"] for lm in out.values()) == ["hit", "hit", "miss"]  # type: ignore[attr-defined]
+    a = out[0].model.state_dict()  # type: ignore[attr-defined]
+    for i in (1, 2):
+        for k, v in out[i].model.state_dict().items():  # type: ignore[attr-defined]
+            assert torch.equal(a[k], v), k
 
 
 def test_default_cache_location_follows_the_environment(monkeypatch, tmp_path: Path) -> None:

@@ -62,7 +62,8 @@ class LMOptions(BackendOptions):
     train_tokens: int | None = Field(default=2_500_000, ge=1, description="cap on the tokens trained on (None: "
                                      "no cap): epochs = min(epochs, train_tokens / tokens per epoch)")
     batch_size: int = Field(default=32, ge=1)
-    lr: float = Field(default=2e-3, gt=0, le=1)
+    lr: float | None = Field(default=None, gt=0, le=1, description="AdamW peak learning rate; default by size: "
+                             "2e-3 for tiny and small, 6e-4 for base (2e-3 diverged on base)")
     weight_decay: float = Field(default=0.01, ge=0)
     warmup: int = Field(default=100, ge=0)
     precision: Literal["auto", "fp32", "bf16"] = Field(

@@ -22,7 +22,7 @@ import json
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,11 +33,12 @@ from ...rng import derive
 from . import cache as lm_cache
 from .codes import BOS, EOS, PAD, CodeBook, ControlEncoder, ExampleMaker, FormatMix
 from .keyphrases import KeyphraseExtractor
-from .model import ModelShape, build_model, count_parameters, model_shape
+from .model import ModelShape, build_model, count_parameters, model_shape, resolve_size
 from .sample import SamplingSettings, sample
 from .tokenizer import load_tokenizer, normalize, train_tokenizer
 from .train import (
     PAD_MULTIPLE,
+    TrainingDiverged,
     TrainResult,
     collate,
     evaluate_loss,
@@ -45,6 +46,12 @@ from .train import (
     train_loop,
     warmup_cosine,
 )
+
+#: AdamW peak learning rate per model size when ``lm.lr`` is not set. 2e-3 trains the tiny and small shapes on
+#: a CPU (docs/dpft.md); on the base shape (8 × 512, 30 M parameters, the default on a GPU) it diverged: the loss
+#: became NaN within the 550 steps of the Yelp public split on an H200 (bf16), and the NaN model wrote one
+#: replacement character per token. 6e-4 (1e-3 too) trained it there: validation loss 9.09 → 4.90 (5.00 at 1e-3).
+DEFAULT_LR: dict[str, float] = {"tiny": 2e-3, "small": 2e-3, "base": 6e-4}
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class LMSettings:
     epochs: float = 6.0
     train_tokens: int | None = 2_500_000
     batch_size: int = 32
-    lr: float = 2e-3
+    lr: float | None = None  # None: DEFAULT_LR of the resolved size (resolved_lr)
     weight_decay: float = 0.01
     warmup: int = 100
     precision: Literal["auto", "fp32", "bf16"] = "auto"
@@ -77,6 +84,11 @@ class LMSettings:
                             vocab_size=self.vocab_size)
         precision = self.precision if self.precision != "auto" else ("bf16" if bf16 else "fp32")
         return shape, precision
+
+    def resolved_lr(self, *, cuda: bool) -> float:
+        """The AdamW peak learning rate: ``lr`` when set, else :data:`DEFAULT_LR` of the size ``size`` resolves
+        to (``auto``: base on a GPU, small on a CPU)."""
+        return float(self.lr) if self.lr is not None else DEFAULT_LR[resolve_size(self.size, cuda=cuda)]
 
     def key_dict(self, shape: ModelShape, precision: str) -> dict[str, Any]:
         d = asdict(self)
@@ -183,8 +195,11 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
                                          scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast,
                                          reduction="token", description=describe)
         model.eval()
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise TrainingDiverged(f"training diverged: the weights are no longer finite after {result.steps} "
+                                   "steps; lower the learning rate")
         after = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
-    info = {"parameters": count_parameters(model), "shape": shape.to_dict(), "precision": precision,
+    info = {"parameters": count_parameters(model), "shape": shape.to_dict(), "precision": precision, "lr": settings.lr,
             "device": str(device), "public_texts": len(texts), "train_texts": len(train_idx),
             "validation_texts": int(n_val), "epochs": round(result.tokens / max(per_epoch, 1.0), 3),
             "planned_steps": steps, "train": result.to_dict(), "validation_loss_before": before,
@@ -235,33 +250,56 @@ def build_public_lm(texts: Sequence[str], labels: Mapping[str, Sequence[str]] | 
         guard.assert_public(texts, what="lm generator training corpus")
     tdev, cuda, bf16 = torch_env(device)
     shape, precision = settings.resolved(cuda=cuda, bf16=bf16)
+    settings = replace(settings, lr=settings.resolved_lr(cuda=cuda))  # the key holds the lr that trains
     if precision == "bf16" and not bf16:
         raise ConfigError(f"precision 'bf16': {tdev.type} here has no native bf16; use 'fp32' or 'auto'")
     key = lm_cache.cache_key(texts, labels, settings.key_dict(shape, precision))
     folder = lm_cache.entry_dir(cache_dir, key)
-    status = "off"
-    if cache:
-        status = "miss"
-        if folder.exists():
-            if lm_cache.read_entry(folder) is not None:
-                try:
-                    lm = _load(folder, settings, tdev)
-                    lm.info.update(cache="hit", cache_dir=str(folder), key=key)
-                    return lm
-                except Exception:  # a readable manifest over unloadable files: retrain
-                    pass
-            status = "damaged"
+    if not cache:
+        return _train_new(texts, labels, settings, shape, precision, tdev, key, None, "off")
+    from ...progress import say
+
+    lm = _cached(folder, settings, tdev, key)
+    if lm is not None:
+        return lm
+    # one trainer per entry: a run that finds another training the same model waits, then loads its entry
+    with lm_cache.training_lock(folder, on_wait=lambda: say(
+            f"another process is training this lm generator ({folder}); waiting for it")):
+        lm = _cached(folder, settings, tdev, key)
+        if lm is not None:
+            return lm
+        status = "damaged" if folder.exists() else "miss"
+        return _train_new(texts, labels, settings, shape, precision, tdev, key, folder, status)
+
+
+def _cached(folder: Path, settings: LMSettings, tdev: Any, key: str) -> PublicLM | None:
+    """The whole entry at ``folder`` loaded, else None (absent, damaged, or unloadable: the caller retrains)."""
+    if not folder.exists() or lm_cache.read_entry(folder) is None:
+        return None
+    try:
+        lm = _load(folder, settings, tdev)
+    except Exception:  # a readable manifest over unloadable files: retrain
+        return None
+    lm.info.update(cache="hit", cache_dir=str(folder), key=key)
+    return lm
+
+
+def _train_new(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: Any,
+               precision: str, tdev: Any, key: str, folder: Path | None, status: str) -> PublicLM:
     from ...progress import say
 
     say(f"training the lm generator on {len(texts)} public texts ({shape.n_layer} layers × {shape.n_embd}, "
-        f"{precision}, {tdev})" + (f"; cached in {folder}" if cache else ""))
+        f"{precision}, {tdev})" + (f"; cached in {folder}" if folder is not None else ""))
     t0 = time.perf_counter()
     try:
         lm = _train(texts, labels, settings, shape, precision, tdev, "lm generator: training")
+    except TrainingDiverged as e:
+        raise BackendError(f"training the lm generator failed: {e} (lm.lr, now {settings.lr:g}); nothing was "
+                           "cached") from e
     except (ValueError, RuntimeError) as e:
         raise BackendError(f"training the lm generator failed: {type(e).__name__}: {e}") from e
     lm.info.update(cache=status, key=key, total_seconds=round(time.perf_counter() - t0, 2))
-    if cache:
+    if folder is not None:
         lm.info["cache_dir"] = str(folder)
         lm_cache.write_entry(folder, lambda tmp: _save(lm, tmp))
     return lm

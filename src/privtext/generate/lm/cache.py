@@ -7,7 +7,9 @@ Location: ``cache_dir`` when given, else ``$PRIVTEXT_CACHE_HOME/lm``, else ``$XD
         tokenizer.json  config.json  model.safetensors  lm.json   (written into a temporary sibling folder)
         manifest.json                                             written last: size and BLAKE2b of each file
 
-and the temporary folder is renamed into place, so a reader sees a whole entry or none. ``key`` is the BLAKE2b
+and the temporary folder is renamed into place, so a reader sees a whole entry or none. Training an entry holds
+an OS file lock on ``<root>/.<entry>.lock`` (:func:`training_lock`): several runs started at once on the same
+public corpus and settings (a sweep, seeds side by side) train the model once; the others wait, then load it. ``key`` is the BLAKE2b
 digest of the training settings and of every public text and public label value the model is trained on
 (:func:`cache_key`). An entry whose ``manifest.json`` is missing or unreadable, or whose files do not match it (a
 killed write, a truncated copy, a flipped byte), is *damaged*: the caller trains again and replaces it. The
@@ -22,7 +24,7 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,31 @@ def read_entry(folder: Path) -> dict[str, Any] | None:
     return dict(manifest)
 
 
+@contextlib.contextmanager
+def training_lock(folder: Path, *, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the exclusive lock of entry ``folder`` (``fcntl.flock`` on a sibling ``.<name>.lock``; released by the
+    OS when the process dies, so a killed trainer never blocks the next run). ``on_wait`` is called once when
+    another process holds it. Where ``fcntl`` is missing (Windows) the block runs unlocked: concurrent runs then
+    train in parallel and the first whole entry written is kept (:func:`write_entry`)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder.parent / f".{folder.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def write_entry(folder: Path, write: Callable[[Path], Mapping[str, Any]]) -> dict[str, Any]:
     """Build an entry: ``write(tmp)`` writes the files into a temporary sibling folder and returns extra manifest
     fields; the manifest (sizes and digests of every file) is written last, then the folder is renamed into
@@ -117,4 +144,5 @@ def write_entry(folder: Path, write: Callable[[Path], Mapping[str, Any]]) -> dic
         raise
 
 
-__all__ = ["FORMAT_VERSION", "cache_key", "default_cache_dir", "entry_dir", "read_entry", "write_entry"]
+__all__ = ["FORMAT_VERSION", "cache_key", "default_cache_dir", "entry_dir", "read_entry", "training_lock",
+           "write_entry"]

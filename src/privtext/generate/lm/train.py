@@ -185,6 +185,10 @@ class TrainResult:
                 "final_loss": round(float(np.mean(tail)), 4) if tail else None}
 
 
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite: the model is unusable (raised, never cached or sampled)."""
+
+
 def train_loop(model: Any, optimizer: Any, batches: Iterable[dict[str, Any]], *, steps: int,
                scheduler: Any = None, max_grad_norm: float | None = 1.0, autocast_dtype: Any = None,
                reduction: Literal["sequence", "token"] = "sequence", description: str = "training",
@@ -203,6 +207,9 @@ def train_loop(model: Any, optimizer: Any, batches: Iterable[dict[str, Any]], *,
                 break
             loss = train_step(model, batch, optimizer, scheduler=scheduler, max_grad_norm=max_grad_norm,
                               autocast_dtype=autocast_dtype, reduction=reduction)
+            if not math.isfinite(loss):  # the weights are no longer finite: every later step and sample is garbage
+                raise TrainingDiverged(f"training diverged: the loss is {loss} at step {step + 1} of {steps}, so "
+                                       "the weights are no longer finite; lower the learning rate")
             res.steps += 1
             res.tokens += int(batch["attention_mask"].sum())
             res.losses.append(loss)
@@ -217,5 +224,5 @@ def train_loop(model: Any, optimizer: Any, batches: Iterable[dict[str, Any]], *,
     return res
 
 
-__all__ = ["IGNORE", "TrainResult", "batch_loss", "collate", "evaluate_loss", "length_batches", "sequence_losses",
+__all__ = ["IGNORE", "TrainResult", "TrainingDiverged", "batch_loss", "collate", "evaluate_loss", "length_batches", "sequence_losses",
            "train_loop", "train_step", "warmup_cosine"]
