@@ -229,3 +229,42 @@ def test_event_json_refuses_unknown_types_and_fields() -> None:
         event_from_dict({"type": "os.system", "noise_multiplier": 1})
     with pytest.raises(PrivacyError, match="unknown field"):
         event_from_dict({"type": "GaussianDpEvent", "noise_multiplier": 1, "extra": 2})
+
+
+# ------------------------------------------------------------------------------------- near-zero noise (memory)
+
+
+def test_near_zero_noise_coarsens_the_pld_and_stays_an_upper_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """σ = 0.05 per step: the coarsened interval's ε is at least the fine one's (pessimistic estimate) and agrees
+    to 1e-4; realistic releases keep the requested interval."""
+    from privtext.privacy import accounting as acc
+    from privtext.privacy.events import dpsgd_event
+
+    ev = dpsgd_event(0.05, 0.5, 40)
+    coarse_h = acc.pld_interval(acc.flatten(ev))
+    assert coarse_h > acc.DEFAULT_DISCRETIZATION
+    coarse = acc.epsilon_for_delta(ev, 1e-5)
+    monkeypatch.setattr(acc, "MAX_PLD_POINTS", 10**12)
+    assert acc.pld_interval(acc.flatten(ev)) == acc.DEFAULT_DISCRETIZATION
+    fine = acc.epsilon_for_delta(ev, 1e-5)
+    assert fine <= coarse <= fine * (1 + 1e-4)
+    monkeypatch.undo()
+    for realistic in (dpsgd_event(0.5, 0.5, 40), dpsgd_event(0.9, 0.064, 48), acc.flatten(dpsgd_event(1.0, 0.25, 20))):
+        assert acc.pld_interval(acc.flatten(realistic) if not isinstance(realistic, acc.Leaves) else realistic) \
+            == acc.DEFAULT_DISCRETIZATION
+
+
+def test_epsilon_of_near_zero_noise_fits_in_memory(tmp_path) -> None:
+    """``privacy: {noise_multiplier: 0.001}`` on dpft was killed for memory computing its ε (10⁹ PLD points):
+    under a 3 GiB address-space limit it now returns a finite, huge ε."""
+    import subprocess
+    import sys
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+            "from privtext.privacy.accounting import epsilon_for_delta; "
+            "from privtext.privacy.events import dpsgd_event, gaussian_event; "
+            "print(epsilon_for_delta(dpsgd_event(0.001, 0.5, 40), 1e-5), epsilon_for_delta(gaussian_event(0.001), 1e-5))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    a, b = map(float, out.stdout.split())
+    assert 1e6 < a < math.inf and 1e5 < b < math.inf

@@ -61,6 +61,16 @@ DEFAULT_DISCRETIZATION = 1e-3
 #: fraction of the cost (numbers in benchmarks/secret_noise_ratio.py --accuracy and the tests).
 BLOWUP_DISCRETIZATION = 5e-3
 
+#: most points a composed PLD may span before :func:`composed_pld` coarsens its discretization (dp_accounting
+#: builds each pmf as a Python dict first, ~100 bytes a point). The privacy loss of a Gaussian of noise multiplier
+#: σ spans ~1/σ² nats: at σ = 0.001 and 1e-3 nats a point that is 10⁹ points, and a dpft run with
+#: ``privacy: {noise_multiplier: 0.001}`` was killed for memory computing its ε. A coarser interval keeps
+#: dp_accounting's pessimistic estimate an upper bound on ε.
+MAX_PLD_POINTS = 5_000_000
+
+#: how many noise standard deviations of the loss distribution's tails the range estimate covers
+_TAIL_SIGMAS = 12.0
+
 PrivacyLossDistribution = _pld.PrivacyLossDistribution
 
 
@@ -297,11 +307,46 @@ def _leaf_pld(e: DpEvent, count: int, h: float, both: bool) -> PrivacyLossDistri
     )
 
 
+def _gaussian_loss_span(ratio: float) -> float:
+    """Nats spanned by the privacy loss of a Gaussian whose sensitivity/σ is ``ratio``: the loss is
+    N(±ratio²/2, ratio²), so about ratio² + 2·T·ratio over T standard deviations each side."""
+    return ratio * ratio + 2.0 * _TAIL_SIGMAS * ratio
+
+
+def loss_span(leaves: Leaves) -> float:
+    """An upper estimate of the nats the composed privacy loss of ``leaves`` spans (each leaf's span times its
+    count: composition adds losses). Used only to size the discretization, never as a bound on ε."""
+    span = 0.0 if math.isinf(leaves.gaussian_z) else _gaussian_loss_span(1.0 / leaves.gaussian_z)
+    for e, c in leaves.others:
+        inner = e.event if isinstance(e, _dpe.PoissonSampledDpEvent) else e
+        if isinstance(inner, _dpe.GaussianDpEvent) and inner.noise_multiplier > 0:
+            one = _gaussian_loss_span(1.0 / float(inner.noise_multiplier))
+        elif isinstance(inner, _dpe.LaplaceDpEvent) and inner.noise_multiplier > 0:
+            one = 2.0 / float(inner.noise_multiplier)
+        elif isinstance(inner, _dpe.MixtureOfGaussiansDpEvent) and inner.standard_deviation > 0:
+            sens, _ = _mog_support(inner)
+            one = _gaussian_loss_span(max(sens, default=0.0) / float(inner.standard_deviation))
+        else:
+            one = 0.0
+        span += one * int(c)
+    return span
+
+
+def pld_interval(leaves: Leaves, requested: float = DEFAULT_DISCRETIZATION) -> float:
+    """``requested``, or the coarser interval that keeps the composed PLD within :data:`MAX_PLD_POINTS` points.
+    Every realistic release keeps ``requested`` (an estimated loss span under 5000 nats at 1e-3); only near-zero
+    noise is coarsened (one Gaussian below σ ≈ 0.017; 40 subsampled steps below σ ≈ 0.2), where ε is in the
+    hundreds or more and the pessimistic estimate stays an upper bound (the tests compare both intervals where
+    the fine one still fits in memory)."""
+    return max(float(requested), loss_span(leaves) / MAX_PLD_POINTS)
+
+
 def composed_pld(
     leaves: Leaves, *, value_discretization_interval: float = DEFAULT_DISCRETIZATION, both_directions: bool = True
 ) -> PrivacyLossDistribution | None:
-    """The PLD of a flattened event (None when nothing private was released; callers handle non-private)."""
-    h = float(value_discretization_interval)
+    """The PLD of a flattened event (None when nothing private was released; callers handle non-private), at
+    :func:`pld_interval` (``value_discretization_interval`` unless the loss spans too many points)."""
+    h = pld_interval(leaves, value_discretization_interval)
     plds = []
     if not math.isinf(leaves.gaussian_z):
         plds.append(_pld.from_gaussian_mechanism(leaves.gaussian_z, value_discretization_interval=h))
