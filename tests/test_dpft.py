@@ -521,6 +521,30 @@ def test_torch_noise_source_draws_the_stated_std_through_the_tracer() -> None:
     assert abs(chi2 - d) < 6 * math.sqrt(2 * d)
 
 
+@pytest.mark.parametrize("lr", [1e30, 0.1])
+def test_a_diverging_step_stops_the_release_with_an_error(lr: float) -> None:
+    """A step that leaves the weights non-finite (lr 1e30 here: a too large dpft.lr) stops DP-SGD with an error
+    naming dpft.lr, instead of sampling garbage from NaN weights; a sane lr runs the same steps through."""
+    from privtext.errors import BackendError
+    from privtext.generate.lm import PAD, build_model, collate, model_shape, sequence_losses
+    from privtext.mechanisms.dpsgd import dpsgd_steps, make_private
+
+    torch.manual_seed(0)
+    model = build_model(model_shape("tiny", n_positions=16, vocab_size=300), vocab_size=300, bos_id=0, eos_id=1,
+                        pad_id=PAD)
+    seqs = [[int(x) for x in np.random.default_rng(i).integers(10, 300, 8)] for i in range(6)]
+    gs, opt = make_private(model, torch.optim.SGD(model.parameters(), lr=lr), max_grad_norm=1.0, normaliser=6)
+    kw = dict(n_records=6, loss_of=lambda idx: sequence_losses(gs, collate([seqs[int(i)] for i in idx],
+                                                                          pad_id=PAD)).mean(),
+              steps=4, sampling_rate=1.0, noise_std=1.0, sensitivity=1.0, rng=np.random.default_rng(1))
+    if lr > 1:
+        with pytest.raises(BackendError, match=r"DP-SGD diverged.*dpft\.lr"):
+            dpsgd_steps(gs, opt, **kw)
+    else:
+        stats, _ = dpsgd_steps(gs, opt, **kw)
+        assert stats.steps == 4 and all(math.isfinite(x) for x in stats.losses)
+
+
 def test_the_optimiser_refuses_a_noise_scale_for_another_clipping_norm() -> None:
     from privtext.generate.lm import PAD, build_model, model_shape
     from privtext.mechanisms.dpsgd import dpsgd_steps, make_private

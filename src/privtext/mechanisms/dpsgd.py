@@ -31,6 +31,7 @@ the accounting, so Opacus' own noise (``DPOptimizer.add_noise``: ``torch.normal`
 from __future__ import annotations
 
 import functools
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import ConfigError, MissingDependencyError, PrivacyError
+from ..errors import BackendError, ConfigError, MissingDependencyError, PrivacyError
 from ..privacy.events import DpEvent, dpsgd_event
 from ..privacy.noise import add_gaussian, add_gaussian_torch
 from ..privacy.relation import Contribution
@@ -178,6 +179,10 @@ def dpsgd_steps(model: Any, optimizer: Any, *, n_records: int, loss_of: Callable
     model.train()
     for t, idx in enumerate(poisson_batches(n_records, sampling_rate, steps, rng)):
         loss = _one_step(model, optimizer, idx, loss_of, physical_batch_size, workers)
+        if loss is not None and not math.isfinite(loss):
+            raise BackendError(f"DP-SGD diverged: the loss is {loss} at step {t + 1} of {steps} of this release, so "
+                               "the weights are no longer finite; lower the learning rate (dpft.lr). The releases "
+                               "already recorded in the ledger stay spent.")
         stats.steps += 1
         stats.records += len(idx)
         stats.empty_batches += int(len(idx) == 0)
@@ -186,6 +191,10 @@ def dpsgd_steps(model: Any, optimizer: Any, *, n_records: int, loss_of: Callable
         if on_step is not None:
             on_step(t, stats)
     stats.seconds = time.perf_counter() - t0
+    if not all(bool(p.isfinite().all()) for p in optimizer.params):
+        raise BackendError(f"DP-SGD diverged: the weights are no longer finite after {steps} steps of this release; "
+                           "lower the learning rate (dpft.lr). The releases already recorded in the ledger stay "
+                           "spent.")
     return stats, dpsgd_event(noise_std / sensitivity, sampling_rate, steps)
 
 
