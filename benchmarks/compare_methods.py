@@ -26,6 +26,11 @@ prints the per-configuration table (mean ± sd over seeds) and the acceptance ch
         --tag ood-sgd --no-mauve
         # the same with plain SGD and LoRA on every linear map (settings chosen on public Yelp rows standing in
         # for the private ones, docs/dpft.md): the set-up where dpft beats its control
+    PYTHONPATH=src python benchmarks/compare_methods.py --dataset yelp --private-n 5000 --only dpft,dpft-control \
+        --dpft-device cuda --dpft-physical 128 --dpft-epochs 20 --dpft-max-length 128 --dpft-sampling-rate 0.5 \
+        --dpft-lr 0.5 --dpft-optimizer sgd --dpft-batch-size 2500 --tag gpu-sgd --no-mauve
+        # on a GPU: the public LM is the base shape (30 M parameters, 26 s to train on an H200), 40 steps of 2500
+        # records (not yet measured: docs/dpft.md, "On a GPU")
 
 Set-up (``--private-n`` sets the Yelp private size; the default 1000 is the scaled one of a loaded 2-core CPU,
 5000 is the issue's):
@@ -135,7 +140,8 @@ def secret_budget() -> dict[str, float]:
 def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: int = 256,
             dpft_sampling_rate: float = 0.064, dpft_lr: float = 5e-4, dpft_lora: int = 0,
             dpft_lora_targets: str = "", dpft_optimizer: str = "adamw", dpft_batch_size: int = 0,
-            dpft_devices: str = "", tag: str = "", private_n: int = 1000,
+            dpft_devices: str = "", dpft_device: str = "", dpft_physical: int = 0, tag: str = "",
+            private_n: int = 1000,
             dpft_public: str = "") -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
     private = _private_file(dataset, private_n)
@@ -159,6 +165,9 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
             **({"optimizer": dpft_optimizer} if dpft_optimizer != "adamw" else {}),
             **({"batch_size": dpft_batch_size} if dpft_batch_size else {}),
             **({"devices": dpft_devices.split(",")} if dpft_devices else {}),
+            **({"device": dpft_device} if dpft_device else {}),
+            **({"physical_batch_size": dpft_physical, "sample_batch_size": max(32, dpft_physical)}
+               if dpft_physical else {}),
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
@@ -260,6 +269,10 @@ def main() -> None:
                     "(a public estimate of q·N; needed with --dpft-optimizer sgd)")
     ap.add_argument("--dpft-devices", default="", help="dpft.devices, comma-separated (e.g. cpu,cpu: each step's "
                     "records split over two processes, one thread each)")
+    ap.add_argument("--dpft-device", default="", help="dpft.device (e.g. cuda; default auto: a GPU when present, "
+                    "where the public LM is the base shape)")
+    ap.add_argument("--dpft-physical", type=int, default=0, help="dpft's records per forward/backward pass (and "
+                    "per sampling batch); larger on a GPU, e.g. 128")
     ap.add_argument("--private-n", type=int, default=1000, help="private Yelp records (rows 0..n-1 of "
                     "yelp/dev.csv; the issue's set-up is 5000)")
     ap.add_argument("--dpft-public", choices=("pubmed",), default=None, help="train dpft's public model on this "
@@ -279,7 +292,8 @@ def main() -> None:
                           dpft_max_length=args.dpft_max_length, dpft_sampling_rate=args.dpft_sampling_rate,
                           dpft_lr=args.dpft_lr, dpft_lora=args.dpft_lora,
                           dpft_lora_targets=args.dpft_lora_targets, dpft_optimizer=args.dpft_optimizer,
-                          dpft_batch_size=args.dpft_batch_size, dpft_devices=args.dpft_devices, tag=tag,
+                          dpft_batch_size=args.dpft_batch_size, dpft_devices=args.dpft_devices,
+                          dpft_device=args.dpft_device, dpft_physical=args.dpft_physical, tag=tag,
                           private_n=args.private_n,
                           dpft_public=args.dpft_public or "")
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
