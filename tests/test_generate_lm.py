@@ -504,26 +504,3 @@ def test_bad_options_are_config_errors_naming_them(public: Corpus, tmp_path: Pat
 def test_no_public_corpus_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="public"):
         build_generator({"backend": "lm"}, GeneratorContext())
-
-
-def test_input_only_codes_get_no_gradient_as_outputs() -> None:
-    """``codes_input_only``: a code absent from a batch's inputs gets zero gradient (it is neither a target nor in
-    any softmax); without the option its tied embedding is pushed out of every position's softmax."""
-    from privtext.generate.lm.train import batch_loss, collate
-
-    torch.manual_seed(0)
-    model = build_model(model_shape("tiny", n_positions=16, vocab_size=300), vocab_size=300, bos_id=0, eos_id=1,
-                        pad_id=PAD)
-    seqs = [[0, 20, 21, 22, 23, 1], [0, 30, 31, 1]]  # ids 8..12 (the "codes") appear nowhere
-    grads = {}
-    for only in (None, (8, 12)):
-        model.zero_grad()
-        batch_loss(model, collate(seqs, pad_id=PAD, input_only=only), "token").backward()
-        grads[only] = model.transformer.wte.weight.grad[8:12].abs().sum().item()
-    assert grads[None] > 0 and grads[(8, 12)] == 0.0
-    # a code in the input still learns from what follows it, and is never scored as a target
-    batch = collate([[0, 9, 20, 21, 1]], pad_id=PAD, input_only=(8, 12))
-    model.zero_grad()
-    batch_loss(model, batch, "token").backward()
-    assert model.transformer.wte.weight.grad[9].abs().sum().item() > 0
-    assert model.transformer.wte.weight.grad[[8, 10, 11]].abs().sum().item() == 0.0

@@ -74,8 +74,6 @@ class LMOptions(BackendOptions):
     blank_share: float = Field(default=0.35, ge=0, le=1, description="... in the infill format, random masks")
     anchored_share: float = Field(default=0.25, ge=0, le=1, description="... in the infill format, keyphrases kept")
     label_dropout: float = Field(default=0.1, ge=0, le=1, description="chance a label code is left out in training")
-    codes_input_only: bool = Field(default=False, description="label codes condition the model but are never "
-                                   "predicted in training (their tied embeddings then learn only as inputs)")
     max_keyphrases: int = Field(default=8, ge=1, le=64, description="most keyphrases kept per anchored training sequence")
     keyphrase_min_count: int = Field(default=3, ge=1, description="public texts a keyphrase term must occur in")
     label_min_texts: int = Field(default=5, ge=1, description="public texts a label value needs to get a code")
@@ -113,7 +111,7 @@ class LMOptions(BackendOptions):
             train_tokens=self.train_tokens, batch_size=self.batch_size, lr=self.lr,
             weight_decay=self.weight_decay, warmup=self.warmup, precision=self.precision, seed=self.train_seed,
             validation=self.validation, keyphrase_min_count=self.keyphrase_min_count,
-            label_min_texts=self.label_min_texts, codes_input_only=self.codes_input_only,
+            label_min_texts=self.label_min_texts,
             mix=FormatMix(free=self.free_share, blank=self.blank_share, anchored=self.anchored_share,
                           label_dropout=self.label_dropout, max_keyphrases=self.max_keyphrases))
 

@@ -31,7 +31,7 @@ import numpy as np
 from ...errors import BackendError, ConfigError, DataError, MissingDependencyError
 from ...rng import derive
 from . import cache as lm_cache
-from .codes import BOS, EOS, PAD, SPECIALS, CodeBook, ControlEncoder, ExampleMaker, FormatMix
+from .codes import BOS, EOS, PAD, CodeBook, ControlEncoder, ExampleMaker, FormatMix
 from .keyphrases import KeyphraseExtractor
 from .model import ModelShape, build_model, count_parameters, model_shape, resolve_size
 from .sample import SamplingSettings, sample
@@ -77,7 +77,6 @@ class LMSettings:
     keyphrase_min_count: int = 3
     label_min_texts: int = 5
     mix: FormatMix = field(default_factory=FormatMix)
-    codes_input_only: bool = False  # label codes condition but are never predicted (train.collate)
 
     def resolved(self, *, cuda: bool, bf16: bool) -> tuple[ModelShape, str]:
         shape = model_shape(self.size, n_positions=self.max_length, cuda=cuda, dropout=self.dropout,
@@ -93,8 +92,6 @@ class LMSettings:
 
     def key_dict(self, shape: ModelShape, precision: str) -> dict[str, Any]:
         d = asdict(self)
-        if not d["codes_input_only"]:  # the models cached before the option keep their keys
-            d.pop("codes_input_only")
         d.update(shape=shape.to_dict(), precision=precision)
         for k in ("size", "n_layer", "n_embd", "n_head", "vocab_size"):
             d.pop(k)
@@ -154,23 +151,17 @@ class PublicLM:
         """Mean next-token loss (nats per token) of the records (free format, with their label codes)."""
         seqs = [self.encoder.record(t, None if labels is None else labels[i])[:self.n_positions]
                 for i, t in enumerate(texts)]
-        return evaluate_loss(self.model, seqs, pad_id=PAD, input_only=self.input_only)
-
-    @property
-    def input_only(self) -> tuple[int, int] | None:
-        """The label codes' id range when they are conditioning inputs only (``codes_input_only``), else None."""
-        return (len(SPECIALS), self.encoder.n_special) if self.settings.codes_input_only else None
+        return evaluate_loss(self.model, seqs, pad_id=PAD)
 
 
 def _epochs(maker: ExampleMaker, idx: np.ndarray, settings: LMSettings, pad_id: int,
-            device: Any, input_only: tuple[int, int] | None = None) -> Iterator[dict[str, Any]]:
+            device: Any) -> Iterator[dict[str, Any]]:
     e = 0
     while True:
         rng = derive(settings.seed, "lm-epoch", e)
         seqs = [maker.example(int(i), rng) for i in idx]
         for b in length_batches([len(s) for s in seqs], settings.batch_size, rng):
-            yield collate([seqs[int(i)] for i in b], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE,
-                          input_only=input_only)
+            yield collate([seqs[int(i)] for i in b], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE)
         e += 1
 
 
@@ -193,23 +184,21 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
                                                                         settings.train_tokens / max(per_epoch, 1.0))
     steps = max(1, math.ceil(epochs * math.ceil(len(train_idx) / settings.batch_size)))
     autocast = {"bf16": torch.bfloat16, "fp32": None}[precision]
-    codes = (len(SPECIALS), encoder.n_special) if settings.codes_input_only else None
     with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if device.type == "cuda" else []):
         torch.manual_seed(int(derive(settings.seed, "lm-init").integers(2**62)))
         model = build_model(shape, vocab_size=encoder.vocab_size, bos_id=BOS, eos_id=EOS, pad_id=PAD).to(device)
-        before = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast, input_only=codes) if val else None
+        before = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
         opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay,
                                 betas=(0.9, 0.98))
         sched = warmup_cosine(opt, steps=steps, warmup=min(settings.warmup, max(1, steps // 10)))
-        result: TrainResult = train_loop(model, opt, _epochs(maker, train_idx, settings, PAD, device, codes),
-                                         steps=steps,
+        result: TrainResult = train_loop(model, opt, _epochs(maker, train_idx, settings, PAD, device), steps=steps,
                                          scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast,
                                          reduction="token", description=describe)
         model.eval()
         if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
             raise TrainingDiverged(f"training diverged: the weights are no longer finite after {result.steps} "
                                    "steps; lower the learning rate")
-        after = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast, input_only=codes) if val else None
+        after = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
     info = {"parameters": count_parameters(model), "shape": shape.to_dict(), "precision": precision, "lr": settings.lr,
             "device": str(device), "public_texts": len(texts), "train_texts": len(train_idx),
             "validation_texts": int(n_val), "epochs": round(result.tokens / max(per_epoch, 1.0), 3),

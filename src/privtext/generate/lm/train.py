@@ -32,12 +32,8 @@ PAD_MULTIPLE = 16  # training and evaluation batches are padded to a multiple of
 
 
 def collate(seqs: Sequence[Sequence[int]], *, pad_id: int, device: Any = None,
-            pad_to_multiple: int = 1, input_only: tuple[int, int] | None = None) -> dict[str, Any]:
+            pad_to_multiple: int = 1) -> dict[str, Any]:
     """A right-padded batch: ``input_ids``, ``attention_mask``, ``labels`` (padding → -100), ``position_ids``.
-
-    ``input_only`` = (lo, hi): the token ids in [lo, hi) (the label codes) condition the model but are never
-    predicted: the loss neither targets them nor includes their logits (:func:`_token_nll`), so their (tied)
-    embeddings learn only from what follows them, not from being pushed out of every position's softmax.
 
     ``pad_to_multiple`` rounds the width up: fewer distinct shapes. On CPUs, bf16 autocast runs matmuls through
     oneDNN primitives cached per shape, and a width per batch made the memory of a training run grow without
@@ -58,8 +54,6 @@ def collate(seqs: Sequence[Sequence[int]], *, pad_id: int, device: Any = None,
     batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "position_ids": pos}
     if device is not None:
         batch = {k: v.to(device) for k, v in batch.items()}
-    if input_only is not None and input_only[1] > input_only[0]:
-        batch["input_only"] = (int(input_only[0]), int(input_only[1]))
     return batch
 
 
@@ -71,11 +65,6 @@ def _token_nll(model: Any, batch: dict[str, Any]) -> tuple[Any, Any]:
                 position_ids=batch["position_ids"])
     logits = out.logits[:, :-1].float()
     target = batch["labels"][:, 1:]
-    if batch.get("input_only") is not None:
-        lo, hi = batch["input_only"]
-        vocab = torch.arange(logits.shape[-1], device=logits.device)
-        logits = logits.masked_fill((vocab >= lo) & (vocab < hi), float("-inf"))
-        target = target.masked_fill((target >= lo) & (target < hi), IGNORE)
     nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                                             ignore_index=IGNORE, reduction="none").view(target.shape)
     return nll, target != IGNORE
@@ -124,7 +113,7 @@ def train_step(model: Any, batch: dict[str, Any], optimizer: Any, *, scheduler: 
 
 
 def evaluate_loss(model: Any, seqs: Sequence[Sequence[int]], *, pad_id: int, batch_size: int = 32,
-                  autocast_dtype: Any = None, input_only: tuple[int, int] | None = None) -> float:
+                  autocast_dtype: Any = None) -> float:
     """Mean next-token loss (nats per token) of ``seqs`` under ``model`` (eval mode, no gradients)."""
     import torch
 
@@ -137,8 +126,7 @@ def evaluate_loss(model: Any, seqs: Sequence[Sequence[int]], *, pad_id: int, bat
     try:
         with torch.no_grad():
             for s in range(0, len(seqs), batch_size):
-                batch = collate(seqs[s:s + batch_size], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE,
-                                input_only=input_only)
+                batch = collate(seqs[s:s + batch_size], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE)
                 with _autocast(device, autocast_dtype):
                     nll, keep = _token_nll(model, batch)
                 total += float((nll * keep).sum())

@@ -301,7 +301,7 @@ class DPFT(MethodRun):
         ps = [p for _, p in params]
         inner = (torch.optim.AdamW(ps, lr=o.lr, weight_decay=o.weight_decay) if o.optimizer == "adamw"
                  else torch.optim.SGD(ps, lr=o.lr, weight_decay=o.weight_decay))
-        loss = SequenceLoss(seqs, model.pad_id, getattr(model, "input_only", None))
+        loss = SequenceLoss(seqs, model.pad_id)
         assert plan.noise_multiplier is not None
         contribution = dpsgd_contribution(o.max_grad_norm)
         with contextlib.ExitStack() as stack:

@@ -57,14 +57,12 @@ class SequenceLoss:
 
     seqs: Sequence[Sequence[int]]
     pad_id: int
-    input_only: tuple[int, int] | None = None  # token ids that condition but are never predicted (label codes)
 
     def make(self, model: Any, device: Any) -> Callable[[np.ndarray], Any]:
         from ...generate.lm.train import collate, sequence_losses
 
         def loss_of(idx: np.ndarray) -> Any:
-            batch = collate([self.seqs[int(i)] for i in idx], pad_id=self.pad_id, device=device,
-                            input_only=self.input_only)
+            batch = collate([self.seqs[int(i)] for i in idx], pad_id=self.pad_id, device=device)
             return sequence_losses(model, batch).mean()
 
         return loss_of
@@ -87,7 +85,6 @@ class PublicSmallLM:
         self.model = lm.model if lora is None else _with_lora(lm.model, lora)
         self.encoder = lm.encoder
         self.pad_id = PAD
-        self.input_only = lm.input_only  # fine-tuning keeps the public model's rule for its label codes
         self.max_length = min(int(max_length), lm.n_positions)
         self.sampling = sampling
         self.empty_retries = int(empty_retries)
