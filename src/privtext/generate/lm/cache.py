@@ -9,11 +9,11 @@ Location: ``cache_dir`` when given, else ``$PRIVTEXT_CACHE_HOME/lm``, else ``$XD
 
 and the temporary folder is renamed into place, so a reader sees a whole entry or none. Training an entry holds
 an OS file lock on ``<root>/.<entry>.lock`` (:func:`training_lock`): several runs started at once on the same
-public corpus and settings (a sweep, seeds side by side) train the model once; the others wait, then load it. ``key`` is the BLAKE2b
-digest of the training settings and of every public text and public label value the model is trained on
-(:func:`cache_key`). An entry whose ``manifest.json`` is missing or unreadable, or whose files do not match it (a
-killed write, a truncated copy, a flipped byte), is *damaged*: the caller trains again and replaces it. The
-entry holds a model of public text only.
+public corpus and settings (a sweep, seeds side by side) train the model once; the others wait, then load it.
+``key`` is the BLAKE2b digest of the training settings and of every public text and public label value the model
+is trained on (:func:`cache_key`). An entry whose ``manifest.json`` is missing or unreadable, or whose files do not
+match it (a killed write, a truncated copy, a flipped byte), is *damaged*: the caller trains again and replaces it.
+The entry holds a model of public text only.
 """
 
 from __future__ import annotations

@@ -224,5 +224,5 @@ def train_loop(model: Any, optimizer: Any, batches: Iterable[dict[str, Any]], *,
     return res
 
 
-__all__ = ["IGNORE", "TrainResult", "TrainingDiverged", "batch_loss", "collate", "evaluate_loss", "length_batches", "sequence_losses",
-           "train_loop", "train_step", "warmup_cosine"]
+__all__ = ["IGNORE", "TrainResult", "TrainingDiverged", "batch_loss", "collate", "evaluate_loss", "length_batches",
+           "sequence_losses", "train_loop", "train_step", "warmup_cosine"]
