@@ -65,8 +65,8 @@ class LMSettings:
     vocab_size: int | None = None
     max_length: int = 320
     dropout: float = 0.0
-    epochs: float = 6.0
-    train_tokens: int | None = 2_500_000
+    epochs: float = 20.0
+    train_tokens: int | None = 6_000_000
     batch_size: int = 32
     lr: float | None = None  # None: DEFAULT_LR of the resolved size (resolved_lr)
     weight_decay: float = 0.01
