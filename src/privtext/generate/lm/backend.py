@@ -58,10 +58,11 @@ class LMOptions(BackendOptions):
     vocab_size: int | None = Field(default=None, ge=300, le=65536, description="BPE vocabulary size")
     max_length: int = Field(default=320, ge=32, le=4096, description="tokens per training sequence (= positions)")
     dropout: float = Field(default=0.0, ge=0, lt=1)
-    epochs: float = Field(default=20.0, gt=0, description="most passes over the public corpus")
-    train_tokens: int | None = Field(default=6_000_000, ge=1, description="cap on the tokens trained on (None: "
-                                     "no cap): epochs = min(epochs, train_tokens / tokens per epoch); 6 M: 17.6 "
-                                     "min on 2 CPU cores (docs/dpft.md)")
+    # the training budget's defaults live in LMSettings (one place; the cache key is built from it)
+    epochs: float = Field(default=LMSettings.epochs, gt=0, description="most passes over the public corpus")
+    train_tokens: int | None = Field(default=LMSettings.train_tokens, ge=1, description="cap on the tokens trained "
+                                     "on (None: no cap): epochs = min(epochs, train_tokens / tokens per epoch); "
+                                     "6 M: 16-18 min on 2 CPU cores (docs/dpft.md)")
     batch_size: int = Field(default=32, ge=1)
     lr: float | None = Field(default=None, gt=0, le=1, description="AdamW peak learning rate; default by size: "
                              "2e-3 for tiny and small, 6e-4 for base (2e-3 diverged on base)")
