@@ -166,6 +166,41 @@ def test_a_run_records_the_events_it_calibrated_and_spends_its_budget(tmp_path: 
     assert all(r.passed and r.check == "derivation" for r in audited)
 
 
+def test_an_unlabelled_public_corpus_gets_the_declared_codes_for_fine_tuning_to_learn(tmp_path: Path,
+                                                                                     lm_cache: Path) -> None:
+    """Public text without labels and a declared schema (``data.label_values``): the small public LM reserves a
+    code per declared value (untrained), DP-SGD trains on records that carry them, and the samples are drawn
+    under them — so the fine-tuning can make an unlabelled public model label-conditioned (CTCL's road). Without
+    the reserve the codes would be missing from both, and the samples could not follow the DP label mix."""
+    from privtext.backends import parse_options
+    from privtext.generate.lm import SamplingSettings, build_public_lm
+    from privtext.generate.lm.backend import LMOptions
+    from privtext.methods.dpft.models import PublicSmallLM
+
+    priv, pub = corpora()
+    bare = Corpus(pub.ids, pub.texts, {}, name="pool")
+    schema = {"category": ["food", "hotel"], "mood": ["good", "bad"]}
+    root = run_config(make_config(tmp_path / "unlabelled", lm_cache, priv=priv, pub=bare, labels="dp",
+                                  data={"private": f"{tmp_path / 'unlabelled'}.private.csv",
+                                        "public": f"{tmp_path / 'unlabelled'}.public.csv",
+                                        "label_columns": ["category", "mood"], "label_values": schema}))
+    st = json.loads((root / "privacy.json").read_text())
+    assert "4 label code(s) of the declared schema" in st["headline"]
+    prompts = [json.loads(x)["prompt"] for x in (root / "prompts.jsonl").read_text().splitlines()]
+    assert len(prompts) == 8 and all("<|category=" in p and "<|mood=" in p for p in prompts)
+    lo = parse_options(LMOptions, {**TINY_LM, "cache_dir": str(lm_cache)}, where="test")
+    lm = build_public_lm(bare.texts, None, settings=lo.settings(), cache_dir=lo.cache_dir, device="cpu",
+                         reserve_codes=schema)
+    assert lm.info["cache"] == "hit"  # the run's model
+    assert lm.info["untrained_codes"] == ["<|category=food|>", "<|category=hotel|>", "<|mood=bad|>",
+                                          "<|mood=good|>"]
+    m = PublicSmallLM(lm, max_length=48, sampling=SamplingSettings())
+    codes = m.encoder.label_ids({"category": "hotel", "mood": "bad"})[0]
+    assert len(codes) == 2 and m.training_sequence(priv.texts[0], {"category": "hotel", "mood": "bad"})[1:3] == codes
+    plain = build_public_lm(bare.texts, None, settings=lo.settings(), cache_dir=lo.cache_dir, device="cpu")
+    assert plain.encoder.label_ids({"category": "hotel", "mood": "bad"}) == ([], ["category", "mood"])
+
+
 # ------------------------------------------------------------------------------------------------ clipping + noise
 
 

@@ -268,21 +268,47 @@ def test_cache_hit_reuses_the_trained_model(lm, public: Corpus, cache_root: Path
 
 
 def test_cache_key_follows_corpus_and_settings(public: Corpus, tmp_path: Path, monkeypatch) -> None:
+    """The key build_public_lm trains under changes with the corpus, the labels, the settings and the reserved
+    codes that add a code; reserving values the public labels already give keeps the key (and the entry)."""
     keys = {}
 
-    def record(texts, labels, settings, shape, precision, device, describe):
-        raise _Stop(lm_build.lm_cache.cache_key(texts, labels, settings.key_dict(shape, precision)))
+    def record(texts, labels, settings, shape, precision, tdev, key, folder, status, codebook=None):
+        raise _Stop(key)
 
-    monkeypatch.setattr(lm_build, "_train", record)
-    for name, texts, labels, s in (
-            ("base", public.texts, public.labels, TINY),
-            ("lr", public.texts, public.labels, {**TINY, "lr": 1e-3}),
-            ("one text", [*public.texts[:-1], "A different text."], public.labels, TINY),
-            ("labels", public.texts, None, TINY)):
+    monkeypatch.setattr(lm_build, "_train_new", record)
+    for name, texts, labels, s, reserve in (
+            ("base", public.texts, public.labels, TINY, None),
+            ("lr", public.texts, public.labels, {**TINY, "lr": 1e-3}, None),
+            ("one text", [*public.texts[:-1], "A different text."], public.labels, TINY, None),
+            ("labels", public.texts, None, TINY, None),
+            ("reserve adds a value", public.texts, public.labels, TINY, {"label1": ["Food", "Hotel", "Spa"]}),
+            ("reserve adds a column", public.texts, public.labels, TINY, {"mood": ["good", "bad"]}),
+            ("reserve adds nothing", public.texts, public.labels, TINY, {"label1": ["Hotel", "Food"]})):
         with pytest.raises(_Stop) as e:
-            build_public_lm(texts, labels, settings=LMSettings(**s), cache_dir=tmp_path)
+            build_public_lm(texts, labels, settings=LMSettings(**s), cache_dir=tmp_path, reserve_codes=reserve)
         keys[name] = e.value.args[0]
-    assert len(set(keys.values())) == 4
+    assert keys["reserve adds nothing"] == keys["base"]
+    assert len(set(keys.values())) == 6
+
+
+def test_reserved_codes_are_added_after_the_public_ones() -> None:
+    """The declared schema's values the public corpus lacks get codes (ids after the public codes, so a corpus's
+    own codes keep their ids); ``added_by`` names exactly those."""
+    from privtext.generate.lm.codes import CodeBook
+
+    labels = {"label1": ["Food"] * 6 + ["Hotel"] * 6 + ["Spa"] * 2}
+    base = CodeBook.from_labels(labels, min_texts=5)
+    assert base.columns == ("label1",) and base.values == (("Food", "Hotel"),)
+    book = CodeBook.from_labels(labels, min_texts=5, reserve={"mood": ["good", "bad", "good"],
+                                                               "label1": ["Spa", "Food"]})
+    assert book.columns == ("label1", "mood")
+    assert book.values == (("Food", "Hotel", "Spa"), ("bad", "good"))
+    assert book.added_by(base) == ["<|label1=Spa|>", "<|mood=bad|>", "<|mood=good|>"]
+    assert CodeBook.from_labels(labels, min_texts=5, reserve={"label1": ["Hotel"]}) == base
+    assert CodeBook.from_labels(None, reserve={"mood": ["good"]}).label_tokens() == ["<|mood=good|>"]
+    # a public column that is not a class label (too many values) is not turned into one by the reserve
+    many = {"id": [str(i) for i in range(300)]}
+    assert CodeBook.from_labels(many, reserve={"id": ["0"]}).columns == ()
 
 
 class _Stop(Exception):

@@ -166,10 +166,11 @@ def _epochs(maker: ExampleMaker, idx: np.ndarray, settings: LMSettings, pad_id: 
 
 
 def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: ModelShape,
-           precision: str, device: Any, describe: str) -> PublicLM:
+           precision: str, device: Any, describe: str, codebook: CodeBook | None = None) -> PublicLM:
     import torch
 
-    codebook = CodeBook.from_labels(labels, min_texts=settings.label_min_texts)
+    base = CodeBook.from_labels(labels, min_texts=settings.label_min_texts)
+    codebook = codebook or base
     tk = train_tokenizer(texts, vocab_size=shape.vocab_size, special_tokens=codebook.special_tokens())
     encoder = ControlEncoder(tk, codebook)
     extractor = KeyphraseExtractor.from_public(texts, min_count=settings.keyphrase_min_count)
@@ -204,6 +205,7 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
             "validation_texts": int(n_val), "epochs": round(result.tokens / max(per_epoch, 1.0), 3),
             "planned_steps": steps, "train": result.to_dict(), "validation_loss_before": before,
             "validation_loss_after": after, "label_columns": list(codebook.columns),
+            "untrained_codes": codebook.added_by(base),
             "keyphrase_terms": len(extractor.vocabulary)}
     return PublicLM(tk, encoder, extractor, model, settings, info)
 
@@ -232,9 +234,13 @@ def _load(folder: Path, settings: LMSettings, device: Any) -> PublicLM:
 
 def build_public_lm(texts: Sequence[str], labels: Mapping[str, Sequence[str]] | None = None, *,
                     settings: LMSettings | None = None, cache: bool = True, cache_dir: str | Path | None = None,
-                    device: str = "auto", guard: Any = None) -> PublicLM:
+                    device: str = "auto", guard: Any = None,
+                    reserve_codes: Mapping[str, Sequence[str]] | None = None) -> PublicLM:
     """The tokenizer + model of this public corpus and settings: from the cache when a whole entry is there,
     else trained (and cached). ``labels``: public label columns → one value per text (the control codes).
+    ``reserve_codes``: label column → values (the declared schema) that get a code even where no public text
+    carries it (:meth:`CodeBook.from_labels`): untrained until DP fine-tuning learns them; they are part of the
+    cache key only when they add a code, so a corpus whose labels cover the schema keeps its entry.
     ``guard`` (a :class:`privtext.guard.PrivateGuard`) refuses a corpus holding a private record.
     ``info["cache"]`` is ``hit``, ``miss``, ``damaged`` (an entry was there but broken: retrained) or ``off``."""
     settings = settings or LMSettings()
@@ -253,10 +259,15 @@ def build_public_lm(texts: Sequence[str], labels: Mapping[str, Sequence[str]] | 
     settings = replace(settings, lr=settings.resolved_lr(cuda=cuda))  # the key holds the lr that trains
     if precision == "bf16" and not bf16:
         raise ConfigError(f"precision 'bf16': {tdev.type} here has no native bf16; use 'fp32' or 'auto'")
-    key = lm_cache.cache_key(texts, labels, settings.key_dict(shape, precision))
+    codebook = CodeBook.from_labels(labels, min_texts=settings.label_min_texts, reserve=reserve_codes)
+    added = codebook.added_by(CodeBook.from_labels(labels, min_texts=settings.label_min_texts))
+    key_settings = settings.key_dict(shape, precision)
+    if added:
+        key_settings = {**key_settings, "codebook": codebook.to_dict()}
+    key = lm_cache.cache_key(texts, labels, key_settings)
     folder = lm_cache.entry_dir(cache_dir, key)
     if not cache:
-        return _train_new(texts, labels, settings, shape, precision, tdev, key, None, "off")
+        return _train_new(texts, labels, settings, shape, precision, tdev, key, None, "off", codebook)
     from ...progress import say
 
     lm = _cached(folder, settings, tdev, key)
@@ -269,7 +280,7 @@ def build_public_lm(texts: Sequence[str], labels: Mapping[str, Sequence[str]] | 
         if lm is not None:
             return lm
         status = "damaged" if folder.exists() else "miss"
-        return _train_new(texts, labels, settings, shape, precision, tdev, key, folder, status)
+        return _train_new(texts, labels, settings, shape, precision, tdev, key, folder, status, codebook)
 
 
 def _cached(folder: Path, settings: LMSettings, tdev: Any, key: str) -> PublicLM | None:
@@ -285,14 +296,15 @@ def _cached(folder: Path, settings: LMSettings, tdev: Any, key: str) -> PublicLM
 
 
 def _train_new(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: Any,
-               precision: str, tdev: Any, key: str, folder: Path | None, status: str) -> PublicLM:
+               precision: str, tdev: Any, key: str, folder: Path | None, status: str,
+               codebook: CodeBook | None = None) -> PublicLM:
     from ...progress import say
 
     say(f"training the lm generator on {len(texts)} public texts ({shape.n_layer} layers × {shape.n_embd}, "
         f"{precision}, {tdev})" + (f"; cached in {folder}" if folder is not None else ""))
     t0 = time.perf_counter()
     try:
-        lm = _train(texts, labels, settings, shape, precision, tdev, "lm generator: training")
+        lm = _train(texts, labels, settings, shape, precision, tdev, "lm generator: training", codebook)
     except TrainingDiverged as e:
         raise BackendError(f"training the lm generator failed: {e} (lm.lr, now {settings.lr:g}); nothing was "
                            "cached") from e

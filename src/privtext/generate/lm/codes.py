@@ -51,10 +51,17 @@ class CodeBook:
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, Sequence[str]] | None, *, min_texts: int = 1,
-                    max_values: int = 256) -> CodeBook:
+                    max_values: int = 256, reserve: Mapping[str, Sequence[str]] | None = None) -> CodeBook:
         """Codes for the values of each public label column seen in at least ``min_texts`` texts; a column with
-        more than ``max_values`` such values is not a class label and gets none."""
-        cols, vals = [], []
+        more than ``max_values`` such values is not a class label and gets none.
+
+        ``reserve`` (label column → values, e.g. the declared schema ``data.label_values``) adds a code for every
+        listed value the public texts do not already give one: its token exists but pretraining never sees it
+        (its embedding stays near its random start), so the codes are learnt later, by DP fine-tuning on the
+        private records (``method: dpft``). Columns of ``labels`` come first, in their order, then the reserved
+        columns the public corpus does not label, in ``reserve``'s order."""
+        cols: list[str] = []
+        vals: list[tuple[str, ...]] = []
         for col, column in (labels or {}).items():
             counts: dict[str, int] = {}
             for v in column:
@@ -63,7 +70,22 @@ class CodeBook:
             if kept and len(kept) <= max_values:
                 cols.append(str(col))
                 vals.append(tuple(kept))
+        for col, values in (reserve or {}).items():
+            extra = sorted({str(v) for v in values})
+            if str(col) in cols:
+                i = cols.index(str(col))
+                merged = tuple(sorted(set(vals[i]) | set(extra)))
+                if len(merged) <= max_values:
+                    vals[i] = merged
+            elif str(col) not in (labels or {}) and extra and len(extra) <= max_values:
+                cols.append(str(col))
+                vals.append(tuple(extra))
         return cls(tuple(cols), tuple(vals))
+
+    def added_by(self, base: CodeBook) -> list[str]:
+        """The label tokens of this code book that ``base`` lacks (the reserved, untrained codes)."""
+        have = set(base.label_tokens())
+        return [t for t in self.label_tokens() if t not in have]
 
     @staticmethod
     def label_token(column: str, value: str) -> str:

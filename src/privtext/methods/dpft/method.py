@@ -268,8 +268,12 @@ class DPFT(MethodRun):
         cols = [c for c in ctx.space.columns if c in public.labels]
         labels = {c: public.labels[c] for c in cols} if cols else None
         with self.metrics.stage("setup_generator"):
+            # the declared schema's values get codes even where the public corpus lacks them: DP fine-tuning
+            # learns them from the private records (an unlabelled public corpus still gives a label-conditioned
+            # generator, as CTCL's DP topic histogram + conditional generator do)
             lm = build_public_lm(public.texts, labels, settings=lo.settings(), cache=lo.cache,
-                                 cache_dir=lo.cache_dir, device=str(self.device()), guard=ctx.guard)
+                                 cache_dir=lo.cache_dir, device=str(self.device()), guard=ctx.guard,
+                                 reserve_codes=self.config.data.label_values)
         self.log(f"public lm: {lm.info.get('cache')} ({lm.info.get('parameters')} parameters)")
         sampling = SamplingSettings(temperature=o.temperature, top_p=o.top_p, top_k=o.top_k,
                                     max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,

@@ -91,6 +91,10 @@ class PublicSmallLM:
         info = lm.info
         self.origin = (f"a GPT-2 of {info.get('parameters', 0) / 1e6:.2g} M parameters trained here on the public "
                        f"corpus ({info.get('public_texts', '?')} texts; privtext's lm generator)")
+        untrained = len(info.get("untrained_codes") or ())
+        if untrained:
+            self.origin += (f", with {untrained} label code(s) of the declared schema that no public text carries "
+                            "(untrained before fine-tuning)")
         if lora is not None:
             self.origin += f", with LoRA adapters (rank {lora['r']}) initialised as peft does"
 
