@@ -194,11 +194,34 @@ def test_an_unlabelled_public_corpus_gets_the_declared_codes_for_fine_tuning_to_
     assert lm.info["cache"] == "hit"  # the run's model
     assert lm.info["untrained_codes"] == ["<|category=food|>", "<|category=hotel|>", "<|mood=bad|>",
                                           "<|mood=good|>"]
+    wte = lm.model.get_input_embeddings().weight.detach().clone()
     m = PublicSmallLM(lm, max_length=48, sampling=SamplingSettings())
     codes = m.encoder.label_ids({"category": "hotel", "mood": "bad"})[0]
     assert len(codes) == 2 and m.training_sequence(priv.texts[0], {"category": "hotel", "mood": "bad"})[1:3] == codes
+    # the reserved rows start from their values' words, so the codes differ as the words do (pretraining left
+    # them nearly parallel); every other row is untouched
+    now = lm.model.get_input_embeddings().weight.detach()
+    code = {v: m.encoder.label_id[("category", v)] for v in ("food", "hotel")}
+    words = {v: now[m.encoder.text_ids(v)].mean(dim=0) for v in ("food", "hotel")}
+    cos = torch.nn.functional.cosine_similarity
+    for v, other in (("food", "hotel"), ("hotel", "food")):
+        assert float(cos(now[code[v]], words[v], dim=0)) > 0.999
+        assert float(cos(now[code[v]], words[other], dim=0)) < float(cos(now[code[v]], words[v], dim=0)) - 0.05
+    changed = (now != wte).any(dim=1).nonzero().flatten().tolist()
+    assert sorted(changed) == sorted(m.encoder.label_id.values())
     plain = build_public_lm(bare.texts, None, settings=lo.settings(), cache_dir=lo.cache_dir, device="cpu")
     assert plain.encoder.label_ids({"category": "hotel", "mood": "bad"}) == ([], ["category", "mood"])
+
+
+def test_a_reserved_code_starts_from_the_words_that_tell_its_value_apart() -> None:
+    from privtext.methods.dpft.models import _distinct_words
+
+    assert _distinct_words(["Business Category: Bars", "Business Category: Arts & Entertainment"]) == [
+        "Bars", "Arts & Entertainment"]
+    assert _distinct_words(["Review Stars: 1.0", "Review Stars: 5.0"]) == ["1.0", "5.0"]
+    assert _distinct_words(["good", "bad"]) == ["good", "bad"]
+    assert _distinct_words(["a b", "a b c"]) == ["a b", "c"]  # a value that is all shared words keeps them
+    assert _distinct_words(["only"]) == ["only"]
 
 
 # ------------------------------------------------------------------------------------------------ clipping + noise
