@@ -211,6 +211,14 @@ def test_an_unlabelled_public_corpus_gets_the_declared_codes_for_fine_tuning_to_
     assert sorted(changed) == sorted(m.encoder.label_id.values())
     plain = build_public_lm(bare.texts, None, settings=lo.settings(), cache_dir=lo.cache_dir, device="cpu")
     assert plain.encoder.label_ids({"category": "hotel", "mood": "bad"}) == ([], ["category", "mood"])
+    # dpft.reserve_codes: false gives the former behaviour back: no codes in the prompts, none in the statement
+    off = run_config(make_config(tmp_path / "off", lm_cache, priv=priv, pub=bare, labels="dp",
+                                 dpft={"reserve_codes": False, "epochs": 1},
+                                 data={"private": f"{tmp_path / 'off'}.private.csv",
+                                       "public": f"{tmp_path / 'off'}.public.csv",
+                                       "label_columns": ["category", "mood"], "label_values": schema}))
+    assert "label code(s)" not in json.loads((off / "privacy.json").read_text())["headline"]
+    assert not any("<|category=" in json.loads(x)["prompt"] for x in (off / "prompts.jsonl").read_text().splitlines())
 
 
 def test_a_reserved_code_starts_from_the_words_that_tell_its_value_apart() -> None:

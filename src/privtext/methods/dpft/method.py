@@ -64,6 +64,10 @@ class DPFTOptions(BackendOptions):
                                      "(dpft.model's, or the small public LM's: c_attn by default)")
     lm: dict[str, Any] = Field(default_factory=dict, description="the small LM's training settings: the options "
                                "of generator: {backend: lm} (size, max_length, epochs, train_tokens, cache_dir, ...)")
+    reserve_codes: bool = Field(default=True, description="the small LM gets a control code for every value of "
+                                "data.label_values the public corpus lacks (set from its words, learnt by the "
+                                "fine-tuning); false: such values get no code and their records train and sample "
+                                "unconditioned (the behaviour before reserved codes)")
     max_grad_norm: float = Field(default=1.0, gt=0, description="C: every record's gradient is clipped to L2 "
                                  "norm C (the sensitivity of a step's gradient sum)")
     sampling_rate: float | None = Field(default=None, gt=0, le=1, description="q: each record is in a step's "
@@ -273,7 +277,7 @@ class DPFT(MethodRun):
             # generator, as CTCL's DP topic histogram + conditional generator do)
             lm = build_public_lm(public.texts, labels, settings=lo.settings(), cache=lo.cache,
                                  cache_dir=lo.cache_dir, device=str(self.device()), guard=ctx.guard,
-                                 reserve_codes=self.config.data.label_values)
+                                 reserve_codes=self.config.data.label_values if o.reserve_codes else None)
         self.log(f"public lm: {lm.info.get('cache')} ({lm.info.get('parameters')} parameters)")
         sampling = SamplingSettings(temperature=o.temperature, top_p=o.top_p, top_k=o.top_k,
                                     max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
