@@ -56,9 +56,9 @@ class CodeBook:
         more than ``max_values`` such values is not a class label and gets none.
 
         ``reserve`` (label column → values, e.g. the declared schema ``data.label_values``) adds a code for every
-        listed value the public texts do not already give one: its token exists but pretraining never sees it
-        (its embedding stays near its random start), so the codes are learnt later, by DP fine-tuning on the
-        private records (``method: dpft``). Columns of ``labels`` come first, in their order, then the reserved
+        listed value the public texts do not already give one: its token exists but pretraining never feeds it
+        (its output logit is only pushed down, so all such rows drift the same way: ``method: dpft`` sets them from
+        their values' words before fine-tuning), and the codes are learnt by DP fine-tuning on the private records. Columns of ``labels`` come first, in their order, then the reserved
         columns the public corpus does not label, in ``reserve``'s order."""
         cols: list[str] = []
         vals: list[tuple[str, ...]] = []

@@ -75,7 +75,7 @@ def _distinct_words(values: Sequence[str]) -> list[str]:
     if len(split) < 2:
         return list(values)
     head = 0
-    while all(len(w) > head for w in split) and len({tuple(w[head:head + 1]) for w in split}) == 1:
+    while all(len(w) > head for w in split) and len({w[head] for w in split}) == 1:
         head += 1
     tail = 0
     while all(len(w) > head + tail for w in split) and len({w[len(w) - 1 - tail] for w in split}) == 1:
