@@ -142,7 +142,8 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
             dpft_lora_targets: str = "", dpft_optimizer: str = "adamw", dpft_batch_size: int = 0,
             dpft_devices: str = "", dpft_device: str = "", dpft_physical: int = 0, tag: str = "",
             private_n: int = 1000,
-            dpft_public: str = "", dpft_lm: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+            dpft_public: str = "", dpft_lm: dict[str, Any] | None = None,
+            dpft_before_codes: bool = False) -> dict[str, dict[str, Any]]:
     labelled = dataset == "yelp"
     private = _private_file(dataset, private_n)
     base: dict[str, Any] = {
@@ -169,6 +170,7 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
             **({"physical_batch_size": dpft_physical, "sample_batch_size": max(32, dpft_physical)}
                if dpft_physical else {}),
             **({"lm": dict(dpft_lm)} if dpft_lm else {}),
+            **({"loss_on": "sequence", "train_codes": False} if dpft_before_codes else {}),
             "max_new_tokens": 256, "torch_threads": 1}
     out: dict[str, dict[str, Any]] = {
         "augpe": {**base, "method": "augpe", "generator": ngram, "privacy": dp, "evolution": {**pe, **label_dist}},
@@ -281,6 +283,9 @@ def main() -> None:
     ap.add_argument("--dpft-lm", default="", help="JSON options of dpft's public model (dpft.lm), e.g. "
                     "'{\"train_tokens\": 2500000, \"epochs\": 6}': the default before 6 M tokens, which the "
                     "tables measured before that change used")
+    ap.add_argument("--dpft-before-codes", action="store_true", help="dpft's objective before the text-only loss "
+                    "and the code deltas (dpft.loss_on: sequence, dpft.train_codes: false): the tables measured "
+                    "before that change used it")
     ap.add_argument("--tag", default="", help="suffix of the configs/runs folders and tables (a scaled variant)")
     args = ap.parse_args()
     tag = f"-{args.tag}" if args.tag else ""
@@ -300,7 +305,8 @@ def main() -> None:
                           dpft_device=args.dpft_device, dpft_physical=args.dpft_physical, tag=tag,
                           private_n=args.private_n,
                           dpft_public=args.dpft_public or "",
-                          dpft_lm=json.loads(args.dpft_lm) if args.dpft_lm else None)
+                          dpft_lm=json.loads(args.dpft_lm) if args.dpft_lm else None,
+                          dpft_before_codes=args.dpft_before_codes)
     print("configurations:", *[str(p.relative_to(ROOT)) for p in paths], sep="\n  ")
     seeds = [int(s) for s in args.seeds.split(",")]
     print("each one is the command: privtext compare " + " ".join(str(p.relative_to(ROOT)) for p in paths)

@@ -237,9 +237,11 @@ def test_a_reserved_code_starts_from_the_words_that_tell_its_value_apart() -> No
 
 def _clean_step(root: Path, lm_cache: Path, cfg: Any, clip: float) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """θ₀ (the public model, from the cache) and Σᵢ clip(∇ℓᵢ(θ₀), C) computed here record by record, without
-    Opacus, for the run's private records."""
+    Opacus, for the run's private records. ℓᵢ is the loss of the text given the codes (``dpft.loss_on: text``,
+    the default): the prompt ``<|bos|> codes <|text|>`` holds no target."""
     from privtext.generate.lm import PAD, build_public_lm, collate, sequence_losses
     from privtext.generate.lm.backend import LMOptions
+    from privtext.generate.lm.train import IGNORE
 
     pub = load_corpus(cfg.data.public, label_columns=["category", "mood"], name="public")
     priv = load_corpus(cfg.data.private, label_columns=["category", "mood"], name="private")
@@ -252,8 +254,10 @@ def _clean_step(root: Path, lm_cache: Path, cfg: Any, clip: float) -> tuple[dict
     for i, text in enumerate(priv.texts):
         label = {c: priv.labels[c][i] for c in ("category", "mood")}
         seq = lm.encoder.record(text, label)[:48]
+        batch = collate([seq], pad_id=PAD)
+        batch["labels"][0, :len(lm.encoder.free(lm.encoder.label_ids(label)[0], None))] = IGNORE
         model.zero_grad(set_to_none=True)
-        sequence_losses(model, collate([seq], pad_id=PAD)).mean().backward()
+        sequence_losses(model, batch).mean().backward()
         grads = {n: p.grad.detach().double().numpy() for n, p in model.named_parameters()}
         norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads.values()))
         f = min(1.0, clip / (norm + 1e-6))
@@ -512,14 +516,21 @@ def test_lora_trains_only_the_adapters_of_a_hugging_face_model(tmp_path: Path, l
 def test_lora_on_the_small_public_lm_trains_only_its_adapters_at_the_same_privacy(tmp_path: Path,
                                                                                  lm_cache: Path) -> None:
     """dpft.lora without dpft.model puts peft adapters on the small public GPT-2 (c_attn): the release keeps only
-    the adapters, they moved (the noise reached them), and the ledger's σ and ε are those of full fine-tuning
-    (LoRA changes d, not the accounting)."""
+    the adapters and the label codes' deltas (``dpft.train_codes``, the default), they moved (the noise reached
+    them) — the deltas on the code rows only — and the ledger's σ and ε are those of full fine-tuning (LoRA
+    changes d, not the accounting). ``train_codes: false`` keeps the adapters alone."""
     pytest.importorskip("peft")
     root = run_config(make_config(tmp_path / "lora", lm_cache, dpft={"lora": {"r": 2}, "epochs": 1}))
     state = kept(root, "dpsgd/epoch_000")
     names = [k for k in state if k.startswith("model/")]
-    assert names and all("lora_" in k and "c_attn" in k for k in names)
+    (delta,) = [k for k in names if "wte.delta" in k]
+    assert names and all("lora_" in k and "c_attn" in k for k in names if k != delta)
     assert any(np.abs(state[k]).max() > 0 for k in names if "lora_B" in k)  # B starts at 0: DP-SGD moved it
+    rows = state[delta]
+    assert rows.shape[0] == 4 and np.all(np.abs(rows).max(axis=1) > 0)  # 2 categories + 2 moods, all moved
+    plain = run_config(make_config(tmp_path / "plain", lm_cache,
+                                   dpft={"lora": {"r": 2}, "epochs": 1, "train_codes": False}))
+    assert all("lora_" in k for k in kept(plain, "dpsgd/epoch_000") if k.startswith("model/"))
     st = json.loads((root / "privacy.json").read_text())
     assert "LoRA adapters (rank 2)" in st["headline"] and st["private"] is True
     assert len((root / "synthetic.jsonl").read_text().splitlines()) == 8
@@ -713,3 +724,74 @@ def test_two_gpus_reach_the_parameters_of_one(tmp_path: Path, lm_cache: Path) ->
     a, b = kept(one, "dpsgd/epoch_001"), kept(two, "dpsgd/epoch_001")
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-3, atol=1e-5, err_msg=k)
+
+
+# ------------------------------------------------------------------------- the loss and the trainable label codes
+
+
+def test_the_loss_counts_the_text_given_the_codes(lm_cache: Path) -> None:
+    """``SequenceLoss`` with ``starts`` (``dpft.loss_on: text``) is each record's mean NLL over its text tokens and
+    end only, cross-checked with the NLL taken here from the logits; without ``starts`` the codes count too, and
+    the two differ."""
+    from privtext.backends import parse_options
+    from privtext.generate.lm import PAD, build_public_lm
+    from privtext.generate.lm.backend import LMOptions
+    from privtext.methods.dpft.models import SequenceLoss, prompt_length
+
+    priv, pub = corpora()
+    lo = parse_options(LMOptions, {**TINY_LM, "cache_dir": str(lm_cache)}, where="test")
+    lm = build_public_lm(pub.texts, pub.labels, settings=lo.settings(), cache=lo.cache, cache_dir=lo.cache_dir,
+                         device="cpu")
+    model, enc = lm.model.eval(), lm.encoder
+    labels = [{c: priv.labels[c][i] for c in ("category", "mood")} for i in range(3)]
+    seqs = [enc.record(t, lab)[:48] for t, lab in zip(priv.texts[:3], labels, strict=True)]
+    starts = [prompt_length(s, enc.free(enc.label_ids(lab)[0], None)) for s, lab in zip(seqs, labels, strict=True)]
+    assert starts == [4] * 3  # <|bos|>, two codes, <|text|>
+    idx = np.arange(3)
+    with torch.no_grad():
+        text_loss = float(SequenceLoss(seqs, PAD, starts).make(model, "cpu")(idx))
+        all_loss = float(SequenceLoss(seqs, PAD).make(model, "cpu")(idx))
+        mine, every = [], []
+        for s, st in zip(seqs, starts, strict=True):
+            logp = torch.log_softmax(model(input_ids=torch.tensor([s])).logits[0, :-1].float(), -1)
+            nll = -logp[torch.arange(len(s) - 1), torch.tensor(s[1:])]
+            mine.append(float(nll[st - 1:].mean()))  # targets s[st:], predicted from positions st-1 on
+            every.append(float(nll.mean()))
+    assert text_loss == pytest.approx(np.mean(mine), rel=1e-4)
+    assert all_loss == pytest.approx(np.mean(every), rel=1e-4)
+    assert abs(text_loss - all_loss) > 1e-3
+
+
+def test_a_code_delta_gets_each_records_own_gradient_and_nothing_from_other_tokens() -> None:
+    """Opacus' per-record gradients of the code deltas equal the gradients taken record by record without it; a
+    record without a code gives exactly 0; with zero deltas the model's outputs are the base model's."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from privtext.methods.dpft.codedelta import attach_code_deltas
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=40, n_positions=16, n_embd=16, n_layer=1, n_head=2,
+                                       bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+                                       attn_pdrop=0.0))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    ids = torch.tensor([[1, 3, 9, 10, 11], [1, 4, 3, 12, 13], [1, 20, 21, 22, 23]])  # the last has no code
+    before = model(input_ids=ids).logits
+    wrapped = attach_code_deltas(model, [3, 4])
+    assert torch.equal(model(input_ids=ids).logits, before)
+    with torch.no_grad():
+        wrapped.delta.weight.normal_()
+    gs = opacus.GradSampleModule(model, loss_reduction="mean")
+    out = gs(input_ids=ids).logits
+    per = torch.nn.functional.cross_entropy(out[:, :-1].reshape(-1, 40), ids[:, 1:].reshape(-1),
+                                            reduction="none").view(3, -1).mean(1)
+    per.mean().backward()
+    g = wrapped.delta.weight.grad_sample  # (records, codes, d): each record's own gradient (loss_reduction mean)
+    assert g is not None and g.shape == (3, 2, 16)
+    assert torch.count_nonzero(g[2]) == 0
+    for i in range(2):
+        wrapped.delta.weight.grad = None
+        o = gs._module(input_ids=ids[i:i + 1]).logits
+        torch.nn.functional.cross_entropy(o[0, :-1], ids[i, 1:]).backward()
+        assert torch.allclose(g[i], wrapped.delta.weight.grad, atol=1e-6)
+    assert torch.count_nonzero(g[0, 1]) == 0 and torch.count_nonzero(g[1, 1]) > 0  # record 0 has code 3 only

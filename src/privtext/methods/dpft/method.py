@@ -8,7 +8,10 @@ from it; everything after the fine-tuning is post-processing.
    cached; ``dpft.lm`` holds its training settings, those of ``generator: {backend: lm}``); or any Hugging Face
    causal LM (``dpft.model``: a local folder or a hub id in the cache); either fully fine-tuned or with LoRA
    adapters (``dpft.lora: {r: 8}``, peft; the base weights frozen). LoRA changes only d, the number of noised
-   coordinates: σ, q, C and the accounting are the same. Labels are control codes (:mod:`.models`).
+   coordinates: σ, q, C and the accounting are the same. Labels are control codes (:mod:`.models`); with LoRA
+   on the small LM, each code's input embedding also gets a trainable delta (``dpft.train_codes``,
+   :mod:`.codedelta`), clipped and noised with the adapters. A record's loss is its text's given its codes
+   (``dpft.loss_on: text``; ``sequence`` also makes the codes targets).
 2. **the label mix** — ``evolution.label_distribution.kind: dp``: a Gaussian label histogram (one count per
    record, Δ = 1 from the relation) with noise multiplier σ_L = 1/μ_L, μ_L² = ``budget_fraction``·μ², μ the GDP
    level of (ε, δ) (:class:`~privtext.privacy.budget.BudgetSplit`); otherwise the public label weights.
@@ -68,6 +71,13 @@ class DPFTOptions(BackendOptions):
                                 "data.label_values the public corpus lacks (set from its words, learnt by the "
                                 "fine-tuning); false: such values get no code and their records train and sample "
                                 "unconditioned (the behaviour before reserved codes)")
+    loss_on: Literal["text", "sequence"] = Field(
+        default="text", description="text: a record's loss counts the tokens after its sampling prompt (the text "
+        "and its end, given the label codes); sequence: every token, the codes too (the label prior, which the DP "
+        "label histogram already gives)")
+    train_codes: bool = Field(default=True, description="with LoRA on the small public LM, the label codes' input "
+                              "embeddings get a trainable delta each (k·d numbers), so the fine-tuning can move "
+                              "the codes and not only learn to read them; full fine-tuning trains them anyway")
     max_grad_norm: float = Field(default=1.0, gt=0, description="C: every record's gradient is clipped to L2 "
                                  "norm C (the sensitivity of a step's gradient sum)")
     sampling_rate: float | None = Field(default=None, gt=0, le=1, description="q: each record is in a step's "
@@ -283,9 +293,10 @@ class DPFT(MethodRun):
                                     max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
                                     batch_size=o.sample_batch_size)
         return PublicSmallLM(lm, max_length=o.max_length, sampling=sampling,
-                             lora=o.lora.model_dump() if o.lora is not None else None)
+                             lora=o.lora.model_dump() if o.lora is not None else None, train_codes=o.train_codes)
 
-    def fine_tune(self, ctx: RunContext, model: Any, seqs: list[list[int]], plan: DPFTPlan) -> None:
+    def fine_tune(self, ctx: RunContext, model: Any, seqs: list[list[int]], plan: DPFTPlan,
+                  starts: list[int] | None = None) -> None:
         """The epochs of DP-SGD, one recorded release each (module docstring)."""
         import torch
 
@@ -309,7 +320,7 @@ class DPFT(MethodRun):
         ps = [p for _, p in params]
         inner = (torch.optim.AdamW(ps, lr=o.lr, weight_decay=o.weight_decay) if o.optimizer == "adamw"
                  else torch.optim.SGD(ps, lr=o.lr, weight_decay=o.weight_decay))
-        loss = SequenceLoss(seqs, model.pad_id)
+        loss = SequenceLoss(seqs, model.pad_id, starts)
         assert plan.noise_multiplier is not None
         contribution = dpsgd_contribution(o.max_grad_norm)
         with contextlib.ExitStack() as stack:
@@ -366,13 +377,17 @@ class DPFT(MethodRun):
             model = self.build_model(ctx)
             self.origin = model.origin
             if plan.epochs:
+                from .models import prompt_length
+
                 cols = [c for c in space.columns if c in priv.labels]
-                seqs = [model.training_sequence(t, {c: priv.labels[c][i] for c in cols} if cols else None)
-                        for i, t in enumerate(priv.texts)]
+                rows = [{c: priv.labels[c][i] for c in cols} if cols else None for i in range(len(priv.texts))]
+                seqs = [model.training_sequence(t, r) for t, r in zip(priv.texts, rows, strict=True)]
+                starts = ([prompt_length(s, model.prompt(r)) for s, r in zip(seqs, rows, strict=True)]
+                          if o.loss_on == "text" else None)
                 self.log(f"DP-SGD: q = {plan.sampling_rate:.4g}, {plan.epochs} epochs × {plan.steps_per_epoch} "
                          f"steps, σ = {plan.noise_multiplier:.4g}, C = {o.max_grad_norm:g}, on "
                          f"{next(model.model.parameters()).device}")
-                self.fine_tune(ctx, model, seqs, plan)
+                self.fine_tune(ctx, model, seqs, plan, starts)
             texts, groups = self.sample(ctx, model, counts)
         return Synthetic(texts=texts, groups=groups)
 

@@ -32,6 +32,17 @@ from ...errors import BackendError, ConfigError, MissingDependencyError
 from ...rng import spawn_seed
 
 
+def prompt_length(seq: Sequence[int], prompt: Sequence[int]) -> int:
+    """How many leading tokens of the training sequence ``seq`` are its sampling prompt (their common prefix:
+    a tokenizer may merge the prompt's last token with the text's first)."""
+    n = 0
+    for a, b in zip(seq, prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
 class TrainableLM(Protocol):
     model: Any
     pad_id: int
@@ -53,16 +64,25 @@ class TrainableLM(Protocol):
 class SequenceLoss:
     """The per-step loss of a DP-SGD run on token sequences: ``make(model, device)(indices)`` is the mean over those
     records of each record's own mean next-token loss (Opacus' ``loss_reduction="mean"``). A picklable value, so
-    the driver and every worker compute the same loss."""
+    the driver and every worker compute the same loss.
+
+    ``starts[i]``: the tokens of sequence ``i`` before this index are its sampling prompt (``<|bos|>``, the label
+    codes, ``<|text|>``, or a model's label header): they are inputs, not targets, so the loss is the text's (and
+    its end's) given the labels — what sampling asks of the model. ``None``: every token is a target (the codes
+    too, which teaches the label prior that the DP label histogram already gives)."""
 
     seqs: Sequence[Sequence[int]]
     pad_id: int
+    starts: Sequence[int] | None = None
 
     def make(self, model: Any, device: Any) -> Callable[[np.ndarray], Any]:
-        from ...generate.lm.train import collate, sequence_losses
+        from ...generate.lm.train import IGNORE, collate, sequence_losses
 
         def loss_of(idx: np.ndarray) -> Any:
             batch = collate([self.seqs[int(i)] for i in idx], pad_id=self.pad_id, device=device)
+            if self.starts is not None:  # the prompt's tokens are given, not targets
+                for r, i in enumerate(idx):
+                    batch["labels"][r, :int(self.starts[int(i)])] = IGNORE
             return sequence_losses(model, batch).mean()
 
         return loss_of
@@ -118,7 +138,7 @@ class PublicSmallLM:
     """The small GPT-2 of :mod:`privtext.generate.lm`, trained on the public corpus (cached)."""
 
     def __init__(self, lm: Any, *, max_length: int, sampling: Any, lora: Mapping[str, Any] | None = None,
-                 empty_retries: int = 2):
+                 empty_retries: int = 2, train_codes: bool = False):
         from ...generate.lm import PAD
 
         self.lm = lm
@@ -140,6 +160,14 @@ class PublicSmallLM:
                             "carries, their embeddings set from the public embeddings of their values' words")
         if lora is not None:
             self.origin += f", with LoRA adapters (rank {lora['r']}) initialised as peft does"
+        self.code_deltas = None
+        codes = sorted(set(self.encoder.label_id.values()))
+        if train_codes and lora is not None and codes:  # full fine-tuning trains the embeddings already
+            from .codedelta import attach_code_deltas
+
+            self.code_deltas = attach_code_deltas(lm.model, codes)
+            self.origin += f", and a trainable delta (starting at 0) on each of the {len(codes)} label codes' input "
+            self.origin += "embeddings"
 
     def training_sequence(self, text: str, label: Mapping[str, str] | None) -> list[int]:
         return _truncate(self.encoder.record(text, label), self.max_length)
@@ -283,4 +311,4 @@ def _seeded_torch(seed: int, device: Any) -> Iterator[None]:
         yield
 
 
-__all__ = ["HFCausalLM", "PublicSmallLM", "SequenceLoss", "TrainableLM"]
+__all__ = ["HFCausalLM", "PublicSmallLM", "SequenceLoss", "TrainableLM", "prompt_length"]
