@@ -269,7 +269,7 @@ class DPFT(MethodRun):
             return HFCausalLM(o.model, device=self.device(), max_length=o.max_length, lora=lora,
                               temperature=o.temperature, top_p=o.top_p, top_k=o.top_k,
                               max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
-                              batch_size=o.sample_batch_size)
+                              batch_size=o.sample_batch_size, init_seed=self._lora_seed())
         from ...backends import parse_options
         from ...generate.lm import SamplingSettings, build_public_lm
         from ...generate.lm.backend import LMOptions
@@ -293,7 +293,14 @@ class DPFT(MethodRun):
                                     max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
                                     batch_size=o.sample_batch_size)
         return PublicSmallLM(lm, max_length=o.max_length, sampling=sampling,
-                             lora=o.lora.model_dump() if o.lora is not None else None, train_codes=o.train_codes)
+                             lora=o.lora.model_dump() if o.lora is not None else None, train_codes=o.train_codes,
+                             init_seed=self._lora_seed())
+
+    def _lora_seed(self) -> int:
+        """The LoRA adapters' starting draw: public randomness of the run's seed (``rng``)."""
+        from ...rng import spawn_seed
+
+        return spawn_seed(self.rng("dpft", "lora_init"))
 
     def fine_tune(self, ctx: RunContext, model: Any, seqs: list[list[int]], plan: DPFTPlan,
                   starts: list[int] | None = None) -> None:

@@ -138,13 +138,13 @@ class PublicSmallLM:
     """The small GPT-2 of :mod:`privtext.generate.lm`, trained on the public corpus (cached)."""
 
     def __init__(self, lm: Any, *, max_length: int, sampling: Any, lora: Mapping[str, Any] | None = None,
-                 empty_retries: int = 2, train_codes: bool = False):
+                 empty_retries: int = 2, train_codes: bool = False, init_seed: int | None = None):
         from ...generate.lm import PAD
 
         self.lm = lm
         # peft injects the adapters into lm.model in place (the PeftModel only wraps it), so lm.sample draws from
         # the adapted model; DP-SGD trains the PeftModel's trainable parameters, the adapters alone
-        self.model = lm.model if lora is None else _with_lora(lm.model, lora)
+        self.model = lm.model if lora is None else _with_lora(lm.model, lora, init_seed)
         self.encoder = lm.encoder
         self.pad_id = PAD
         self.max_length = min(int(max_length), lm.n_positions)
@@ -199,7 +199,7 @@ class HFCausalLM:
 
     def __init__(self, name: str, *, device: Any, max_length: int, lora: Mapping[str, Any] | None,
                  temperature: float, top_p: float, top_k: int, max_new_tokens: int, min_new_tokens: int,
-                 batch_size: int):
+                 batch_size: int, init_seed: int | None = None):
         try:
             import transformers
         except ImportError:
@@ -223,7 +223,7 @@ class HFCausalLM:
         n_params = sum(p.numel() for p in model.parameters())
         self.origin = f"the Hugging Face causal LM {name!r} ({n_params / 1e6:.3g} M parameters), as published"
         if lora is not None:
-            model = _with_lora(model, lora)
+            model = _with_lora(model, lora, init_seed)
             self.origin += f", with LoRA adapters (rank {lora['r']}) initialised as peft does"
         self.model = model.to(device)
         self.gen_kw = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k,
@@ -284,7 +284,10 @@ class HFCausalLM:
         return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
 
 
-def _with_lora(model: Any, lora: Mapping[str, Any]) -> Any:
+def _with_lora(model: Any, lora: Mapping[str, Any], init_seed: int | None = None) -> Any:
+    """``model`` with peft's LoRA adapters. Their A matrices start random (peft draws from torch's global
+    generator): with ``init_seed`` that draw is seeded, so a run's adapters start the same for its seed (the run's
+    public randomness), in any process and whatever ran before it."""
     try:
         import peft
     except ImportError:
@@ -293,7 +296,10 @@ def _with_lora(model: Any, lora: Mapping[str, Any]) -> Any:
                           lora_dropout=0.0, bias="none", target_modules=lora.get("target_modules"),
                           task_type="CAUSAL_LM")
     try:
-        return peft.get_peft_model(model, cfg)
+        if init_seed is None:
+            return peft.get_peft_model(model, cfg)
+        with _seeded_torch(init_seed, None):
+            return peft.get_peft_model(model, cfg)
     except ValueError as e:
         raise ConfigError(f"dpft.lora: {e} (set dpft.lora.target_modules to the model's attention/MLP module "
                           "names)") from None
