@@ -293,8 +293,10 @@ class DPFT(MethodRun):
                                     max_new_tokens=o.max_new_tokens, min_new_tokens=o.min_new_tokens,
                                     batch_size=o.sample_batch_size)
         return PublicSmallLM(lm, max_length=o.max_length, sampling=sampling,
-                             lora=o.lora.model_dump() if o.lora is not None else None, train_codes=o.train_codes,
-                             init_seed=self._lora_seed())
+                             lora=o.lora.model_dump() if o.lora is not None else None,
+                             # the control (epochs 0) trains nothing: zero deltas would change no logit, and its
+                             # statement would name parameters that never moved
+                             train_codes=o.train_codes and o.epochs > 0, init_seed=self._lora_seed())
 
     def _lora_seed(self) -> int:
         """The LoRA adapters' starting draw: public randomness of the run's seed (``rng``)."""
