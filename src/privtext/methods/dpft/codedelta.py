@@ -63,11 +63,6 @@ class CodeDeltas(torch.nn.Module):
         on = (s < k).unsqueeze(-1).to(self.base.weight.dtype)
         return self.base(ids) + self.delta(s.clamp(max=k - 1)) * on
 
-    def effective_rows(self) -> torch.Tensor:
-        """The codes' input embeddings now (base row + delta), in code-id order."""
-        ids = torch.nonzero(self.slot < self.delta.num_embeddings).flatten()
-        return self.base.weight[ids].detach() + self.delta.weight[self.slot[ids]].detach()
-
 
 def attach_code_deltas(model: Any, code_ids: Sequence[int]) -> CodeDeltas:
     """Wrap a GPT-2-style ``model.transformer.wte`` in :class:`CodeDeltas` (in place) and return the wrapper."""
