@@ -49,14 +49,6 @@ class CodeDeltas(torch.nn.Module):
     def weight(self) -> torch.Tensor:  # what code reading ``wte.weight`` expects: the frozen table
         return self.base.weight
 
-    @property
-    def num_embeddings(self) -> int:
-        return int(self.base.num_embeddings)
-
-    @property
-    def embedding_dim(self) -> int:
-        return int(self.base.embedding_dim)
-
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         k = self.delta.num_embeddings
         s = self.slot[ids]

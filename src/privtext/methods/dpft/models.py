@@ -160,12 +160,11 @@ class PublicSmallLM:
                             "carries, their embeddings set from the public embeddings of their values' words")
         if lora is not None:
             self.origin += f", with LoRA adapters (rank {lora['r']}) initialised as peft does"
-        self.code_deltas = None
         codes = sorted(set(self.encoder.label_id.values()))
         if train_codes and lora is not None and codes:  # full fine-tuning trains the embeddings already
             from .codedelta import attach_code_deltas
 
-            self.code_deltas = attach_code_deltas(lm.model, codes)
+            attach_code_deltas(lm.model, codes)
             self.origin += f", and a trainable delta (starting at 0) on each of the {len(codes)} label codes' input "
             self.origin += "embeddings"
 
@@ -296,9 +295,7 @@ def _with_lora(model: Any, lora: Mapping[str, Any], init_seed: int | None = None
                           lora_dropout=0.0, bias="none", target_modules=lora.get("target_modules"),
                           task_type="CAUSAL_LM")
     try:
-        if init_seed is None:
-            return peft.get_peft_model(model, cfg)
-        with _seeded_torch(init_seed, None):
+        with contextlib.nullcontext() if init_seed is None else _seeded_torch(init_seed, None):
             return peft.get_peft_model(model, cfg)
     except ValueError as e:
         raise ConfigError(f"dpft.lora: {e} (set dpft.lora.target_modules to the model's attention/MLP module "
