@@ -12,7 +12,13 @@ from privtext.errors import ConfigError
 from privtext.mechanisms.kde import histogram_contribution, sketch_contribution, sketch_sensitivity
 from privtext.mechanisms.topq import topq_contribution
 from privtext.mechanisms.vocabulary import vocabulary_contribution, vocabulary_sensitivity
-from privtext.privacy.relation import ONE_COUNT_L1, ONE_VOTE_L2, Contribution, NeighbouringRelation
+from privtext.privacy.relation import (
+    ONE_COUNT_L1,
+    ONE_VOTE_L2,
+    Contribution,
+    NeighbouringRelation,
+    party_normalised,
+)
 
 R = NeighbouringRelation
 
@@ -62,7 +68,7 @@ def test_known_values() -> None:
     q3 = math.sqrt(2 * (1 + 1 / 4 + 1 / 16))
     assert R.add_remove().sensitivity(topq_contribution(3)) == pytest.approx(q3)
     assert R.user(7).sensitivity(topq_contribution(3)) == pytest.approx(7 * q3)
-    assert R.user(normalised=True).sensitivity(topq_contribution(3)) == 1.0
+    assert R.user(normalised=True).sensitivity(party_normalised(topq_contribution(3))) == 1.0
     assert R.replace_one().sensitivity(histogram_contribution()) == 2.0
     assert R.replace_one().sensitivity(sketch_contribution(16)) == pytest.approx(2 * math.sqrt(2) * 16)  # signed
     assert sketch_sensitivity(16, noise="paper", neighbouring="replace_one") == pytest.approx(2 * math.sqrt(2) * 16)
@@ -89,3 +95,47 @@ def test_words_name_the_relation() -> None:
     assert "groups of up to 4 records" in R.secret_group(4).words()
     assert "capped at 9 records" in R.user(9).words()
     assert R.secret_group(4).to_dict() == {"kind": "secret_group", "group_size": 4}
+
+
+@pytest.mark.parametrize("c", [ONE_COUNT_L1, ONE_VOTE_L2, vocabulary_contribution(5), Contribution(2.5, "l2", False)])
+def test_normalised_user_level_is_m_times_the_bound_for_releases_the_parties_do_not_normalise(
+        c: Contribution, any_seed: int) -> None:
+    """Issue 36: at user level with normalised votes the relation returned Δ = 1 for every release. Only a party's
+    normalised vector has norm 1; a label histogram, a vocabulary or any release that sums the party's raw records
+    moves by up to m·c (brute force over random parties of m records: never exceeded, attained by m equal
+    contributions), and without a cap m it is refused rather than given Δ = 1."""
+    rng = np.random.default_rng(any_seed)
+    m, bins = 6, 5
+    rel = R.user(m, normalised=True)
+    delta = rel.sensitivity(c)
+    assert delta == pytest.approx(m * c.bound)
+    worst = max(_norm(sum((_random_contribution(rng, c, bins) for _ in range(m)), np.zeros(bins)), c.norm)
+                for _ in range(300))
+    assert worst <= delta * (1 + 1e-12)
+    assert _norm(m * np.eye(bins)[0] * c.bound, c.norm) == pytest.approx(delta)  # m records on one bin
+    with pytest.raises(ConfigError, match="no record cap"):
+        R.user(normalised=True).sensitivity(c)
+
+
+def test_a_partys_normalised_vote_vector_has_sensitivity_one_whatever_its_records(any_seed: int) -> None:
+    """The party sends u/‖u‖₂ of its summed votes: removing it moves the sum by exactly 1, for any number of
+    records and any per-record bound (brute force); the bound is refused outside the normalised user relation."""
+    rng = np.random.default_rng(any_seed)
+    for c in (ONE_VOTE_L2, topq_contribution(3)):
+        pc = party_normalised(c)
+        for rel in (R.user(normalised=True), R.user(9, normalised=True)):
+            assert rel.sensitivity(pc) == 1.0
+        for records in (1, 4, 50):
+            u = sum((_random_contribution(rng, c, 7) for _ in range(records)), np.zeros(7))
+            assert np.linalg.norm(u / np.linalg.norm(u)) == pytest.approx(1.0)
+        for rel in (R.add_remove(), R.replace_one(), R.secret_group(3), R.user(9)):
+            with pytest.raises(ConfigError, match="normalised votes only"):
+                rel.sensitivity(pc)
+
+
+def test_normalised_relation_keeps_its_cap() -> None:
+    assert R.user(4, normalised=True).to_dict() == {"kind": "user", "group_size": 4, "normalised": True}
+    assert R.user(normalised=True).to_dict() == {"kind": "user", "normalised": True}
+    assert R.user(4).to_dict() == {"kind": "user", "group_size": 4}
+    with pytest.raises(ConfigError, match="no record cap"):
+        R("add_remove", capped=False)

@@ -15,8 +15,16 @@ Let v(x) be record x's contribution (the output is a sum of contributions, plus 
   signed contributions (random Fourier features), Δ = 2c (b = −a).
 * **secret group of k** (Aug-PE's ``sensitivity: secret_group``, SecPE's second GDP baseline): removing one
   declared secret removes the ≤ k records that hold it: ‖Σᵢ v(xᵢ)‖ ≤ k·c (attained when all k vote for one bin).
-* **one user with a public cap m** (federated, ``parties.level: user``): a user's ≤ m records: Δ = m·c; with
-  ``normalised`` user vectors (each party scales its vote vector to unit L2 norm), Δ = 1 whatever c.
+* **one user with a public cap m** (federated, ``parties.level: user``): a user's ≤ m records: Δ = m·c
+  (‖Σᵢ v(xᵢ)‖ ≤ Σᵢ ‖v(xᵢ)‖ ≤ m·c by the triangle inequality, attained when all m contributions are equal).
+* **one user, normalised** (``parties.normalise``): each party scales the vector it sends — its *vote* vector u_l,
+  the sum of its records' votes — to unit L2 norm, u_l/‖u_l‖₂. Removing the party removes that vector: Δ =
+  ‖u_l/‖u_l‖₂‖₂ = 1 whatever c and however many records the party has. This holds **only for a release whose
+  per-party vector is normalised** — a contribution built by :func:`party_normalised` (``normalised_per_party``).
+  Any other release of the same run (a label histogram, an L1 vocabulary, a sketch) sums the party's raw records,
+  so its Δ is the capped user's m·c (the cap m from ``parties.max_records``); without a cap it is unbounded and
+  :meth:`NeighbouringRelation.sensitivity` refuses it (:class:`ConfigError`) instead of returning 1. A
+  normalised contribution is refused under every other relation (its bound of 1 is a party's, not a record's).
 * **secret holders** (SecPE, Def 3.1): the neighbouring data sets differ in the records holding one secret, each
   included by an independent Bernoulli(ρ) sample; each sampled record contributes ≤ c, and the random number of
   contributing records is carried by the release's per-secret mixture events
@@ -51,6 +59,8 @@ class Contribution:
     what: str = ""
     #: a paper's own bound that already holds for these relations (used as it is; other relations refused)
     fixed_for: tuple[str, ...] = ()
+    #: each party sends the sum of its records' contributions scaled to unit L2 norm (:func:`party_normalised`)
+    normalised_per_party: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.bound, (int, float)) and self.bound > 0 and math.isfinite(self.bound)):
@@ -58,6 +68,13 @@ class Contribution:
                                           f"{self.bound!r}")
         if self.norm not in ("l1", "l2"):
             raise InvalidPrivacyParameter(f"norm must be 'l1' or 'l2', got {self.norm!r}")
+
+
+def party_normalised(c: Contribution) -> Contribution:
+    """The contribution of one party that sends the sum of its records' ``c`` scaled to unit L2 norm (the user-level
+    ``normalise`` option of the federated votes): a vector of L2 norm ≤ 1, whatever ``c`` (module docstring)."""
+    return Contribution(1.0, "l2", c.nonnegative, f"one party's {c.what or 'vector'}, summed and scaled to unit L2",
+                        normalised_per_party=True)
 
 
 #: one vote (or one count) for one bin: Aug-PE's nearest-neighbour votes, the Gaussian label histogram
@@ -74,6 +91,8 @@ class NeighbouringRelation:
     kind: RelationKind = "add_remove"
     group_size: int = 1
     normalised: bool = False
+    #: ``user`` only: whether ``group_size`` is a public record cap m (False: normalised votes without a cap)
+    capped: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -84,6 +103,8 @@ class NeighbouringRelation:
             raise ConfigError("normalised contributions are a user-level relation")
         if self.group_size != 1 and self.kind not in ("secret_group", "user"):
             raise ConfigError(f"relation {self.kind!r} has no group size (got {self.group_size})")
+        if not self.capped and not (self.kind == "user" and self.normalised and self.group_size == 1):
+            raise ConfigError("only a normalised user-level relation may have no record cap")
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -103,7 +124,9 @@ class NeighbouringRelation:
         if not normalised and cap is None:
             raise ConfigError("a user-level relation needs a public cap on each user's records, or normalised "
                               "user vectors")
-        return cls("user", group_size=1 if normalised else int(cap), normalised=normalised)  # type: ignore[arg-type]
+        if cap is None:
+            return cls("user", group_size=1, normalised=True, capped=False)
+        return cls("user", group_size=int(cap), normalised=normalised)
 
     @classmethod
     def secret_holders(cls) -> NeighbouringRelation:
@@ -122,6 +145,11 @@ class NeighbouringRelation:
     # ------------------------------------------------------------------ the one rule
     def sensitivity(self, c: Contribution) -> float:
         """Δ of a release whose records each contribute ``c`` (module docstring)."""
+        if c.normalised_per_party:
+            if not (self.kind == "user" and self.normalised):
+                raise ConfigError(f"{c.what}: a party-normalised vector's bound of 1 holds at user level with "
+                                  f"normalised votes only, not for {self.words()}")
+            return float(c.bound)
         if c.fixed_for:
             if self.kind not in c.fixed_for:
                 raise ConfigError(f"{c.what or 'this bound'} holds for {', '.join(c.fixed_for)} only, not for "
@@ -132,8 +160,10 @@ class NeighbouringRelation:
         if self.kind == "replace_one":
             factor = math.sqrt(2.0) if (c.norm == "l2" and c.nonnegative) else 2.0
             return float(factor * c.bound)
-        if self.kind == "user" and self.normalised:
-            return 1.0
+        if self.kind == "user" and not self.capped:
+            raise ConfigError(f"{c.what or 'this release'}: its per-party vector is not normalised, so one party's "
+                              "records move it by up to m times a record's bound, and this user-level relation has "
+                              "no record cap m: set parties.max_records (a public cap) as well")
         return float(self.group_size * c.bound)
 
     # ------------------------------------------------------------------ words
@@ -155,11 +185,11 @@ class NeighbouringRelation:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind}
-        if self.kind in ("secret_group", "user") and not self.normalised:
+        if self.kind == "secret_group" or (self.kind == "user" and self.capped):
             d["group_size"] = self.group_size
         if self.normalised:
             d["normalised"] = True
         return d
 
 
-__all__ = ["KINDS", "ONE_COUNT_L1", "ONE_VOTE_L2", "Contribution", "NeighbouringRelation"]
+__all__ = ["KINDS", "ONE_COUNT_L1", "ONE_VOTE_L2", "Contribution", "NeighbouringRelation", "party_normalised"]

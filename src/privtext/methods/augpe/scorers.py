@@ -19,7 +19,7 @@ from ...data.population import Population
 from ...engine.loop import ScoreResult
 from ...mechanisms.voting import dp_vote_histogram
 from ...privacy.events import gaussian_event
-from ...privacy.relation import ONE_VOTE_L2, NeighbouringRelation
+from ...privacy.relation import ONE_VOTE_L2, NeighbouringRelation, party_normalised
 from ...privacy.release import ReleaseKeeper, gaussian_release
 from ..parties import PartiesOptions
 
@@ -109,7 +109,8 @@ class FederatedVoteScorer:
         center = vote_emb.mean(axis=0) if v.center == "candidates" and len(vote_emb) else None
 
         r = gaussian_release(
-            key, mechanism="federated_nn_vote_sum", noise_multiplier=self.sigma, contribution=ONE_VOTE_L2,
+            key, mechanism="federated_nn_vote_sum", noise_multiplier=self.sigma,
+            contribution=party_normalised(ONE_VOTE_L2) if pt.normalise else ONE_VOTE_L2,
             relation=self.relation, iteration=iteration,
             description=(f"sum over {L} parties of their nearest-neighbour vote histograms over {len(population)} "
                          f"candidates, each party adding N(0, σ²Δ²/{tmin - pt.collusion}) (PrE-Text setting; noise "

@@ -141,6 +141,14 @@ class WASP(DPVoteMethod):
             return 0
         return T if self.options.output == "nearest" else max(T - 1, 0)
 
+    def _contribution(self) -> Any:
+        """One sample's Top-Q pair; a party's whole pair scaled to unit L2 with ``parties.normalise``."""
+        from ...privacy.relation import party_normalised
+
+        pt = self.options.parties
+        c = topq_contribution(self.options.q)
+        return party_normalised(c) if (pt is not None and pt.normalise) else c
+
     def calibrate_wasp(self) -> tuple[float, float]:
         """(z, Δ_Q): the noise multiplier of every release and the exact sensitivity under the run's relation
         (Δ_Q for one record, m·Δ_Q for a user capped at m records, 1 for normalised user votes)."""
@@ -148,7 +156,7 @@ class WASP(DPVoteMethod):
         from ...privacy.calibration import wasp_noise_multiplier
 
         q = self.options.q
-        delta_q = self.relation.sensitivity(topq_contribution(q))
+        delta_q = self.relation.sensitivity(self._contribution())
         n = self.releases()
         p = self.config.privacy
         if n == 0:
@@ -361,7 +369,7 @@ class WASP(DPVoteMethod):
         L = len(self._parties)
         tmin = pt.min_survivors if pt.min_survivors is not None else L
         release = gaussian_release(
-            key, mechanism="federated_topq_sum", noise_multiplier=z, contribution=topq_contribution(o.q),
+            key, mechanism="federated_topq_sum", noise_multiplier=z, contribution=self._contribution(),
             relation=ctx.relation, iteration=t,
             description=(f"sum over {L} parties of their Top-{o.q} nearest and furthest vote histograms over "
                          f"{len(D)} candidates, each party adding N(0, σ²/{tmin - pt.collusion}) (WASP Alg 2, Eq 9; "
