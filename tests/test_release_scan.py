@@ -166,3 +166,118 @@ def test_a_released_vocabulary_term_named_like_a_time_key_is_a_word(runs: dict[s
     doc["time"] = "noon"
     (run / "privacy.json").write_text(json.dumps(doc))
     assert [(f.kind, f.where) for f in scan_release(run) if f.file == "privacy.json"] == [("timestamp", "time")]
+
+
+# ------------------------------------------------------------------------------- each rule on a hand-built run
+# A run directory written here in milliseconds (config.yaml naming a private file of N_PRIVATE records, one kept
+# release), so that every rule of the scan has a test of its own that a one-line change to it fails
+# (benchmarks/mutants.py: the digit threshold, the timing suffixes, ...).
+
+RAW = 123.456789012345  # a raw noisy double the run keeps
+
+
+@pytest.fixture
+def mini_run(tmp_path: Path) -> Path:
+    from privtext.data import Corpus
+
+    run = tmp_path / "run"
+    (run / "private" / "checkpoints" / "releases").mkdir(parents=True)
+    texts = tuple(f"private record number {i}" for i in range(N_PRIVATE))
+    write_corpus(Corpus(tuple(str(i) for i in range(N_PRIVATE)), texts, {}), tmp_path / "private.csv")
+    (run / "config.yaml").write_text(f"method: augpe\nseed: 3\ndata:\n  private: {tmp_path / 'private.csv'}\n"
+                                     "evolution:\n  num_samples: 12\n")
+    np.savez(run / "private" / "checkpoints" / "releases" / "votes.npz",
+             noisy=np.array([RAW, -0.5, 2.0, 1234.5, 0.012345, 98765.4321, 3.14159]))
+    (run / "privacy.json").write_text(json.dumps({"method": "augpe", "released": {"votes": 123.5}}))
+    return run
+
+
+def _found(run: Path) -> list[tuple[str, str, str]]:
+    return [(f.file, f.kind, f.where) for f in scan_release(run) if f.file != "config.yaml"]
+
+
+def test_the_hand_built_run_is_clean(mini_run: Path) -> None:
+    assert _found(mini_run) == []
+    assert private_counts(mini_run) == {N_PRIVATE: "the number of private records"}
+    assert 1234.5 in kept_values(mini_run)
+
+
+@pytest.mark.parametrize("kept", [1234.5, 0.012345, 98765.4321, 3.14159, RAW])
+@pytest.mark.parametrize("where", ["notes.txt", "page.html", "string in json"])
+def test_a_raw_value_written_in_text_with_more_digits_than_a_release_keeps_is_caught(
+        mini_run: Path, kept: float, where: str) -> None:
+    """Text (a log line, a page, a string in JSON) holding a kept raw value with 5, 6, 7, 9 or 15 significant digits
+    is flagged; the same value rounded to the release's 4 digits is not."""
+    def plant(tok: str) -> None:
+        if where == "notes.txt":
+            (mini_run / "notes.txt").write_text(f"the vote was {tok} in round 2\n")
+        elif where == "page.html":
+            (mini_run / "page.html").write_text(f"<html><body><p>the vote was {tok}</p></body></html>")
+        else:
+            (mini_run / "summary.json").write_text(json.dumps({"note": f"the vote was {tok}"}))
+
+    plant(repr(kept))
+    found = _found(mini_run)
+    assert [k for _, k, _ in found] == ["unrounded_noisy_value"], found
+    plant(f"{kept:.4g}")
+    assert _found(mini_run) == []
+
+
+def test_an_unrounded_float_in_json_is_caught_but_a_rounded_one_is_not(mini_run: Path) -> None:
+    (mini_run / "stats.json").write_text(json.dumps({"mean_vote": 2.718281828, "fid": 0.1235, "rank": 3}))
+    assert _found(mini_run) == [("stats.json", "unrounded_number", "mean_vote")]
+    (mini_run / "stats.json").write_text(json.dumps({"mean_vote": 2.718, "fid": 0.1235, "rank": 3}))
+    assert _found(mini_run) == []
+
+
+def test_privacy_json_holds_unrounded_parameters_but_not_unrounded_released_values(mini_run: Path) -> None:
+    doc = json.loads((mini_run / "privacy.json").read_text())
+    doc["parameters"] = {"noise_multiplier": 1.23456789}  # a configured or calibrated parameter: public
+    (mini_run / "privacy.json").write_text(json.dumps(doc))
+    assert _found(mini_run) == []
+    doc["released"]["label_histogram"] = {"a": 12.3456789}
+    (mini_run / "privacy.json").write_text(json.dumps(doc))
+    assert _found(mini_run) == [("privacy.json", "unrounded_number", "released.label_histogram.a")]
+
+
+@pytest.mark.parametrize("key", ["seconds", "runtime", "elapsed", "wall_seconds", "generation_seconds",
+                                 "embed_secs", "vote_ms", "round_elapsed", "stage_duration", "total_runtime"])
+def test_every_timing_key_and_suffix_is_caught(mini_run: Path, key: str) -> None:
+    (mini_run / "evaluation.json").write_text(json.dumps({"fid": 0.5, "parts": {key: 12.5}}))
+    assert _found(mini_run) == [("evaluation.json", "timing", f"parts.{key}")]
+
+
+def test_a_mapping_of_stage_timings_and_a_timing_table_header_are_caught(mini_run: Path) -> None:
+    (mini_run / "evaluation.json").write_text(json.dumps({"stages": {"vote": 1.5}}))
+    (mini_run / "report.html").write_text("<table><tr><th>Stage</th><th>Wall time</th></tr></table>")
+    assert sorted(_found(mini_run)) == [("evaluation.json", "timing", "stages"),
+                                        ("report.html", "timing", "table header")]
+
+
+@pytest.mark.parametrize(("doc", "where"), [({"created": "noon"}, "created"), ({"x": {"t": 1767225600.5}}, "x.t"),
+                                            ({"log": "at 2026-01-02 03:04"}, "log")])
+def test_time_stamps_are_caught(mini_run: Path, doc: dict, where: str) -> None:
+    (mini_run / "meta.json").write_text(json.dumps(doc))
+    assert _found(mini_run) == [("meta.json", "timestamp", where)]
+
+
+def test_an_exact_private_count_is_caught_unless_a_public_size_explains_it(mini_run: Path) -> None:
+    (mini_run / "stats.json").write_text(json.dumps({"records_seen": N_PRIVATE, "n_candidates": N_PRIVATE}))
+    assert _found(mini_run) == [("stats.json", "private_count", "records_seen")]
+    (mini_run / "page.html").write_text(f"<p>{N_PRIVATE} records</p>")
+    assert ("page.html", "private_count", "text") in _found(mini_run)
+    cfg = (mini_run / "config.yaml").read_text().replace("num_samples: 12", f"num_samples: {N_PRIVATE}")
+    (mini_run / "config.yaml").write_text(cfg)  # now a configured number: public
+    (mini_run / "page.html").unlink()
+    assert _found(mini_run) == []
+
+
+def test_local_paths_and_binary_files_are_caught(mini_run: Path) -> None:
+    (mini_run / "notes.txt").write_text(f"written to {mini_run}/synthetic.jsonl\n")
+    (mini_run / "sub").mkdir()
+    (mini_run / "sub" / "blob.bin").write_bytes(b"\xff\xfe\x00\x01")
+    (mini_run / "sub" / "private").mkdir()
+    (mini_run / "sub" / "private" / "x.txt").write_text("/home/someone/data.csv\n")  # only the top private/ is not
+    assert sorted(_found(mini_run)) == [("notes.txt", "absolute_path", "line 1"),
+                                        ("sub/blob.bin", "unreadable", "file"),
+                                        ("sub/private/x.txt", "absolute_path", "line 1")]
