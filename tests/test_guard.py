@@ -192,3 +192,145 @@ def test_a_run_tells_the_guard_what_its_generators_wrote(tmp_path) -> None:
     gen = ScriptedGenerator(prompt_log=log)
     out = gen.random(None, 3, rng=np.random.default_rng(0))
     assert seen == [(out, 3)] and log.count == 3  # after its three prompts
+
+
+# ------------------------------------------------------------------ public sources (issue 35: no false alarms)
+
+
+TICKETS_PUBLIC = ["what does a pending transaction mean on my statement",
+                  "why is my top up still pending transaction history shows nothing",
+                  "how long does a pending transaction take to clear"]
+
+
+def test_a_short_private_record_that_public_text_holds_is_public_not_flagged() -> None:
+    """Issue 35: a private ticket "pending transaction?" that three public messages hold; the 4-gram wrote it into
+    variation prompts and every run said NOT PRIVATE. A record some public text holds is public by the run's own
+    assumption: counted, not flagged. A short record no public text holds is still flagged."""
+    guard = PrivateGuard(["pending transaction?", "refund never arrived wtf"], TICKETS_PUBLIC)
+    assert guard.public_records == 1
+    res = guard.scan([_prompt("Rephrase: Pending transaction?"), _prompt("x refund never arrived wtf y")])
+    assert res.flagged == [2] and res.record_hits == 1 and res.public_record_hits == 1, res.to_dict()
+
+
+def test_a_long_private_record_that_a_public_text_holds_is_public() -> None:
+    guard = PrivateGuard([LONG], [*PUBLIC, "intro " + LONG + " outro"])
+    assert guard.public_records == 1
+    assert guard.scan([_prompt(LONG)]).clean
+
+
+def test_templates_and_label_values_are_public_sources() -> None:
+    """A private record that only a prompt template (or a label value) holds is public: add_public."""
+    guard = PrivateGuard(["keep it short", "card arrival"], PUBLIC)
+    prompts = [_prompt("the food came out quickly"), _prompt("intent: card arrival. Write one.")]
+    assert guard.scan(prompts).flagged == [1, 2]  # "Keep it short." is in _prompt's own template text
+    assert guard.add_public(["Rephrase this review: ... Keep it short.", "card arrival"], source="templates") == 2
+    assert guard.scan(prompts).clean
+
+
+def test_add_public_removes_private_only_ngrams_and_secret_values() -> None:
+    from privtext.secrets import build_detector
+
+    private = ["after the waiter apologized we sat outside on the patio with free dessert call 467 3395"]
+    guard = PrivateGuard(private, PUBLIC, secret_values=build_detector("regex").detect(private))
+    piece = "apologized we sat outside on the patio with"
+    assert not guard.scan([_prompt(piece), _prompt("467-3395")]).clean
+    guard.add_public([f"a glossary line: {piece}", "hotline 467 3395"], source="glossary")
+    assert guard.scan([_prompt(piece), _prompt("467-3395")]).clean
+
+
+def test_a_short_private_record_a_generator_wrote_before_the_prompt_is_explained() -> None:
+    """A 4-gram writes a three-word ticket that no public message holds as such (recombined from public text):
+    public by provenance before the prompt that holds it; an echo after the prompt explains nothing."""
+    guard = PrivateGuard(["card not working"], PUBLIC)
+    guard.note_generated(["my card not working again"], lines=1)
+    res = guard.scan([_prompt("Card not working"), _prompt("so card not working")])
+    assert res.flagged == [1] and res.record_hits == 1 and res.generated_record_hits == 1, res.to_dict()
+
+
+def test_a_flagged_prompt_says_what_matched_where_and_why() -> None:
+    """The findings (private/diagnostics.json) give the kind, the span of the prompt's words, which record, and
+    why no public source explains it — for a whole record, a private-only 8-gram and a secret value."""
+    from privtext.guard import prompt_words
+    from privtext.secrets import build_detector
+
+    private = ["card not working", "after the waiter apologized we sat outside on the patio with free dessert",
+               "please call me on 467 3395 after six"]
+    guard = PrivateGuard(private, PUBLIC, secret_values=build_detector("regex").detect(private))
+    prompts = [_prompt("x card not working y"), _prompt(f"z {PIECE} z"), _prompt("ring 467-3395")]
+    res = guard.scan(prompts)
+    assert res.flagged == [1, 2, 3]
+    by_line = {f.line: f for f in res.findings}
+    f1 = by_line[1]
+    assert f1.kind == "private_record" and f1.record == 0 and "no generator wrote it" in f1.why
+    assert prompt_words(prompts[0])[slice(*f1.words)] == ["card", "not", "working"]
+    f2 = by_line[2]
+    assert f2.kind == "private_ngram" and f2.record == 1
+    assert " ".join(prompt_words(prompts[1])[slice(*f2.words)]) == PIECE
+    assert by_line[3].kind == "secret_value" and by_line[3].record is None
+    d = res.to_dict()
+    assert len(d["findings"]) == 3 and "467" not in repr(d)
+
+
+def test_diagnose_prompts_shows_the_matched_text_the_record_and_why(tmp_path, monkeypatch) -> None:
+    """A run whose prompt log gets a private record planted into one prompt: the statement says NOT PRIVATE,
+    private/diagnostics.json holds the finding, and ``privtext diagnose RUN --prompts`` prints the matched words,
+    the record's id and text, and why no public source explains it."""
+    import json
+
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from privtext.atomicio import PromptLog
+    from privtext.cli import _mount, app
+    from privtext.evaluate.diagnose import prompt_findings
+    from privtext.testing.tinyrun import tiny_run, toy_corpora
+
+    priv, pub, _ = toy_corpora(rng=np.random.default_rng(3))
+    leak = priv.texts[5]
+    real, done = PromptLog.log, []
+
+    def leaky(self, **kw):  # type: ignore[no-untyped-def]
+        if not done:
+            done.append(True)
+            kw["prompt"] = f"{kw['prompt']} {leak}"
+        return real(self, **kw)
+
+    monkeypatch.setattr(PromptLog, "log", leaky)
+    root = tiny_run(tmp_path / "run", private=priv, public=pub, iterations=1)
+    st = json.loads((root / "privacy.json").read_text())
+    assert st["private"] is False and st["prompt_audit"]["passed"] is False
+    d = prompt_findings(root)
+    assert d["flagged"] == [1]
+    f = next(f for f in d["findings"] if f["kind"] == "private_record")
+    assert f["record_id"] == "5" and f["record_text"] == leak  # no data.id_column: the data row, from 0
+    assert f["matched"] == " ".join(w.lower() for w in leak.rstrip(".").split())
+    _mount()
+    out = CliRunner().invoke(app, ["diagnose", str(root), "--prompts"])
+    assert out.exit_code == 0, out.output
+    assert "private record 5 " in out.output and "no public text holds it" in out.output
+    assert "docs/privacy.md" in out.output
+    # a clean run says so
+    monkeypatch.setattr(PromptLog, "log", real)
+    clean = tiny_run(tmp_path / "clean", private=priv, public=pub, iterations=1)
+    assert prompt_findings(clean)["findings"] == [] and prompt_findings(clean)["clean"] is True
+
+
+def test_a_resumed_runs_guard_knows_what_the_earlier_process_generators_wrote(tmp_path) -> None:
+    """Provenance survives a resume (private/guard/: the salt and the keys of generated text with their line
+    counts): the earlier process's prompts built from its own outputs are not flagged by the resumed run's audit,
+    and order still holds across the two processes. Without the state folder the same prompts are flagged."""
+    state = tmp_path / "guard"
+    first = PrivateGuard(PRIVATE, PUBLIC, state_dir=state)
+    first.note_generated([f"so the waiter {PIECE} us", "card not working"], lines=0)
+    first.note_generated([f"late echo {PIECE}"], lines=5)
+    first.close()
+    assert (state / "salt").stat().st_mode & 0o777 == 0o600
+    prompts = [_prompt(f"x {PIECE} y")]
+    resumed = PrivateGuard(PRIVATE, PUBLIC, state_dir=state)
+    assert resumed.scan(prompts).clean and resumed._generated == first._generated
+    assert not PrivateGuard(PRIVATE, PUBLIC).scan(prompts).clean  # a fresh memory flags it
+    (state / "generated").write_text((state / "generated").read_text() + "abc")  # a line cut by a kill
+    assert PrivateGuard(PRIVATE, PUBLIC, state_dir=state).scan(prompts).clean
+    # a lost salt invalidates the kept keys instead of misreading them
+    (state / "salt").unlink()
+    assert not PrivateGuard(PRIVATE, PUBLIC, state_dir=state).scan(prompts).clean

@@ -1,11 +1,11 @@
 """Proof that private text never reaches a generator, and that no detected secret value comes out.
 
-:class:`PrivateGuard` is built once per run from the private corpus (and the public one). It keeps only salted
+:class:`PrivateGuard` is built once per run from the private corpus and the public text. It keeps only salted
 hashes, never text:
 
-* the hash of every private record (normalised: its words, runs of letters and digits, lower-cased), with,
-  for the records of at least ``n`` words, the hash of their first and last ``n``-gram (to find a whole record
-  inside a longer text in one pass);
+* the hash of every private record (normalised: its words, runs of letters and digits, lower-cased), with the
+  hash of its first word (records shorter than ``n`` words) or of its first and last ``n``-gram (the longer ones),
+  to find a whole record inside a longer text in one pass;
 * the hashes of every word ``n``-gram (default n = 8) that occurs in some private record and in *no* public
   text, with which of them hold a *private-only word* (a word that occurs in no public text);
 * optionally (``secret_values=``) the detected secret values of the run (SecPE, Aug-PE's secret groups), as a
@@ -14,59 +14,77 @@ hashes, never text:
 
 Uses:
 
-* :meth:`assert_public` — the offline n-gram generator calls it on its training corpus and refuses to train on
-  any record equal to a private one;
-* :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds a private
-  record's whole text (any length), or any ``n``-gram of a private record that no public text holds, or a
-  detected secret value that no public text holds. ``privacy.json`` (``prompt_audit``) says whether none was; the
-  counts go to ``private/diagnostics.json``. Zero flagged is what the run proves. (Before issue 21 only n-grams with a
-  private-only word were flagged, and whole records only under n words: a 30-word private record of ordinary
-  words, verbatim in every prompt, passed.)
+* :meth:`assert_public` — the offline generators call it on their training corpus and refuse to train on any
+  record equal to a private one (the runner's pre-flight refuses such a public corpus before a run folder exists,
+  so the refusal reaches only the data owner);
+* :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds text that only
+  the private data can explain (below). ``privacy.json`` (``prompt_audit``) says whether none was; the counts and,
+  for each flagged prompt, what matched go to ``private/diagnostics.json`` (``privtext diagnose RUN --prompts``
+  prints them with the matched text). Zero flagged is what the run proves;
 * :meth:`scan_texts` — the synthetic texts: flagged when one holds a detected secret value no public text holds.
 
-**Secret values that public text holds.** A detected value is private data only where the public side lacks it.
-SecPE's "random words" secrets are ordinary words (the paper's set-up: the words near the 20 % frequency
-quantile, ``pedicure``, ``lobster``), and a generator trained on public text that holds them writes them: the
-5000-review Yelp benchmark flagged 67 of 8000 prompts and 17 of 500 synthetic reviews for 14 such words, every
-one of them in the public reviews, and called the run NOT PRIVATE. A word that public text holds is public
-vocabulary; its appearance in a prompt or an output is explained by public text whatever the private data is
-(what the released votes say of who holds it is the (p, r) guarantee's business, not the audit's). So a prompt or
-text whose detected values all occur in some public text is counted (``*_with_public_secret_value``) and not
-flagged; a value no public text holds (a phone number, an address, a private-only word) is flagged whatever wrote
-it.
+**What explains text in a prompt.** Text in a prompt is a leak only if no public source explains it. The
+sources, each sound on its own:
 
-**Text a generator wrote.** A generator trained on public text recombines it: the offline n-gram model, asked for
-a clinic note, can write "findings weight tracking below the curve impression is acute" where only a private note
-holds that 8-gram. Such a gram is public by provenance (a function of public text and released values), and a
-variation prompt built from that output would otherwise be flagged although nothing private reached it (the
-templated demo corpus did so in some runs: its noise, and so its votes, differ from run to run). The run tells the guard of every generator output
-(:meth:`note_generated`, through :attr:`privtext.atomicio.PromptLog.observer`), with the number of prompt lines
-logged before it came back; the guard keeps only the private-only n-grams an output holds, with the earliest
-line count. In :meth:`scan`, an n-gram of prompt line ``i`` is *explained* when a generator wrote it before line
-``i`` was logged; a prompt whose private n-grams are all explained is not flagged (it is counted in
-``prompts_with_generated_ngram_only``). Order is what keeps this sound: a private text put into a prompt by a bug
-is flagged even if the generator echoes it back afterwards, since the echo comes after the prompt. Whole private
-records and detected secret values no public text holds are flagged whatever wrote them. Outputs of an earlier
-process of a resumed run are not known to the guard: their grams are flagged (conservative).
+1. *Public text* — the public corpus, and whatever else the run adds with :meth:`add_public` (the prompt
+   templates, the declared label values; never anything derived from private data). By the run's own assumption
+   (stated in ``privacy.json``) a text the public corpus holds is public, so a private record that occurs in some
+   public text, whole, as a run of its words, is public: it is counted (``prompts_with_public_record``), never
+   flagged. Support tickets show why this matters: one private ticket is the two words "pending transaction?",
+   three public messages hold them, and the 4-gram trained on the public messages writes them; before this rule
+   every run on that corpus said NOT PRIVATE. The same holds for an ``n``-gram: only the ``n``-grams no public
+   text holds are private-only.
+2. *Released values* — the DP vocabulary and keyphrases of DP-KPS and Aug-PE's vocabulary prompts are terms of
+   the *public* vocabulary (the public corpus or glossary), selected by a noisy release; their text is public
+   (source 1), their selection is accounted in the ledger.
+3. *Text a generator wrote* before the prompt was sent. A generator trained on public text recombines it: the
+   offline n-gram model, asked for a clinic note, can write "findings weight tracking below the curve impression
+   is acute" where only a private note holds that 8-gram, and a 4-gram writes a three-word ticket "card not
+   working" that no public message holds as such. Such text is public by provenance (a function of public text and
+   released values), and a variation prompt built from it holds nothing private. The run tells the guard of every
+   generator output (:meth:`note_generated`, through :attr:`privtext.atomicio.PromptLog.observer`) with the number
+   of prompt lines logged before it came back; the guard keeps the private-only n-grams and the short private
+   records (under ``n`` words) an output holds, with the earliest line count. In :meth:`scan`, an n-gram or short
+   record of prompt line ``i`` is *explained* when a generator wrote it before line ``i`` was logged. Order is what
+   keeps this sound: the first prompt that carries private text is flagged, since everything a generator wrote
+   before it came from clean prompts; an echo after the prompt explains nothing about it. A whole private record
+   of ``n`` or more words is never explained by generator output: a generator that only saw public text does not
+   write a long record verbatim by chance, so that is a memorised (leaked) record. Outputs of an earlier process of
+   a resumed run are known to the guard through ``private/guard/`` (:class:`_ProvenanceFile`: the salt and the keys of
+   what the generators wrote, with their line counts), so a resume does not turn them into false alarms.
 
-Cost: one keyed BLAKE2b hash per word n-gram of a prompt, plus, at the positions whose n-gram opens a private
-record of ≥ n words, a dictionary look-up per distinct length of such records (and a hash of the window only
-when its last n-gram also closes one); windows for the records shorter than n; and the secret scan (one
-``hash`` per token). ``benchmarks/guard.py`` prints the rates.
+What stays flagged whatever wrote it: a whole private record of ``n`` or more words no public text holds, and a
+detected secret value no public text holds (a phone number, an address, a private-only word). **Secret values
+that public text holds** are public vocabulary: SecPE's "random words" secrets are ordinary words (``pedicure``,
+``lobster``), and the 5000-review Yelp benchmark flagged 67 of 8000 prompts and 17 of 500 synthetic reviews for 14
+such words, every one of them in the public reviews. A prompt or text whose detected values all occur in some
+public text is counted (``*_with_public_secret_value``), not flagged (what the released votes say of who holds a
+value is the (p, r) guarantee's business, not the audit's).
+
+Cost: one keyed BLAKE2b hash per word and per word n-gram of a prompt; at positions whose word opens a short
+private record, one hash per length of such records; at positions whose n-gram opens a longer record whose last
+n-gram also closes one, one hash of the window; and the secret scan (one ``hash`` per token). Building hashes every
+public text the same way once. ``benchmarks/guard.py`` prints the rates.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets as _secrets
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import PrivacyError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+#: findings kept per audit in ``private/diagnostics.json`` (the counts cover every prompt)
+MAX_FINDINGS = 200
 
 
 def _norm_words(text: str) -> list[str]:
@@ -79,9 +97,32 @@ class ValueFinder(Protocol):
     def find(self, text: str) -> Sequence[Any]: ...
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One piece of private text the audit found in a flagged prompt (private: ``private/diagnostics.json``).
+
+    ``kind``: ``private_record`` (a whole private record), ``private_ngram`` (an n-gram of a private record that no
+    public text holds) or ``secret_value`` (a detected value no public text holds). ``words``: its span
+    ``[start, end)`` in the prompt's normalised words (``privtext.guard.prompt_words``), for ``privtext diagnose``
+    to show the text; ``record``: the index of the (first) private record that holds it (None for a secret value);
+    ``secret``: the secret column; ``why``: why no public source explains it."""
+
+    line: int
+    kind: str
+    words: tuple[int, int] | None
+    record: int | None
+    why: str
+    secret: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "kind": self.kind, "words": list(self.words) if self.words else None,
+                "record": self.record, "secret": self.secret, "why": self.why}
+
+
 @dataclass
 class AuditResult:
-    """Counts of flagged texts (prompts or synthetic texts) and their 1-based line numbers; never their text."""
+    """Counts of flagged texts (prompts or synthetic texts), their 1-based line numbers and (private) what was
+    found in them; never their text."""
 
     prompts: int = 0
     record_hits: int = 0
@@ -89,10 +130,13 @@ class AuditResult:
     rare_hits: int = 0
     recombined_hits: int = 0
     explained_hits: int = 0
+    public_record_hits: int = 0
+    generated_record_hits: int = 0
     secret_hits: int = 0
     public_secret_hits: int = 0
     secrets_found: set[int] = field(default_factory=set)
     flagged: list[int] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     what: str = "prompts"
 
     @property
@@ -108,6 +152,8 @@ class AuditResult:
                 "prompts_with_private_only_word_ngram": self.rare_hits,
                 "prompts_with_recombined_ngram": self.recombined_hits,
                 "prompts_with_generated_ngram_only": self.explained_hits,
+                "prompts_with_public_record": self.public_record_hits,
+                "prompts_with_generated_record_only": self.generated_record_hits,
                 "prompts_with_secret_value": self.secret_hits,
                 "prompts_with_public_secret_value": self.public_secret_hits,
                 "flagged_prompt_lines": self.flagged[:50],
@@ -118,7 +164,15 @@ class AuditResult:
                    f"flagged_{self.what}_lines": self.flagged[:50]}
         out["distinct_secrets_found"] = len(self.secrets_found)
         out["clean"] = self.clean
+        if self.findings:
+            out["findings"] = [f.to_dict() for f in self.findings[:MAX_FINDINGS]]
         return out
+
+
+def prompt_words(p: Any) -> list[str]:
+    """The normalised words of a prompt (a string, chat messages or a ``prompts.jsonl`` record), as the audit sees
+    them: :class:`Finding` spans index into this list."""
+    return _norm_words(_prompt_text(p))
 
 
 class PrivateGuard:
@@ -129,46 +183,91 @@ class PrivateGuard:
     hits with a ``secret`` column (a :class:`~privtext.secrets.values.SecretValueIndex`)."""
 
     def __init__(self, private_texts: Iterable[str], public_texts: Iterable[str] = (), *, n: int = 8,
-                 secret_values: Any = None):
+                 secret_values: Any = None, state_dir: str | os.PathLike[str] | None = None):
         self.n = n
-        self._salt = _secrets.token_bytes(16)
-        self._records: set[bytes] = set()
-        self._short_lengths: set[int] = set()
+        self._state = _ProvenanceFile(Path(state_dir)) if state_dir is not None else None
+        self._salt = self._state.salt() if self._state is not None else _secrets.token_bytes(16)
+        private = [_norm_words(t) for t in private_texts]
+        #: every private record's hash → the index of the first record with that text
+        self._all_records: dict[bytes, int] = {}
+        self._first_word: dict[bytes, set[int]] = {}  # first word of a record under n words → its lengths
         self._heads: dict[bytes, set[int]] = {}  # first n-gram of a record of ≥ n words → its lengths
         self._tails: set[bytes] = set()          # last n-gram of a record of ≥ n words
-        pub: set[bytes] = set()
-        pub_words: set[bytes] = set()
-        self._public_texts = tuple(public_texts)  # public: kept to find which secret values public text holds
-        for t in self._public_texts:
-            words = _norm_words(t)
-            pub.update(self._grams(words))
-            pub_words.update(self._h(w) for w in words)
-        self._grams_rare: set[bytes] = set()  # private-only n-grams holding a private-only word
-        self._grams_only: set[bytes] = set()  # private-only n-grams of public words
-        for t in private_texts:
-            words = _norm_words(t)
+        for i, words in enumerate(private):
             if not words:
                 continue
-            self._records.add(self._h(" ".join(words)))
-            if len(words) < n:
-                self._short_lengths.add(len(words))
+            h = self._h(" ".join(words))
+            if h in self._all_records:
                 continue
-            grams = [self._h(" ".join(words[i:i + n])) for i in range(len(words) - n + 1)]
-            self._heads.setdefault(grams[0], set()).add(len(words))
-            self._tails.add(grams[-1])
+            self._all_records[h] = i
+            if len(words) < n:
+                self._first_word.setdefault(self._h(words[0]), set()).add(len(words))
+            else:
+                self._heads.setdefault(self._h(" ".join(words[:n])), set()).add(len(words))
+                self._tails.add(self._h(" ".join(words[-n:])))
+        #: private records some public source holds → that source (public by the run's assumption)
+        self._public_records: dict[bytes, str] = {}
+        pub: set[bytes] = set()
+        pub_words: set[bytes] = set()
+        self._public_texts: list[str] = []
+        for t in public_texts:
+            words = _norm_words(t)
+            self._public_texts.append(t)  # public: kept to find which secret values public text holds
+            wh = [self._h(w) for w in words]
+            grams = self._gram_list(words)
+            pub.update(grams)
+            pub_words.update(wh)
+            for h, _, _ in self._records_in(words, wh, grams):
+                self._public_records.setdefault(h, "the public corpus")
+        #: private-only n-grams → the first record holding them; with a private-only word / of public words only
+        self._grams_rare: dict[bytes, int] = {}
+        self._grams_only: dict[bytes, int] = {}
+        for i, words in enumerate(private):
+            if len(words) < n:
+                continue
             rare = [self._h(w) not in pub_words for w in words]
-            for i, g in enumerate(grams):
-                if g in pub:
+            for j, g in enumerate(self._gram_list(words)):
+                if g in pub or g in self._grams_rare or g in self._grams_only:
                     continue
-                (self._grams_rare if any(rare[i:i + n]) else self._grams_only).add(g)
-        self._grams_only -= self._grams_rare
-        self.private_records = len(self._records)
-        #: private-only n-grams a generator wrote → the number of prompt lines logged before it did (earliest)
-        self._generated: dict[bytes, int] = {}
+                (self._grams_rare if any(rare[j:j + n]) else self._grams_only)[g] = i
+        self.private_records = len(self._all_records)
+        #: private-only n-grams and short private records a generator wrote → prompt lines logged before (earliest);
+        #: with ``state_dir``, what the earlier processes of a resumed run noted (module docstring, source 3)
+        self._generated: dict[bytes, int] = self._state.load() if self._state is not None else {}
         self.secret_values: ValueFinder | None = None
         #: the secret columns whose value some public text holds (module docstring)
         self.public_secrets: frozenset[int] = frozenset()
         self.set_secret_values(secret_values)
+
+    # ------------------------------------------------------------------ public sources
+    def add_public(self, texts: Iterable[str], *, source: str) -> int:
+        """Add public text beyond the public corpus (the prompt templates, the declared label values; never a
+        value derived from private data): the private records and private-only n-grams it holds become public
+        (module docstring, source 1), and so do the secret values it holds. Returns how many private records it
+        made public."""
+        before = len(self._public_records)
+        added = []
+        for t in texts:
+            words = _norm_words(t)
+            if not words:
+                continue
+            added.append(t)
+            grams = self._gram_list(words)
+            for g in grams:
+                self._grams_only.pop(g, None)
+                self._grams_rare.pop(g, None)
+            for h, _, _ in self._records_in(words, [self._h(w) for w in words], grams):
+                self._public_records.setdefault(h, source)
+        if added:
+            self._public_texts.extend(added)
+            if self.secret_values is not None:
+                self.set_secret_values(self.secret_values)
+        return len(self._public_records) - before
+
+    @property
+    def public_records(self) -> int:
+        """How many distinct private records some public text holds (an exact private count: diagnostics only)."""
+        return len(self._public_records)
 
     def set_secret_values(self, secret_values: Any) -> None:
         """Give the guard the run's detected secrets (a SecretMatrix or a value index; None: no secret scan) —
@@ -184,24 +283,63 @@ class PrivateGuard:
             int(h.secret) for t in self._public_texts for h in secret_values.find(t))
 
     def note_generated(self, texts: Iterable[str], lines: int) -> None:
-        """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring: text a
-        generator wrote). Only the private-only n-grams among theirs are kept. Called from generator threads
-        without a lock: two outputs racing on one n-gram can only keep the later count, which explains fewer
+        """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring, source 3).
+        Only the private-only n-grams and the short private records among theirs are kept. Called from generator
+        threads without a lock: two outputs racing on one key can only keep the later count, which explains fewer
         prompts (conservative), never an earlier one than either output's."""
+        n = self.n
         for t in texts:
-            for g in self._grams(_norm_words(t)):
-                if (g in self._grams_only or g in self._grams_rare) and self._generated.get(g, lines + 1) > lines:
-                    self._generated[g] = lines
+            words = _norm_words(t)
+            grams = self._gram_list(words)
+            keys = [g for g in grams if g in self._grams_only or g in self._grams_rare]
+            if self._first_word:
+                wh = [self._h(w) for w in words]
+                keys += [h for h, _, L in self._records_in(words, wh, grams, long=False) if L < n]
+            new = [k for k in keys if self._generated.get(k, lines + 1) > lines]
+            for k in new:
+                self._generated[k] = lines
+            if new and self._state is not None:
+                self._state.append(new, lines)
 
+    def close(self) -> None:
+        """Flush the provenance kept for a resume (``state_dir``)."""
+        if self._state is not None:
+            self._state.close()
+
+    # ------------------------------------------------------------------ hashing and matching
     def _h(self, s: str) -> bytes:
         return hashlib.blake2b(s.encode("utf-8"), key=self._salt, digest_size=12).digest()
 
-    def _grams(self, words: Sequence[str]) -> set[bytes]:
+    def _gram_list(self, words: Sequence[str]) -> list[bytes]:
         n = self.n
-        return {self._h(" ".join(words[i:i + n])) for i in range(len(words) - n + 1)}
+        return [self._h(" ".join(words[i:i + n])) for i in range(len(words) - n + 1)]
+
+    def _records_in(self, words: Sequence[str], word_hashes: Sequence[bytes], grams: Sequence[bytes], *,
+                    long: bool = True) -> list[tuple[bytes, int, int]]:
+        """Every private record that occurs in ``words`` as a run of words: (its hash, start, length). Short
+        records: at each position whose word opens one, a hash per such length; longer ones (``long``): at each
+        position whose n-gram opens one, when the window's last n-gram closes one, a hash of the window."""
+        W, n = len(words), self.n
+        found: list[tuple[bytes, int, int]] = []
+        if self._first_word:
+            for i, wh in enumerate(word_hashes):
+                for L in self._first_word.get(wh, ()):
+                    if i + L <= W:
+                        h = self._h(" ".join(words[i:i + L])) if L > 1 else wh
+                        if h in self._all_records:
+                            found.append((h, i, L))
+        if long and self._heads:
+            for i, g in enumerate(grams):
+                for L in self._heads.get(g, ()):
+                    if i + L <= W and grams[i + L - n] in self._tails:
+                        h = self._h(" ".join(words[i:i + L]))
+                        if h in self._all_records:
+                            found.append((h, i, L))
+        return found
 
     def is_private_record(self, text: str) -> bool:
-        return self._h(" ".join(_norm_words(text))) in self._records
+        """Whether ``text`` (normalised) equals a private record."""
+        return self._h(" ".join(_norm_words(text))) in self._all_records
 
     def assert_public(self, texts: Iterable[str], *, what: str) -> None:
         """Raise :class:`PrivacyError` if any text equals a private record."""
@@ -213,46 +351,62 @@ class PrivateGuard:
                 )
 
     def hits(self, text: str, line: int | None = None) -> tuple[bool, bool, bool]:
-        """(holds a private record's whole text, holds a private n-gram that no public text holds and no generator
-        wrote before prompt line ``line``, holds such an n-gram with a private-only word in it): :meth:`_hits`."""
-        return self._hits(text, line)[:3]
+        """(holds a private record's whole text that nothing public explains, holds a private n-gram that no
+        public text holds and no generator wrote before prompt line ``line``, holds such an n-gram with a
+        private-only word in it)."""
+        res = AuditResult()
+        self._audit(_norm_words(text), line, res)
+        return bool(res.record_hits), bool(res.ngram_hits), bool(res.rare_hits)
 
-    def _hits(self, text: str, line: int | None) -> tuple[bool, bool, bool, bool]:
-        """:meth:`hits`, and whether private-only n-grams were there but every one was explained. With ``line`` (the prompt's 1-based line in the log), n-grams a
-        generator wrote before that line was logged do not count (module docstring).
+    def _explained_at(self, key: bytes, line: int | None) -> bool:
+        """Whether a generator wrote ``key`` (an n-gram or a short record) before prompt line ``line``."""
+        return line is not None and self._generated.get(key, line) < line
 
-        Whole records: every window whose length is that of a private record shorter than ``n`` words; for the
-        longer records, every position where a record's first n-gram starts, at each length of the records that
-        start so, when the window's last n-gram ends one of them (then the window's hash is compared)."""
-        words = _norm_words(text)
-        W, n = len(words), self.n
-        record = bool(words) and self._h(" ".join(words)) in self._records
-        if not record:
-            for L in self._short_lengths:
-                if L < W and any(self._h(" ".join(words[i:i + L])) in self._records for i in range(W - L + 1)):
-                    record = True
-                    break
-        grams = [self._h(" ".join(words[i:i + n])) for i in range(W - n + 1)]
-        if not record and self._heads:
-            for i, g in enumerate(grams):
-                for L in self._heads.get(g, ()):
-                    if i + L <= W and grams[i + L - n] in self._tails and \
-                            self._h(" ".join(words[i:i + L])) in self._records:
-                        record = True
-                        break
-                if record:
-                    break
-        return (record, *self._private_grams(grams, line))
-
-    def _private_grams(self, grams: Sequence[bytes], line: int | None) -> tuple[bool, bool, bool]:
-        """(a private-only n-gram not explained by earlier generator output, one with a private-only word, some
-        private-only n-gram was there but every one was explained)."""
-        found = [g for g in grams if g in self._grams_only or g in self._grams_rare]
-        if line is not None and found and self._generated:
-            kept = [g for g in found if self._generated.get(g, line) >= line]
-        else:
-            kept = found
-        return bool(kept), any(g in self._grams_rare for g in kept), bool(found) and not kept
+    def _audit(self, words: list[str], line: int | None, res: AuditResult) -> bool:
+        """Count one prompt's private text in ``res`` (module docstring: what explains text); the findings of a
+        flagged prompt are appended. Returns whether it is flagged (before the secret scan)."""
+        n = self.n
+        grams = self._gram_list(words)
+        found: list[Finding] = []
+        public_rec = generated_rec = False
+        seen: set[bytes] = set()
+        for h, i, L in self._records_in(words, [self._h(w) for w in words], grams):
+            if h in seen:
+                continue
+            seen.add(h)
+            if h in self._public_records:
+                public_rec = True
+            elif L < n and self._explained_at(h, line):
+                generated_rec = True
+            else:
+                found.append(Finding(
+                    line=line or 0, kind="private_record", words=(i, i + L), record=self._all_records[h],
+                    why=(f"a whole private record of {L} words; no public text holds it (public corpus, prompt "
+                         "templates, label values)" + (
+                             f", and no generator wrote it before prompt line {line}" if L < n else
+                             f"; a record of {n} or more words is never excused by generator output"))))
+        record = bool(found)
+        private_grams = [(j, g) for j, g in enumerate(grams) if g in self._grams_only or g in self._grams_rare]
+        kept = [(j, g) for j, g in private_grams if not self._explained_at(g, line)]
+        for j, g in kept[:3]:  # enough to show what matched; the counts cover the rest
+            rare = g in self._grams_rare
+            found.append(Finding(
+                line=line or 0, kind="private_ngram", words=(j, j + n),
+                record=(self._grams_rare if rare else self._grams_only)[g],
+                why=(f"{n} words in a row of a private record that no public text holds"
+                     + (" (one of its words occurs in no public text)" if rare else "")
+                     + (f", and no generator wrote them before prompt line {line}" if line is not None else ""))))
+        res.record_hits += record
+        res.ngram_hits += bool(kept)
+        rare_hit = any(g in self._grams_rare for _, g in kept)
+        res.rare_hits += rare_hit
+        res.recombined_hits += bool(kept) and not rare_hit
+        res.explained_hits += bool(private_grams) and not kept
+        res.public_record_hits += public_rec and not record
+        res.generated_record_hits += generated_rec and not record and not public_rec
+        if found and len(res.findings) < MAX_FINDINGS:
+            res.findings.extend(found[:MAX_FINDINGS - len(res.findings)])
+        return bool(found)
 
     def secrets_in(self, text: str) -> set[int]:
         """The columns of the detected secret values ``text`` holds (empty without ``secret_values``)."""
@@ -262,19 +416,19 @@ class PrivateGuard:
 
     def scan(self, prompts: Iterable[Any]) -> AuditResult:
         """Audit prompts (strings, chat message lists, or prompts.jsonl records): whole private records, private
-        n-grams no public text holds, detected secret values."""
+        n-grams no public text holds, detected secret values; what public sources explain is counted apart."""
         res = AuditResult()
         for i, p in enumerate(prompts):
             res.prompts += 1
             text = _prompt_text(p)
-            rec, gram, rare, explained = self._hits(text, i + 1)
-            res.explained_hits += explained
+            flagged = self._audit(_norm_words(text), i + 1, res)
             found = self._private_secrets(self.secrets_in(text), res)
-            res.record_hits += rec
-            res.ngram_hits += gram
-            res.rare_hits += rare
-            res.recombined_hits += gram and not rare
-            if rec or gram or found:
+            if found and len(res.findings) < MAX_FINDINGS:
+                res.findings.extend(
+                    Finding(line=i + 1, kind="secret_value", words=None, record=None, secret=s,
+                            why="a detected secret value that no public text holds")
+                    for s in sorted(found)[:3])
+            if flagged or found:
                 res.flagged.append(i + 1)
         return res
 
@@ -295,6 +449,65 @@ class PrivateGuard:
             if self._private_secrets(self.secrets_in(t), res):
                 res.flagged.append(i + 1)
         return res
+
+
+class _ProvenanceFile:
+    """What a run's guard keeps for a resume, in ``private/guard/`` (mode 0700): the salt of its hashes
+    (``salt``) and the keys of what its generators wrote with their prompt line counts (``generated``: one line per
+    key, ``hex line``, appended and flushed as they come, so a kill keeps everything noted before it). The keys are
+    salted hashes of text a generator wrote (public by provenance); no private text or private hash is stored. A
+    resumed run's guard so knows what the earlier processes' generators wrote, and their prompts are not flagged for
+    it (before, they were: the guard started with an empty memory)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fh: Any = None
+
+    def salt(self) -> bytes:
+        p = self.folder / "salt"
+        if p.exists():
+            data = p.read_bytes()
+            if len(data) == 16:
+                return data
+        data = _secrets.token_bytes(16)
+        from .atomicio import atomic_write_bytes
+
+        atomic_write_bytes(p, data)
+        os.chmod(p, 0o600)
+        (self.folder / "generated").unlink(missing_ok=True)  # keys under another salt mean nothing now
+        return data
+
+    def load(self) -> dict[bytes, int]:
+        out: dict[bytes, int] = {}
+        p = self.folder / "generated"
+        if not p.exists():
+            return out
+        for row in p.read_text(encoding="ascii", errors="replace").splitlines():
+            parts = row.split()
+            if len(parts) != 2:
+                continue  # a line cut by a kill
+            try:
+                k, line = bytes.fromhex(parts[0]), int(parts[1])
+            except ValueError:
+                continue
+            if out.get(k, line + 1) > line:
+                out[k] = line
+        return out
+
+    def append(self, keys: Sequence[bytes], lines: int) -> None:
+        with self._lock:
+            if self._fh is None:
+                self._fh = open(self.folder / "generated", "a", encoding="ascii")
+            self._fh.write("".join(f"{k.hex()} {lines}\n" for k in keys))
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
 
 
 def _prompt_text(p: Any) -> str:

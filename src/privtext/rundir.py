@@ -62,6 +62,8 @@ LOG = f"{PRIVATE}/log.txt"
 PRIVATE_CONFIG = f"{PRIVATE}/config.yaml"
 DIAGNOSTICS = f"{PRIVATE}/diagnostics.json"
 CACHE = f"{PRIVATE}/cache"
+#: the prompt guard's salt and what the generators wrote, kept for a resume (privtext.guard._ProvenanceFile)
+GUARD = f"{PRIVATE}/guard"
 EMBED_CACHE = f"{CACHE}/embeddings"
 #: written last when a run directory is created: how privtext recognises a folder it made (``--force``)
 MARKER = f"{PRIVATE}/RUNDIR"
@@ -74,7 +76,7 @@ RUN_FILES = (CONFIG, PRIVACY, PROMPTS, SYNTHETIC, LEDGER, CHECKPOINTS, METRICS, 
 #: the shareable part of a run
 RELEASE_FILES = (CONFIG, SYNTHETIC, PRIVACY, PROMPTS, HELDOUT, REPORT, EVALUATION, KEYPHRASES)
 #: what privtext writes in ``private/`` (the first part of each path); anything else there is not privtext's
-PRIVATE_FILES = (LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS, CACHE, MARKER, LOCK, PRIVATE_CONFIG,
+PRIVATE_FILES = (LEDGER, CHECKPOINTS, METRICS, LOG, DIAGNOSTICS, CACHE, GUARD, MARKER, LOCK, PRIVATE_CONFIG,
                  f"{PRIVATE}/{REPORT}", f"{PRIVATE}/{EVALUATION}")
 
 
@@ -196,6 +198,10 @@ class RunDir:
     @property
     def private(self) -> Path:
         return self.root / PRIVATE
+
+    @property
+    def guard_state(self) -> Path:
+        return self.root / GUARD
 
     @property
     def diagnostics(self) -> Path:

@@ -243,12 +243,23 @@ def register(app: typer.Typer) -> None:
     def diagnose_cmd(
         run_dir: Annotated[Path, typer.Argument(help="run directory")],
         embedder: EmbOpt = None,
+        prompts: Annotated[bool, typer.Option(
+            "--prompts", help="what the prompt audit flagged: the matched text, the private record, why no public "
+            "source explains it (prints private text)")] = False,
         as_json: JsonOpt = False,
     ) -> None:
         """Where the private signal went, per iteration (reads the private corpus: a private diagnostic,
-        written to RUN_DIR/private/diagnostics.json)."""
-        from ..evaluate.diagnose import diagnose_run, summary_lines
+        written to RUN_DIR/private/diagnostics.json); --prompts: what the prompt audit flagged."""
+        from ..evaluate.diagnose import diagnose_run, prompt_findings, prompt_lines, summary_lines
 
+        if prompts:
+            pf = prompt_findings(run_dir)
+            if as_json:
+                print_json(pf)
+            else:
+                for line in prompt_lines(pf):
+                    out.print(line, highlight=False, markup=False, soft_wrap=True)
+            return
         d = diagnose_run(run_dir, embedder=embedder)
         if as_json:
             print_json(d)

@@ -159,4 +159,78 @@ def summary_lines(d: Mapping[str, Any]) -> Sequence[str]:
     return lines
 
 
-__all__ = ["diagnose_run", "summary_lines"]
+def prompt_findings(run_dir: str | os.PathLike[str], *, private: Corpus | str | None = None,
+                    limit: int = 20) -> dict[str, Any]:
+    """What the prompt audit flagged, with the text (a private diagnostic: it prints private text).
+
+    From ``private/diagnostics.json`` (the audit's findings: the prompt line, the kind, the span of the prompt's
+    normalised words, the private record's id, why no public source explains it), ``prompts.jsonl`` (the matched
+    words) and the private file (the record). Returns ``{"checked", "flagged", "counts", "findings": [...]}``;
+    each finding gains ``matched`` (the prompt's words) and ``record_text``."""
+    from ..atomicio import read_jsonl
+    from ..guard import prompt_words
+
+    view = RunView(run_dir)
+    audit = view.diagnostics.get("prompt_audit") or {}
+    if not audit:
+        raise RunError(f"{view.root}: no prompt audit in private/diagnostics.json (the run has not finished)")
+    findings = [dict(f) for f in audit.get("findings", [])][:limit]
+    lines = {int(f["line"]) for f in findings}
+    prompts: dict[int, Any] = {}
+    if lines and view.dir.prompts.exists():
+        for i, rec in enumerate(read_jsonl(view.dir.prompts), start=1):
+            if i in lines:
+                prompts[i] = rec
+            if i >= max(lines):
+                break
+    records: dict[str, str] = {}
+    if any(f.get("record_id") is not None for f in findings):
+        corpus = private if isinstance(private, Corpus) else None
+        if corpus is None:
+            path = str(private) if private is not None else view.data.get("private")
+            if path and not str(path).startswith("hf:"):
+                corpus = load_corpus(str(path), text_column=view.text_column, id_column=view.data.get("id_column"))
+        if corpus is not None:
+            records = dict(zip(corpus.ids, corpus.texts, strict=True))
+    for f in findings:
+        rec = prompts.get(int(f["line"]))
+        if rec is not None:
+            f["operation"] = rec.get("operation")
+            if f.get("words"):
+                a, b = f["words"]
+                f["matched"] = " ".join(prompt_words(rec)[a:b])
+        if f.get("record_id") is not None:
+            f["record_text"] = records.get(str(f["record_id"]))
+    counts = {k: v for k, v in audit.items() if k.startswith("prompts_with")}
+    return {"checked": audit.get("prompts_checked"), "flagged": audit.get("flagged_prompt_lines", []),
+            "id_words": ("" if view.data.get("id_column") else
+                         "(no data.id_column: the id is the record's data row in the private file, from 0)"),
+            "clean": audit.get("clean"), "counts": counts, "findings": findings}
+
+
+def prompt_lines(d: Mapping[str, Any]) -> Sequence[str]:
+    """:func:`prompt_findings` as text (``privtext diagnose RUN --prompts``)."""
+    if d.get("clean"):
+        lines = [f"prompt audit: clean ({d.get('checked')} prompts checked)"]
+    else:
+        lines = [f"prompt audit: {len(d.get('flagged') or [])} flagged prompt line(s) of {d.get('checked')} "
+                 f"(first 50: {d.get('flagged')})"]
+    explained = {k: v for k, v in d.get("counts", {}).items() if v and ("public" in k or "generated" in k)}
+    if explained:
+        lines.append("explained by a public source (not flagged): " + ", ".join(f"{k}={v}" for k, v in
+                                                                                 explained.items()))
+    for f in d.get("findings", []):
+        lines.append(f"line {f['line']} ({f.get('operation') or 'prompt'}): {f['kind'].replace('_', ' ')} — "
+                     f"{f['why']}")
+        if f.get("matched"):
+            lines.append(f"    matched in the prompt: {f['matched']!r}")
+        if f.get("record_id") is not None:
+            lines.append(f"    private record {f['record_id']} {d.get('id_words', '')}: {f.get('record_text')!r}")
+        if f.get("secret") is not None:
+            lines.append(f"    secret column {f['secret']} (values are never written to diagnostics)")
+    if not d.get("clean"):
+        lines.append("what to do: docs/privacy.md, 'When the prompt audit flags a prompt'")
+    return lines
+
+
+__all__ = ["diagnose_run", "prompt_findings", "prompt_lines", "summary_lines"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -381,6 +381,22 @@ def mask_words(text: str, mask_prob: float, rng: np.random.Generator) -> tuple[s
 
 def _package_dir() -> Any:
     return resources.files("privtext.generate").joinpath("prompts")
+
+
+def template_texts(extra: Iterable[str] = ()) -> list[str]:
+    """The public text of every shipped prompt family (and of the families named in ``extra``: names or .yaml
+    paths): each template's fixed text between its ``{placeholders}``, the personas, styles, document types and
+    system prompts. The run's guard counts it as public text (:meth:`privtext.guard.PrivateGuard.add_public`):
+    a private record that a template holds is not a leak when a prompt holds it."""
+    out: list[str] = []
+    names = [*family_names(), *(e for e in extra if e and e != "auto")]
+    for name in dict.fromkeys(names):
+        fam = load_family(name)
+        for v in vars(fam).values():
+            for t in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(t, str):
+                    out.extend(p for p in re.split(r"\{[^{}]*\}", t) if p.strip())
+    return out
 
 
 def family_names() -> list[str]:

@@ -494,7 +494,9 @@ class MethodRun:
         self.diagnostic("private_records_outside_label_space", None, outside)
         self.relation = self.neighbouring(inputs)
         guard = PrivateGuard(inputs.private.texts, inputs.public.texts if inputs.public else (),
-                             secret_values=self.secret_matrix)
+                             secret_values=self.secret_matrix, state_dir=run.guard_state)
+        guard.add_public(public_prompt_texts(self.config, space), source="the prompt templates and label values")
+        self._record_ids = inputs.private.ids  # the findings name records by id (private/diagnostics.json)
         self.budget = self.budget_of()
         ledger = Ledger.load(run.ledger, self.budget)
         keeper = ReleaseKeeper(ledger, lambda r: run.release_path(r.key, r.iteration), self.log)
@@ -551,6 +553,7 @@ class MethodRun:
                         "true), so anyone who reads the configuration can recompute and remove it. With noise from "
                         f"OS entropy this configuration would give: {headline}")
         elif no_noise:
+            guard.close()
             private = False
             headline = f"NOT PRIVATE: at least one release was made without noise (σ = 0). Nominal: {headline}"
         if headline.startswith("NOT PROVEN"):
@@ -668,6 +671,10 @@ class EvolutionMethod(MethodRun):
                         embedder=ctx.embedder, scorer=scorer, labels=space, counts=counts, metrics=self.metrics,
                         seed=self.seed, secure=self.secure, log=self.log, callbacks=self.callbacks)
         final, _ = engine.run()
+            ids = getattr(self, "_record_ids", None)
+            for f in d["prompt_audit"].get("findings", []):
+                if f.get("record") is not None and ids is not None:
+                    f["record_id"] = ids[f["record"]]
         return Synthetic(texts=list(final.texts), groups=np.asarray(final.group, dtype=np.int64))
 
 
@@ -686,3 +693,15 @@ def check_nonempty(corpus: Corpus, what: str) -> None:
 
 __all__ = ["EvolutionMethod", "Inputs", "LabelNoise", "Method", "MethodRun", "RunContext", "Synthetic",
            "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs"]
+def public_prompt_texts(config: Config, space: LabelSpace) -> list[str]:
+    """Public text a prompt may hold besides the public corpus (the guard's public sources): the prompt
+    templates (shipped and configured families) and the label columns and values of the run's label space."""
+    from ..generate.prompts import template_texts
+
+    gens = config.generators or [config.generator]
+    texts = template_texts([g.prompt_family for g in gens])
+    texts.extend(space.columns)
+    texts.extend(v for values in space.values for v in values)
+    return texts
+
+
