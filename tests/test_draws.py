@@ -550,3 +550,62 @@ def test_dpsgd_clips_each_records_whole_gradient_to_c(any_seed: int) -> None:
     assert min(norms) > 10 * clip  # every record is clipped: a missing or looser clip changes the step
     for n in names:
         np.testing.assert_allclose(before[n] - after[n], total[n], atol=1e-6, rtol=1e-3, err_msg=n)
+
+
+def _flat(model: Any) -> np.ndarray:
+    return np.concatenate([p.detach().double().numpy().ravel() for p in model.parameters() if p.requires_grad])
+
+
+def _sgd_updates(model: Any, gs: Any, opt: Any, *, n: int, steps: int, **kw: Any) -> tuple[np.ndarray, Any]:
+    """Run ``dpsgd_steps`` with plain SGD (lr 1, B 1) and return every step's update θ_{t} − θ_{t+1}."""
+    from privtext.mechanisms.dpsgd import dpsgd_steps
+
+    torch = pytest.importorskip("torch")
+    x = torch.randn(n, 3, generator=torch.Generator().manual_seed(7))
+    snaps = [_flat(model)]
+    st, event = dpsgd_steps(gs, opt, n_records=n, steps=steps, on_step=lambda t, s: snaps.append(_flat(model)),
+                            loss_of=lambda idx: (gs(x[torch.as_tensor(idx)]) ** 2).mean(), **kw)
+    return -np.diff(np.stack(snaps), axis=0), (st, event)
+
+
+def test_dpsgd_release_noise_is_sigma_times_the_clipping_norm(any_seed: int) -> None:
+    """A dpft epoch as ``DPFT.fine_tune`` runs it: ``dpsgd_release`` with the clipping norm's contribution under
+    add/remove one record (Δ = C, noise std σC, the event of T Poisson-sampled Gaussian steps), the optimiser
+    clipping at C, and ``dpsgd_steps`` at the release's noise std and Δ: every step's update is N(0, (σC)²) per
+    coordinate (σC = 200 drowns the clipped sum of 3 records, ≤ 1.5)."""
+    from privtext.mechanisms.dpsgd import dpsgd_contribution, make_private
+    from privtext.privacy.events import dpsgd_event, event_key
+    from privtext.privacy.release import dpsgd_release
+
+    torch, model = _linear(any_seed)
+    C, sigma, steps = 0.5, 400.0, 250
+    release = dpsgd_release("dpsgd/epoch_000", noise_multiplier=sigma, sampling_rate=1.0, steps=steps,
+                            contribution=dpsgd_contribution(C), relation=NeighbouringRelation.add_remove(),
+                            iteration=0)
+    assert release.sensitivity == C and release.noise_std == pytest.approx(sigma * C)
+    assert event_key(release.event) == event_key(dpsgd_event(sigma, 1.0, steps))
+    gs, opt = make_private(model, torch.optim.SGD(model.parameters(), lr=1.0), max_grad_norm=C, normaliser=1)
+    keeper, out = Recording(), {}
+
+    def compute() -> Any:
+        upd, (_, event) = _sgd_updates(model, gs, opt, n=3, steps=steps, sampling_rate=1.0,
+                                       noise_std=release.noise_std, sensitivity=release.sensitivity,
+                                       rng=noise_rng(any_seed, release.key, reproducible=True))
+        out["updates"] = upd
+        return {}, event
+
+    keeper.release(release, compute)
+    assert_gaussian(out["updates"], sigma * C, "DP-SGD updates of a dpft epoch")
+
+
+def test_dpsgd_empty_batch_releases_noise(any_seed: int) -> None:
+    """A step whose Poisson batch is empty still adds N(0, (σC)²) to every coordinate (the accounting assumes every
+    step is taken): at q = 1e-9 every batch of one record is empty, and each update is the noise alone."""
+    from privtext.mechanisms.dpsgd import make_private
+
+    torch, model = _linear(any_seed)
+    gs, opt = make_private(model, torch.optim.SGD(model.parameters(), lr=1.0), max_grad_norm=1.0, normaliser=1)
+    upd, (st, _) = _sgd_updates(model, gs, opt, n=1, steps=200, sampling_rate=1e-9, noise_std=0.7, sensitivity=1.0,
+                                rng=noise_rng(any_seed, "empty", reproducible=True))
+    assert st.empty_batches == 200 and st.records == 0
+    assert_gaussian(upd, 0.7, "DP-SGD updates of empty batches")
