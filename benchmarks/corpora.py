@@ -13,7 +13,8 @@ files.
   intents (disjoint from the private and real rows) with their ``intent`` column.
 * ``yelp`` — 2000 private Yelp reviews (``text, label1, label2``), 3000 labelled public reviews, 500 real.
 * ``pubmed`` — 1000 private PubMed abstracts (``text``, no labels), 3000 public abstracts, 300 real.
-* ``clinic`` — the demo's clinic notes with planted secrets (``privtext.demo.make_demo_corpora``).
+* ``clinic`` — the demo's clinic notes with planted secrets (``privtext.demo.make_demo_corpora``), with the
+  declared secret lists (``patient_names.txt``, ``record_numbers.txt``).
 
     python benchmarks/corpora.py                 # writes every corpus, prints its shape
     python benchmarks/corpora.py tickets         # one
@@ -131,14 +132,13 @@ def pubmed(out: Path = OUT, *, n_private: int = 1000, n_public: int = 3000, n_re
 def clinic(out: Path = OUT, *, seed: int = 0) -> Path:
     sys.path.insert(0, str(ROOT / "src"))
     from privtext.data import write_corpus
-    from privtext.demo import make_demo_corpora, make_heldout
+    from privtext.demo import make_demo_corpora, make_heldout, write_demo_files
 
-    private, public, _ = make_demo_corpora(seed=seed)
+    private, public, patients = make_demo_corpora(seed=seed)
     d = out / "clinic"
     d.mkdir(parents=True, exist_ok=True)
-    write_corpus(private, d / "private.csv")
-    write_corpus(public, d / "public.csv")
-    write_corpus(make_heldout(), d / "real.csv")
+    write_demo_files(d, private, public, patients)  # private.csv, public.csv and the declared secret lists
+    write_corpus(make_heldout(), d / "real.csv", include_ids=False)
     return d
 
 
