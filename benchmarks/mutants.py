@@ -334,6 +334,49 @@ MUTANTS: list[Mutant] = [
       "    return blowup_of(dp_accounting.SelfComposedDpEvent(ev, compositions), p)",
       "    return blowup_of(ev, p)",
       ["tests/test_privacy_secret_noise.py"]),
+    # ------------------------------------------------------------------------------------------------ guard
+    # (the rules that stay: a whole record in a prompt, a private-only 8-gram, a detected secret value no public
+    # text holds, and order — a generator's echo after the prompt excuses nothing)
+    M("guard-long-record-missed", "guard", P + "guard.py",
+      "                    if i + L <= W and grams[i + L - n] in self._tails:",
+      "                    if False:",
+      [G + "test_the_whole_record_check_alone_catches_a_record_whose_every_8gram_is_public"],
+      "a whole private record of ≥ 8 public words, verbatim in a prompt, passes the audit"),
+    M("guard-short-record-missed", "guard", P + "guard.py",
+      "                for L in self._first_word.get(wh, ()):\n                    if i + L <= W:",
+      "                for L in self._first_word.get(wh, ()):\n                    if False:",
+      [G + "test_a_short_private_record_inside_a_prompt_is_flagged"]),
+    M("guard-record-hits-not-counted", "guard", P + "guard.py",
+      "        record = bool(found)\n", "        record = False\n",
+      [G + "test_a_long_private_record_of_ordinary_words_verbatim_in_a_prompt_is_flagged"]),
+    M("guard-public-word-ngrams-dropped", "guard", P + "guard.py",
+      "                (self._grams_rare if any(rare[j:j + n]) else self._grams_only)[g] = i",
+      "                if any(rare[j:j + n]):\n                    self._grams_rare[g] = i",
+      [G + "test_any_private_8gram_that_no_public_text_holds_is_flagged"],
+      "only 8-grams holding a private-only word are flagged (the rule before issue 21)"),
+    M("guard-ngram-hits-not-counted", "guard", P + "guard.py",
+      "        res.ngram_hits += bool(kept)", "        res.ngram_hits += 0",
+      [G + "test_any_private_8gram_that_no_public_text_holds_is_flagged"]),
+    M("guard-secret-values-ignored", "guard", P + "guard.py",
+      "        private = found - self.public_secrets\n", "        private = set()\n",
+      [G + "test_detected_secret_values_are_found_in_prompts_and_synthetic_text"],
+      "a detected secret value no public text holds passes in prompts and in the output"),
+    M("guard-clean-ignores-secrets", "guard", P + "guard.py",
+      "return self.record_hits == 0 and self.ngram_hits == 0 and self.secret_hits == 0",
+      "return self.record_hits == 0 and self.ngram_hits == 0",
+      [G + "test_detected_secret_values_are_found_in_prompts_and_synthetic_text"]),
+    M("guard-echo-after-the-prompt-excuses", "guard", P + "guard.py",
+      "return line is not None and self._generated.get(key, line) < line",
+      "return line is not None and key in self._generated",
+      [G + "test_a_private_8gram_echoed_by_a_generator_after_the_prompt_is_still_flagged"],
+      "order: a private text put into a prompt is excused when a generator echoes it afterwards"),
+    M("guard-output-not-scanned", "guard", P + "guard.py",
+      "            if self._private_secrets(self.secrets_in(t), res):",
+      "            if self._private_secrets(set(), res):",
+      [G + "test_detected_secret_values_are_found_in_prompts_and_synthetic_text"],
+      "the synthetic output is never scanned for detected secret values"),
+    # (not a mutant: "a generator's output excuses a long record" — the guard enforces it twice, in note_generated
+    # (only records under n words are noted) and in _audit (L < n), so changing either alone is equivalent)
     # ------------------------------------------------------------------------------------------------ statement
     M("statement-private-after-failed-prompt-audit", "statement", P + "methods/base.py",
       "        if not audit.clean:\n            private = False\n",
@@ -409,14 +452,14 @@ class Result:
     detail: str = ""
 
 
-def committed(path: str) -> str:
-    """The file as committed at HEAD (what the copies hold by default)."""
-    return subprocess.run(["git", "show", f"HEAD:{path}"], cwd=ROOT, check=True, capture_output=True,
+def committed(path: str, rev: str = "HEAD") -> str:
+    """The file as committed at ``rev`` (what the copies hold by default)."""
+    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True,
                           text=True).stdout
 
 
-def source(path: str, working_tree: bool) -> str:
-    return (ROOT / path).read_text(encoding="utf-8") if working_tree else committed(path)
+def source(path: str, working_tree: bool, rev: str = "HEAD") -> str:
+    return (ROOT / path).read_text(encoding="utf-8") if working_tree else committed(path, rev)
 
 
 def stale_reason(m: Mutant, text: str) -> str | None:
@@ -431,8 +474,8 @@ def stale_reason(m: Mutant, text: str) -> str | None:
     return None
 
 
-def make_copy(dest: Path, working_tree: bool) -> None:
-    """The repository's files that tests need, from HEAD (``git archive``) or from the working tree."""
+def make_copy(dest: Path, working_tree: bool, rev: str = "HEAD") -> None:
+    """The repository's files that tests need, from ``rev`` (``git archive``) or from the working tree."""
     dest.mkdir(parents=True, exist_ok=True)
     present = [p for p in COPY if (ROOT / p).exists()]
     if working_tree:
@@ -443,9 +486,9 @@ def make_copy(dest: Path, working_tree: bool) -> None:
             else:
                 shutil.copy2(s, dest / p)
         return
-    tracked = subprocess.run(["git", "ls-tree", "--name-only", "HEAD", *present], cwd=ROOT, check=True,
+    tracked = subprocess.run(["git", "ls-tree", "--name-only", rev, *present], cwd=ROOT, check=True,
                              capture_output=True, text=True).stdout.split()
-    data = subprocess.run(["git", "archive", "--format=tar", "HEAD", *tracked], cwd=ROOT, check=True,
+    data = subprocess.run(["git", "archive", "--format=tar", rev, *tracked], cwd=ROOT, check=True,
                           capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dest, filter="data")
@@ -494,20 +537,20 @@ def _failed(out: str) -> list[str]:
     return re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
 
 
-def run_mutant(m: Mutant, *, working_tree: bool, timeout: float, keep: bool, baseline_bad: set[str]
-               ) -> Result:
+def run_mutant(m: Mutant, *, working_tree: bool, rev: str, timeout: float, keep: bool,
+               baseline_bad: dict[str, str]) -> Result:
     t0 = time.perf_counter()
-    text = source(m.file, working_tree)
+    text = source(m.file, working_tree, rev)
     why = stale_reason(m, text)
     if why:
         return Result(m.name, "stale", 0.0, why)
     bad = [t for t in m.tests if t in baseline_bad]
     if bad:
-        return Result(m.name, "error", 0.0, f"the unmutated tree already fails {bad[0]}")
+        return Result(m.name, "error", 0.0, f"{bad[0]}: {baseline_bad[bad[0]]}")
     tmp = Path(tempfile.mkdtemp(prefix=f"privtext-mutant-{m.name}-"))
     try:
         copy = tmp / "repo"
-        make_copy(copy, working_tree)
+        make_copy(copy, working_tree, rev)
         target = copy / m.file
         target.write_text(text.replace(m.snippet, m.replacement, 1), encoding="utf-8")
         rc, out = run_tests(copy, m.tests, timeout)
@@ -528,25 +571,45 @@ def run_mutant(m: Mutant, *, working_tree: bool, timeout: float, keep: bool, bas
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def baseline(ms: Sequence[Mutant], *, working_tree: bool, timeout: float) -> tuple[set[str], float, str]:
-    """Run every test the selected mutants name on the unmutated copy; the ids that fail (or the whole set on a
-    pytest error)."""
+def _covers(t: str, f: str) -> bool:
+    """Whether the named test ``t`` includes the failed node id or file ``f``."""
+    return f == t or f.startswith((t + "[", t + "::")) or t.startswith((f + "::", f + "["))
+
+
+def baseline(ms: Sequence[Mutant], *, working_tree: bool, rev: str, timeout: float
+             ) -> tuple[dict[str, str], float]:
+    """Run every test the selected mutants name on the unmutated copy. Returns {test id: why it is unusable} (it
+    fails unmutated, is not found, or its file does not collect) and the seconds taken."""
     t0 = time.perf_counter()
-    tests = sorted({t for m in ms for t in m.tests})
+    todo = sorted({t for m in ms for t in m.tests})
+    bad: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="privtext-mutant-baseline-") as tmp:
         copy = Path(tmp) / "repo"
-        make_copy(copy, working_tree)
-        rc, out = run_tests(copy, tests, timeout, first_failure=False)
-    secs = time.perf_counter() - t0
-    if rc == 0:
-        return set(), secs, ""
-    if rc is None:
-        return set(tests), secs, "the baseline timed out"
-    failed = _failed(out)
-    if rc == 1 and failed:
-        bad = {t for t in tests for f in failed if f == t or f.startswith((t + "[", t + "::"))}
-        return bad, secs, "fails: " + ", ".join(failed[:10])
-    return set(tests), secs, f"pytest exit {rc}: " + " | ".join(out.strip().splitlines()[-3:])
+        make_copy(copy, working_tree, rev)
+        for _ in range(4):
+            if not todo:
+                break
+            rc, out = run_tests(copy, todo, timeout, first_failure=False)
+            if rc == 0:
+                break
+            if rc is None:
+                bad.update({t: "the baseline timed out" for t in todo})
+                break
+            missing = [x.removeprefix(str(copy) + "/") for x in
+                       re.findall(r"(?:found no collectors for|not found:) (\S+)", out)]
+            failed = _failed(out) + missing
+            hit = {t for t in todo for f in failed if _covers(t, f)}
+            if not hit:
+                bad.update({t: f"pytest exit {rc}: " + " | ".join(out.strip().splitlines()[-2:]) for t in todo})
+                break
+            for t in hit:
+                why = "not found or does not collect" if any(_covers(t, f) for f in missing) or rc != 1 else \
+                    "fails on the unmutated tree"
+                bad[t] = why
+            if rc == 1:
+                break  # a complete run: everything else passed
+            todo = [t for t in todo if t not in hit]
+    return bad, time.perf_counter() - t0
 
 
 def select(names: Sequence[str]) -> list[Mutant]:
@@ -564,7 +627,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help="mutant names or glob patterns (default: all)")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="mutants at once (default 1)")
     ap.add_argument("--list", action="store_true", help="list the mutants (stale ones marked) and exit")
-    ap.add_argument("--working-tree", action="store_true", help="copy the working tree instead of HEAD")
+    ap.add_argument("--working-tree", action="store_true", help="copy the working tree instead of a commit")
+    ap.add_argument("--rev", default="HEAD", help="the commit the copies hold (default HEAD)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant's tests (default 900)")
     ap.add_argument("--no-baseline", action="store_true", help="skip running the named tests unmutated first")
     ap.add_argument("--keep", action="store_true", help="keep each mutant's copy (prints its path)")
@@ -573,24 +637,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     ms = select(a.names)
     if a.list:
         for m in ms:
-            why = stale_reason(m, source(m.file, a.working_tree))
+            why = stale_reason(m, source(m.file, a.working_tree, a.rev))
             print(f"{m.name:48s} {m.rule:13s} {m.file.removeprefix(P)}{'  STALE: ' + why if why else ''}")
             for t in m.tests:
                 print(f"{'':50s}{t}")
         print(f"{len(ms)} mutants")
         return 0
     t0 = time.perf_counter()
-    tree = "working tree" if a.working_tree else f"HEAD {committed_head()}"
+    tree = "working tree" if a.working_tree else f"{a.rev} {committed_head(a.rev)}"
     print(f"{len(ms)} mutants against {tree}; -j {a.jobs}; load {os.getloadavg()[0]:.2f}", flush=True)
-    bad: set[str] = set()
+    bad: dict[str, str] = {}
     if not a.no_baseline:
-        bad, secs, msg = baseline(ms, working_tree=a.working_tree, timeout=a.timeout)
-        print(f"baseline (every named test, unmutated): {'ok' if not bad else 'FAILS — ' + msg} in {secs:.0f} s",
+        bad, secs = baseline(ms, working_tree=a.working_tree, rev=a.rev, timeout=a.timeout)
+        print(f"baseline (every named test, unmutated): {'ok' if not bad else 'UNUSABLE TESTS:'} in {secs:.0f} s",
               flush=True)
+        for t, why in sorted(bad.items()):
+            print(f"  {t}: {why}", flush=True)
     results: list[Result] = []
 
     def one(m: Mutant) -> Result:
-        r = run_mutant(m, working_tree=a.working_tree, timeout=a.timeout, keep=a.keep, baseline_bad=bad)
+        r = run_mutant(m, working_tree=a.working_tree, rev=a.rev, timeout=a.timeout, keep=a.keep, baseline_bad=bad)
         print(f"{r.verdict:8s} {r.name:48s} {r.seconds:6.0f} s  {r.detail}", flush=True)
         return r
 
@@ -612,8 +678,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if not others else 1
 
 
-def committed_head() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True, capture_output=True,
+def committed_head(rev: str = "HEAD") -> str:
+    return subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True,
                           text=True).stdout.strip()
 
 
