@@ -253,8 +253,9 @@ class DPKPS(MethodRun):
         if self.options.few_shot:
             public.append(f"the {self.options.few_shot} example texts per prompt, drawn from the public corpus "
                           "(few-shot)")
-        coverage = ["The prompts name only the document type and released keyphrases (post-processing of the DP "
-                    "vocabulary and sketches); no class name and no private text reaches the generator."]
+        coverage = ["The prompts are built from the document type and released keyphrases only (post-processing "
+                    "of the DP vocabulary and sketches), never from a class name or a private record; the prompt "
+                    "audit checks every prompt sent for private text."]
         return {
             "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
             "parameters": {"epsilon_vocab": eps["vocab"], "epsilon_kde": eps["kde"], "r": p.r,
