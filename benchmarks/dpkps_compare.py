@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 cfg: dict[str, Any] = {
                     "seed": seed, "method": method, "output": str(out / f"s{seed}" / f"{method}-{tag}"),
                     "data": {"private": str(out / "private.csv"), "public": str(out / "public.csv"),
-                             "label_values": {"label1": classes}},
+                             "label_columns": ["label1"], "label_values": {"label1": classes}},
                     "generator": ({"prompt_family": "yelp", **json.loads(a.generator)} if a.generator else
                                   {"backend": "ngram", "prompt_family": "yelp", **json.loads(a.ngram)}),
                     "embedder": {"backend": "sentence-transformers", "cache_dir": str(cache)}}

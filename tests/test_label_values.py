@@ -58,18 +58,29 @@ def test_undeclared_private_label_is_a_data_error_that_does_not_print_it(tmp_pat
 def test_public_label_distribution_needs_labelled_public_text(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"label_distribution\.kind=public needs labelled public text"):
         _run(tmp_path, "augpe", evolution={"label_distribution": {"kind": "public"}})
+    assert not (tmp_path / "augpe").exists()  # refused before the run directory exists (issue 35, item 4)
 
 
 def test_label_values_config_checks() -> None:
     base = {"data": {"private": "p.csv"}, "privacy": {"mu": 1.0}}
-    cfg = config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"stars": [1.0, 2.0]}}})
+    cfg = config_from_dict({**base, "data": {"private": "p.csv", "label_columns": ["stars"],
+                                             "label_values": {"stars": [1.0, 2.0]}}})
     assert cfg.data.label_columns == ["stars"] and cfg.data.label_values == {"stars": ["1.0", "2.0"]}
-    with pytest.raises(ConfigError, match="names the columns"):
+    # a label declared in one place and absent from the other is an error naming the column and the fix
+    with pytest.raises(ConfigError, match=r"declares the column\(s\) \['intent'\] but data\.label_columns is not "
+                                          r"set: add data\.label_columns: \[intent\]"):
+        config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"intent": ["a", "b"]}}})
+    with pytest.raises(ConfigError, match=r"\['b'\] that data\.label_columns \['a'\] does not list"):
         config_from_dict({**base, "data": {"private": "p.csv", "label_columns": ["a"], "label_values": {"b": ["x"]}}})
+    with pytest.raises(ConfigError, match=r"lists \['channel'\] but data\.label_values gives no values for it: add "
+                                          r"data\.label_values\.channel"):
+        config_from_dict({**base, "data": {"private": "p.csv", "label_columns": ["intent", "channel"],
+                                           "label_values": {"intent": ["a"]}}})
     with pytest.raises(ConfigError, match="more than once"):
-        config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": ["x", "x"]}}})
+        config_from_dict({**base, "data": {"private": "p.csv", "label_columns": ["a"],
+                                           "label_values": {"a": ["x", "x"]}}})
     with pytest.raises(ConfigError, match="is empty"):
-        config_from_dict({**base, "data": {"private": "p.csv", "label_values": {"a": []}}})
+        config_from_dict({**base, "data": {"private": "p.csv", "label_columns": ["a"], "label_values": {"a": []}}})
 
 
 def test_shared_initial_pool_offers_every_candidate_to_every_label(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def _raw(tmp_path: Path, files: dict[str, Path], **kw: object) -> dict:
     ("missing_detector_file", ConfigError, "names.txt"),
     ("method_budget_mismatch", ConfigError, "method secpe needs privacy"),
     ("delta_too_large", ConfigError, "too large for this data"),
-    ("public_equals_private", DataError, "contains records equal to private records"),
+    ("public_equals_private", DataError, "name the same file"),
     ("unwritable_output", RunError, "cannot create the run directory"),
     ("undeclared_label", DataError, "not in data.label_values"),
     ("model_not_cached_offline", BackendError, "models--no-such-org--no-such-model"),

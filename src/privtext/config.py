@@ -50,7 +50,9 @@ class DataConfig(Section):
     text_column: str = "text"
     label_columns: list[str] = Field(default_factory=list)
     id_column: str | None = None
-    public_text_column: str | None = None
+    public_text_column: str | None = Field(
+        default=None, description="the text column of the public corpus when it is not named like the private "
+        "one (default: data.text_column)")
     max_private: int | None = Field(
         default=None, gt=0, description="use a uniform random sample of at most this many private records (drawn "
         "from OS entropy; the guarantee then covers that sample only, see docs/privacy.md)")
@@ -60,13 +62,13 @@ class DataConfig(Section):
     )
     label_values: dict[str, list[str]] | None = Field(
         default=None, description="the public label schema {COLUMN: [v1, v2, ...]} (values as they appear in the "
-        "private file): the label groups without labelled public text; label_columns default to its keys")
+        "private file): the label groups without labelled public text. Every column it names must be in "
+        "data.label_columns and every label column needs its values here (a column declared in one place and not "
+        "the other is an error)")
 
     @model_validator(mode="before")
     @classmethod
-    def _columns_from_values(cls, d: Any) -> Any:
-        if isinstance(d, dict) and isinstance(d.get("label_values"), dict) and not d.get("label_columns"):
-            d = {**d, "label_columns": list(d["label_values"])}
+    def _label_text(cls, d: Any) -> Any:
         if isinstance(d, dict) and isinstance(d.get("label_values"), dict):  # YAML numbers (5.0) are label text
             d = {**d, "label_values": {k: [v if isinstance(v, str) else str(v) for v in vs]
                                        if isinstance(vs, list) else vs for k, vs in d["label_values"].items()}}
@@ -77,9 +79,24 @@ class DataConfig(Section):
         lv = self.label_values
         if lv is None:
             return self
-        if set(lv) != set(self.label_columns):
-            raise ValueError(f"data.label_values names the columns {sorted(lv)} but data.label_columns is "
-                             f"{self.label_columns}: give one list of values per label column")
+        # a label declared in one place and absent from the other is an error (issue 35): never a silent default
+        cols = list(self.label_columns)
+        undeclared = [c for c in lv if c not in cols]
+        if undeclared and not cols:
+            raise ValueError(
+                f"data.label_values declares the column(s) {undeclared} but data.label_columns is not set: add "
+                f"data.label_columns: [{', '.join(undeclared)}] (the columns of the private file the synthetic records are labelled "
+                "with)")
+        if undeclared:
+            raise ValueError(
+                f"data.label_values declares the column(s) {undeclared} that data.label_columns {cols} does not "
+                f"list: add them to data.label_columns, or remove them from data.label_values")
+        valueless = [c for c in cols if c not in lv]
+        if valueless:
+            raise ValueError(
+                f"data.label_columns lists {valueless} but data.label_values gives no values for "
+                f"{'it' if len(valueless) == 1 else 'them'}: add data.label_values.{valueless[0]}: [v1, v2, ...] "
+                "(the values as they appear in the private file), or remove it from data.label_columns")
         for col, vals in lv.items():
             if not vals:
                 raise ValueError(f"data.label_values.{col} is empty: list the public label values")
@@ -140,6 +157,10 @@ class PrivacyConfig(Section):
         default=False, description="derive the privacy noise from the seed (tests and experiments only: NOT "
         "private, anyone with the seed can recompute the noise); by default noise comes from a ChaCha20 CSPRNG "
         "keyed by OS entropy")
+    allow_weak: bool = Field(
+        default=False, description="accept a budget too large to protect anything meaningful (ε above 20, μ whose "
+        "ε at δ = 1e-5 is above 20, SecPE r above 0.5 or r/p above e^20; privtext.privacy.statement): for "
+        "experiments; the statement then says so. Budgets above ε = 10 run with a warning either way")
 
     @model_validator(mode="after")
     def _one_form(self) -> PrivacyConfig:
@@ -159,7 +180,32 @@ class PrivacyConfig(Section):
             raise ValueError("privacy.delta is only used with privacy.epsilon")
         if self.secure and self.reproducible_noise:
             raise ValueError("privacy.secure and privacy.reproducible_noise contradict each other: choose one")
+        level, why = self.strength()
+        if level == "void" and not self.allow_weak:
+            from .privacy.statement import REFUSE_EPSILON, REFUSE_R, _factor
+
+            limit = (f"r above {REFUSE_R:g} or r/p above e^{REFUSE_EPSILON:g}: an attacker may recover a declared "
+                     "secret at least as often as a coin flip, or hundreds of millions of times more often than "
+                     "they could guess it" if self.kind == "secret" else
+                     f"ε above {REFUSE_EPSILON:g}: the chance of any conclusion about one record may change by a "
+                     f"factor above e^{REFUSE_EPSILON:g} ≈ {_factor(REFUSE_EPSILON)}")
+            raise ValueError(
+                f"privacy budget {why} is too large to protect anything meaningful ({limit}); lower it, or set "
+                "privacy.allow_weak: true to run it anyway as an experiment (the statement will say it protects "
+                "nothing meaningful)")
         return self
+
+    def strength(self) -> tuple[str, str]:
+        """``("ok" | "weak" | "void", the figure)`` of this budget (privtext.privacy.statement.budget_strength): weak
+        above ε = 10, void (refused without ``allow_weak``) above ε = 20; the fixed-noise form has no target and is
+        judged in the statement from the ε its releases reach."""
+        from .privacy.statement import budget_strength
+
+        if self.secret is not None:
+            return budget_strength("secret", p=self.secret.p, r=self.secret.r)
+        if self.noise_multiplier is not None:
+            return "ok", ""
+        return budget_strength(self.kind, epsilon=self.epsilon, delta=self.delta, mu=self.mu)
 
     @property
     def kind(self) -> str:
@@ -176,6 +222,10 @@ class PrivacyConfig(Section):
 class LabelDistributionConfig(Section):
     """How many synthetic samples each label gets.
 
+    * ``auto`` (default) — ``public`` when the public corpus has the label columns (or there is no other public
+      source of labels to go by), ``uniform`` when it has none and the label values are declared in
+      ``data.label_values`` (or when the run has no labels); the runner picks one before the run directory exists,
+      writes it into the run's configuration and says which (the log, ``privacy.json``'s parameters);
     * ``uniform`` — equal shares over the label combinations seen in the *public* corpus (or ``values``);
     * ``public`` — proportional to the public corpus;
     * ``given`` — the proportions in ``weights`` (keys ``"a|b"`` for label tuples);
@@ -183,9 +233,12 @@ class LabelDistributionConfig(Section):
       (costs privacy budget; ``budget_fraction`` of the total is set aside for it).
     """
 
-    kind: Literal["uniform", "public", "given", "dp"] = "public"
+    kind: Literal["auto", "uniform", "public", "given", "dp"] = "auto"
     weights: dict[str, float] | None = None
     budget_fraction: float = Field(default=0.1, gt=0, lt=1)
+    picked: str | None = Field(
+        default=None, description="written by privtext when kind was auto: which kind it picked and why (shown "
+        "in privacy.json); not a setting")
 
 
 class VariationConfig(Section):
@@ -396,14 +449,14 @@ def yaml_positions(text: str) -> dict[tuple[Any, ...], tuple[int, int]]:
 
 
 def _override_for(loc: Sequence[Any], overrides: Mapping[tuple[str, ...], str]) -> str | None:
-    """The ``--set`` that set the value at ``loc`` (or a section above or below it), if any."""
+    """The ``--set`` that set the value at ``loc`` (or a section above it), or every ``--set`` inside the section
+    at ``loc`` (an error about a whole section: ``data.label_values`` against ``data.label_columns``), if any."""
     key = tuple(str(p) for p in loc)
-    best = None
-    for path, text in overrides.items():
-        n = min(len(path), len(key))
-        if path[:n] == key[:n] and (best is None or len(path) > len(best[0])):
-            best = (path, text)
-    return best[1] if best else None
+    above = [(path, text) for path, text in overrides.items() if key[:len(path)] == path]
+    if above:
+        return max(above, key=lambda x: len(x[0]))[1]
+    inside = [text for path, text in overrides.items() if path[:len(key)] == key]
+    return ", --set ".join(inside) if inside else None
 
 
 def format_validation_error(err: ValidationError, *, source: str = "config",

@@ -31,19 +31,23 @@ class DataError(PrivtextError, ValueError):
 
 
 class MissingColumnError(DataError):
-    def __init__(self, path: str, missing: list[str], available: list[str]):
-        self.path, self.missing, self.available = path, missing, available
+    def __init__(self, path: str, missing: list[str], available: list[str], *, hint: str = ""):
+        self.path, self.missing, self.available, self.hint = path, missing, available, hint
         super().__init__(
             f"{path}: missing column(s) {', '.join(map(repr, missing))}; "
-            f"available: {', '.join(map(repr, available)) or '(none)'}"
+            f"available: {', '.join(map(repr, available)) or '(none)'}" + (f"; {hint}" if hint else "")
         )
 
 
 class EmptyTextError(DataError):
-    def __init__(self, path: str, rows: list[int], column: str):
-        self.path, self.rows, self.column = path, rows, column
+    """``rows``: where the empty texts are, as ``unit`` counts them (``line``: 1-based lines of the file, as an
+    editor shows them; ``record``: 1-based records of a table without lines)."""
+
+    def __init__(self, path: str, rows: list[int], column: str, *, unit: str = "row"):
+        self.path, self.rows, self.column, self.unit = path, rows, column, unit
         shown = ", ".join(str(r) for r in rows[:10]) + (" ..." if len(rows) > 10 else "")
-        super().__init__(f"{path}: empty or missing text in column {column!r} at row(s) {shown} ({len(rows)} in all)")
+        super().__init__(f"{path}: empty or missing text in column {column!r} at {unit}(s) {shown} "
+                         f"({len(rows)} in all)")
 
 
 class DataEncodingError(DataError):

@@ -41,7 +41,7 @@ from ..data import Corpus, load_corpus, split_corpus, write_corpus
 from ..data.labels import LabelSpace
 from ..embed.base import Embedder
 from ..embed.private import embed_private
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, MissingColumnError
 from ..generate.base import Generator
 from ..guard import PrivateGuard
 from ..mechanisms.labels import allocate, dp_label_histogram, laplace_label_histogram
@@ -78,9 +78,13 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
         subsampled = True
     public = heldout = None
     if d.public:
-        public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
-                             label_columns=d.label_columns, name="public",
-                             optional_labels=d.label_values is not None)
+        try:
+            public = load_corpus(d.public, text_column=d.public_text_column or d.text_column,
+                                 label_columns=d.label_columns, name="public",
+                                 optional_labels=d.label_values is not None)
+        except MissingColumnError as e:
+            hint = "; ".join(h for h in (e.hint, _public_column_hint(config, e)) if h)
+            raise MissingColumnError(e.path, e.missing, e.available, hint=hint) from None
         if d.public_holdout:
             ho = d.public_holdout
             n_ho = round(ho * len(public)) if isinstance(ho, float) and ho < 1 else int(ho)
@@ -96,6 +100,41 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
 # ------------------------------------------------------------------------------------------------ label space
 
 
+def _public_column_hint(config: Config, e: MissingColumnError) -> str:
+    """What to set when the public corpus lacks a column the configuration names: its text column
+    (``data.public_text_column``) or the label columns (``data.label_values`` for unlabelled public text)."""
+    d = config.data
+    text = d.public_text_column or d.text_column
+    hints = []
+    if text in e.missing:
+        hints.append(f"if the public text is in another column, set data.public_text_column to it (the private "
+                     f"corpus's text column is data.text_column = {d.text_column!r})")
+    labels = [c for c in e.missing if c != text and c in d.label_columns]
+    if labels:
+        hints.append(f"for public text without the label column(s) {labels}, declare the label values in "
+                     "data.label_values (docs/dpkps.md)")
+    return "; ".join(hints)
+
+
+def resolve_label_distribution(config: Config, public: Corpus | None) -> tuple[str, str]:
+    """(the kind, why) that ``evolution.label_distribution.kind: auto`` stands for: ``uniform`` when the run has
+    no label columns, ``public`` when the public corpus has every label column, ``uniform`` when it lacks them and
+    the label values are declared (``data.label_values``), else ``public`` (whose own checks then say what is
+    missing). A kind that is not ``auto`` is returned as it is."""
+    ld = config.evolution.label_distribution
+    if ld.kind != "auto":
+        return ld.kind, ld.picked or ""
+    columns = tuple(config.data.label_columns)
+    if not columns:
+        return "uniform", "kind auto: the run has no label columns (one group)"
+    if _has_labels(public, columns):
+        return "public", "kind auto: the public corpus has the label columns, so samples per label follow it"
+    if config.data.label_values is not None:
+        return "uniform", ("kind auto: the public corpus has no label columns, so every declared label combination "
+                           "(data.label_values) gets an equal share")
+    return "public", "kind auto: public (the public corpus is the only source of label counts)"
+
+
 def label_space(config: Config, public: Corpus | None) -> LabelSpace:
     """The run's public label groups: every combination of the declared values (``data.label_values``), the
     weights' keys (``label_distribution: given``), or the combinations of the public corpus."""
@@ -103,15 +142,16 @@ def label_space(config: Config, public: Corpus | None) -> LabelSpace:
     if not columns:
         return LabelSpace.unlabeled()
     ld = config.evolution.label_distribution
+    kind, _ = resolve_label_distribution(config, public)
     declared = config.data.label_values
     if declared is not None:
         values = tuple(itertools.product(*(tuple(declared[c]) for c in columns)))
-        if ld.kind == "public" and not _has_labels(public, columns):
+        if kind == "public" and not _has_labels(public, columns):
             raise ConfigError(
                 "evolution.label_distribution.kind=public needs labelled public text, but the public corpus has "
-                f"no column(s) {list(columns)}; with data.label_values use uniform, given or dp")
+                f"no column(s) {list(columns)}; with data.label_values use auto (the default), uniform, given or dp")
         return LabelSpace(columns, values)
-    if ld.kind == "given":
+    if kind == "given":
         if not ld.weights:
             raise ConfigError("evolution.label_distribution.kind=given needs weights: {'a|b': w, ...}")
         values = tuple(tuple(k.split("|")) for k in ld.weights)
@@ -122,7 +162,7 @@ def label_space(config: Config, public: Corpus | None) -> LabelSpace:
     if public is None:
         raise ConfigError(
             "labelled runs need the label values from public information: give data.public (with the label "
-            "columns) or evolution.label_distribution: {kind: given, weights: {...}}"
+            "columns), data.label_values, or evolution.label_distribution: {kind: given, weights: {...}}"
         )
     return LabelSpace(columns, tuple(sorted(set(public.label_tuples(columns)))))
 
@@ -147,9 +187,10 @@ def public_label_weights(config: Config, space: LabelSpace, public: Corpus | Non
     ld = config.evolution.label_distribution
     if not space.columns:
         return np.ones(1)
-    if ld.kind in ("uniform", "dp"):
+    kind, _ = resolve_label_distribution(config, public)
+    if kind in ("uniform", "dp"):
         return np.ones(len(space))
-    if ld.kind == "given":
+    if kind == "given":
         assert ld.weights is not None
         missing = [" | ".join(v) for v in space.values
                    if " | ".join(v) not in ld.weights and "|".join(v) not in ld.weights]
@@ -512,6 +553,7 @@ class MethodRun:
                 out = self.generate(ctx)
         finally:
             prompt_log.close()
+            guard.close()
             self._save_metrics(t_start, gens)
         synthetic = Corpus(
             ids=tuple(f"syn-{i}" for i in range(len(out.texts))), texts=tuple(out.texts),
@@ -536,7 +578,12 @@ class MethodRun:
     # ------------------------------------------------------------------ the statement (release) and diagnostics
     def privacy_statement(self, ledger: Any, audit: Any, output_audit: Any = None) -> dict[str, Any]:
         from ..privacy.events import event_to_dict
-        from ..privacy.statement import PRIVATE_FOLDER_WORDS, RUN_FILES_RELEASE, PrivacyStatement
+        from ..privacy.statement import (
+            PRIVATE_FOLDER_WORDS,
+            PUBLIC_CORPUS_ASSUMPTION,
+            RUN_FILES_RELEASE,
+            PrivacyStatement,
+        )
 
         parts = self.statement_parts(ledger)
         pc = self.config.privacy
@@ -553,7 +600,6 @@ class MethodRun:
                         "true), so anyone who reads the configuration can recompute and remove it. With noise from "
                         f"OS entropy this configuration would give: {headline}")
         elif no_noise:
-            guard.close()
             private = False
             headline = f"NOT PRIVATE: at least one release was made without noise (σ = 0). Nominal: {headline}"
         if headline.startswith("NOT PROVEN"):
@@ -588,10 +634,16 @@ class MethodRun:
         guarantee.setdefault("neighbouring_relation", self.relation.words())
         if parts.get("threat_model"):
             guarantee["threat_model"] = parts["threat_model"]
+        parameters = {**self.statement_parameters(), **parts.get("parameters", {})}
+        picked = self.config.evolution.label_distribution.picked
+        if picked and self.label_columns:  # kind: auto, resolved by the runner (privtext.runner.preflight)
+            parameters["label_distribution_picked"] = picked
+        treated = list(parts.get("treated_as_public", []))
+        if self.config.data.public:
+            treated.append(PUBLIC_CORPUS_ASSUMPTION)
         st = PrivacyStatement(
             method=self.name, private=private, headline=headline, guarantee=guarantee,
-            parameters={**self.statement_parameters(), **parts.get("parameters", {})},
-            treated_as_public=list(parts.get("treated_as_public", [])), coverage=self._coverage(parts),
+            parameters=parameters, treated_as_public=treated, coverage=self._coverage(parts),
             assumed_public=list(parts.get("assumed_public", [])), released=dict(self.released),
             releases=releases, noise=noise,
             prompt_audit={"passed": audit.clean, "words": audit_words,
@@ -619,6 +671,10 @@ class MethodRun:
              "ledger": ledger.account() if ledger is not None and len(ledger) else None}
         if audit is not None:
             d["prompt_audit"] = audit.to_dict()
+            ids = getattr(self, "_record_ids", None)
+            for f in d["prompt_audit"].get("findings", []):
+                if f.get("record") is not None and ids is not None:
+                    f["record_id"] = ids[f["record"]]
         if output_audit is not None:
             d["output_audit"] = output_audit.to_dict()
         atomic_write_json(self.run.diagnostics, d)
@@ -671,11 +727,19 @@ class EvolutionMethod(MethodRun):
                         embedder=ctx.embedder, scorer=scorer, labels=space, counts=counts, metrics=self.metrics,
                         seed=self.seed, secure=self.secure, log=self.log, callbacks=self.callbacks)
         final, _ = engine.run()
-            ids = getattr(self, "_record_ids", None)
-            for f in d["prompt_audit"].get("findings", []):
-                if f.get("record") is not None and ids is not None:
-                    f["record_id"] = ids[f["record"]]
         return Synthetic(texts=list(final.texts), groups=np.asarray(final.group, dtype=np.int64))
+
+
+def public_prompt_texts(config: Config, space: LabelSpace) -> list[str]:
+    """Public text a prompt may hold besides the public corpus (the guard's public sources): the prompt
+    templates (shipped and configured families) and the label columns and values of the run's label space."""
+    from ..generate.prompts import template_texts
+
+    gens = config.generators or [config.generator]
+    texts = template_texts([g.prompt_family for g in gens])
+    texts.extend(space.columns)
+    texts.extend(v for values in space.values for v in values)
+    return texts
 
 
 def _has_labels(corpus: Corpus | None, columns: Sequence[str]) -> bool:
@@ -692,16 +756,5 @@ def check_nonempty(corpus: Corpus, what: str) -> None:
 
 
 __all__ = ["EvolutionMethod", "Inputs", "LabelNoise", "Method", "MethodRun", "RunContext", "Synthetic",
-           "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs"]
-def public_prompt_texts(config: Config, space: LabelSpace) -> list[str]:
-    """Public text a prompt may hold besides the public corpus (the guard's public sources): the prompt
-    templates (shipped and configured families) and the label columns and values of the run's label space."""
-    from ..generate.prompts import template_texts
-
-    gens = config.generators or [config.generator]
-    texts = template_texts([g.prompt_family for g in gens])
-    texts.extend(space.columns)
-    texts.extend(v for values in space.values for v in values)
-    return texts
-
-
+           "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs",
+           "resolve_label_distribution"]
