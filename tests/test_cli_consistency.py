@@ -130,3 +130,32 @@ def test_quiet_and_debug_are_accepted_after_the_command_too() -> None:
     assert global_flags_first(["-q", "resume", "r", "--debug"]) == ["-q", "--debug", "resume", "r"]
     # an option's value is never moved, even when it reads like a flag
     assert global_flags_first(["run", "c.yaml", "-o", "-q"]) == ["run", "c.yaml", "-o", "-q"]
+
+
+def test_a_set_is_echoed_with_its_value_brackets_included(run: Path, tmp_path: Path) -> None:
+    """Issue 35, item 6: `--set data.label_columns=[intnt]` was echoed without its value (rich read the
+    brackets as markup). An error about a whole section names every --set inside it."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text((run / "private" / "config.yaml").read_text())  # the full one: its data files exist
+    values = "data.label_values={category: [food, hotel], mood: [good, bad]}"
+    res = invoke("run", str(cfg), "--set", values, "--set", "data.label_columns=[categry, mood]",
+                 "-o", str(tmp_path / "x"))
+    assert res.exit_code == 2, res.output
+    out = " ".join(res.output.split())
+    assert f"--set {values}" in out and "--set data.label_columns=[categry, mood]" in out, out
+    assert "['category']" in out and "['categry', 'mood']" in out  # the columns, lists as they are
+    res = invoke("run", str(cfg), "--set", "data.label_columns=[intnt]", "-o", str(tmp_path / "y"))
+    assert res.exit_code == 2 and "'intnt'" in res.output, res.output
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_the_run_summary_reads_the_guarantee_in_plain_words(run: Path) -> None:
+    import json
+
+    from privtext.cli.run import _statement_lines
+
+    st = json.loads((run / "privacy.json").read_text())
+    lines = _statement_lines(st)
+    assert lines[0] == st["headline"] and lines[1] == st["meaning"]["words"]
+    assert lines[1].startswith("What μ = 1 means") and "catches at most" in lines[1]
+    assert not any(".;" in x for x in lines) and not any(x.startswith("Not covered") for x in lines)

@@ -149,3 +149,179 @@ def test_subsample_is_stated_as_the_guarantee_scope(tmp_path: Path) -> None:
     assert "no guarantee is stated for adding or removing a record of the input file" in st["statement"]
     diag = json.loads((run / "private" / "diagnostics.json").read_text())
     assert diag["records"]["private"] == 25
+
+
+# ------------------------------------------------------------------------------- the statement in plain words
+# (issue 35, item 5: a compliance officer's reading, computed from the numbers and checked against them here)
+
+ALPHA = 0.01  # the membership test's false-accusation rate the words quote
+
+
+def _parse_meaning(words: str) -> dict[str, Any]:
+    """Every figure the plain words quote, read back from the sentence."""
+    out: dict[str, Any] = {}
+    m = re.search(r"factor of e\^([\d.e+-]+) ≈ ([\d.,e+]+)", words)
+    if m:
+        out["epsilon"], out["factor"] = float(m.group(1)), float(m.group(2).replace(",", ""))
+    m = re.search(r"plus at most δ = ([\d.e+-]+) \(1 in ([\d,]+)\)", words)
+    if m:
+        out["delta"], out["one_in"] = float(m.group(1)), float(m.group(2).replace(",", ""))
+    if "with no exception (δ = 0)" in words:
+        out["delta"] = 0.0
+    m = re.search(r"wrongly accuses at most ([\d.]+) %", words)
+    if m:
+        out["alpha"] = float(m.group(1)) / 100
+    m = re.search(r"catches at most ([\d.]+) %", words)
+    if m:
+        out["caught"] = float(m.group(1)) / 100
+    elif "may catch every one" in words:
+        out["caught"] = 1.0
+    elif "may catch over 99.9 %" in words:
+        out["caught"] = "over 99.9 %"
+    m = re.search(r"equivalently ε = ([\d.e+-]+) at δ = ([\d.e+-]+)", words)
+    if m:
+        out["gdp_epsilon"], out["gdp_delta"] = float(m.group(1)), float(m.group(2))
+    m = re.search(r"at most ([\d.e+-]+) \(1 in ([\d,]+)\) recovers it .* at most ([\d.e+-]+)(?: \(1 in [\d,]+\))?: at most "
+                  r"([\d.e+-]+) times", words)
+    if m:
+        out["p"], out["r"], out["ratio"] = float(m.group(1)), float(m.group(3)), float(m.group(4))
+    return out
+
+
+def _close(a: float, b: float, digits: int = 3) -> bool:
+    return math.isclose(a, float(f"{b:.{digits}g}"), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _dp_caught(eps: float, delta: float, alpha: float) -> float:
+    """Kairouz, Oh & Viswanath 2015 Thm 2.1, computed here from scratch: TPR ≤ e^ε·α + δ and
+    FNR ≥ e^−ε·(1 − δ − α)."""
+    return min(1.0, math.exp(eps) * alpha + delta, 1 - math.exp(-eps) * (1 - delta - alpha))
+
+
+def _gdp_delta(eps: float, mu: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+
+
+@pytest.mark.parametrize("guarantee", [
+    {"kind": "dp", "budget": {"epsilon": 4.0, "delta": 1e-5}},
+    {"kind": "dp", "budget": {"epsilon": 0.5, "delta": 1e-6}},
+    {"kind": "dp", "budget": {"epsilon": 1.0, "delta": 3e-6}},
+    {"kind": "dp", "budget": {"epsilon": 8.0, "delta": 1e-5}},
+    {"kind": "pure", "budget": {"epsilon": 6.0}},
+    {"kind": "pure", "budget": {"epsilon": 0.1}},
+    {"kind": "gdp", "budget": {"mu": 1.0, "report_delta": 1e-5}},
+    {"kind": "gdp", "budget": {"mu": 0.3, "report_delta": 1e-6}},
+    {"kind": "noise", "budget": {"noise_multiplier": 2.0},
+     "reference": {"epsilon_at_report_delta": 2.9432258226159367, "report_delta": 1e-5}},
+])
+def test_the_plain_words_quote_the_guarantees_own_numbers(guarantee: dict[str, Any]) -> None:
+    from scipy.stats import norm
+
+    from privtext.privacy.statement import plain_meaning
+
+    m = plain_meaning(guarantee)
+    got = _parse_meaning(m["words"])
+    b = guarantee["budget"]
+    kind = guarantee["kind"]
+    if kind == "gdp":
+        mu, delta = b["mu"], b["report_delta"]
+        eps = got["gdp_epsilon"]
+        unit = 10 ** (math.floor(math.log10(eps)) - 3)  # ε is quoted to 4 significant digits: δ(ε) brackets δ
+        assert got["gdp_delta"] == delta and _gdp_delta(eps + unit / 2, mu) <= delta <= _gdp_delta(eps - unit / 2, mu)
+        assert math.isclose(got["epsilon"], eps) and got["delta"] == delta
+        caught = float(norm.cdf(norm.ppf(ALPHA) + mu))  # the GDP test bound, exact
+    else:
+        eps = (guarantee["reference"]["epsilon_at_report_delta"] if kind == "noise" else b["epsilon"])
+        delta = 0.0 if kind == "pure" else (guarantee.get("reference") or b).get("report_delta", b.get("delta"))
+        assert _close(got["epsilon"], eps, 4) and got["delta"] == delta
+        caught = _dp_caught(eps, delta, ALPHA)
+    x = math.exp(got["epsilon"])
+    assert got["factor"] == (float(f"{x:.3g}") if x < 1000 else round(x) if x < 1e6 else float(f"{x:.3g}"))
+    if delta > 0:
+        assert math.isclose(got["one_in"], round(1 / delta), rel_tol=1e-9)
+    assert got["alpha"] == ALPHA
+    assert caught >= 0.9995 if got["caught"] == "over 99.9 %" else _close(got["caught"], caught, 3)
+    assert m["strength"] == "ok" and "weak" not in m["words"] and "nothing meaningful" not in m["words"]
+    assert "one private record is in the data" in m["words"]
+
+
+def test_the_plain_words_for_secret_protection_quote_p_and_r() -> None:
+    from privtext.privacy.statement import plain_meaning
+
+    for p, r in ((1e-3, 2e-2), (1e-4, 2e-4), (0.01, 0.05)):
+        got = _parse_meaning(plain_meaning({"kind": "secret", "budget": {"p": p, "r": r}})["words"])
+        assert got["p"] == p and got["r"] == r and _close(got["ratio"], r / p, 4)
+
+
+@pytest.mark.parametrize("guarantee,strength", [
+    ({"kind": "dp", "budget": {"epsilon": 10.0, "delta": 1e-5}}, "ok"),
+    ({"kind": "dp", "budget": {"epsilon": 12.0, "delta": 1e-5}}, "weak"),
+    ({"kind": "dp", "budget": {"epsilon": 1e9, "delta": 1e-5}}, "void"),
+    ({"kind": "pure", "budget": {"epsilon": 25.0}}, "void"),
+    ({"kind": "gdp", "budget": {"mu": 2.5, "report_delta": 1e-5}}, "weak"),
+    ({"kind": "gdp", "budget": {"mu": 4.0, "report_delta": 1e-5}}, "void"),
+    ({"kind": "noise", "budget": {}, "reference": {"epsilon_at_report_delta": 505000.0, "report_delta": 1e-5}},
+     "void"),
+    ({"kind": "secret", "budget": {"p": 1e-3, "r": 0.3}}, "weak"),
+    ({"kind": "secret", "budget": {"p": 1e-3, "r": 0.6}}, "void"),
+])
+def test_a_budget_too_large_to_protect_is_called_so_in_the_words(guarantee: dict[str, Any], strength: str) -> None:
+    from privtext.privacy.statement import plain_meaning
+
+    m = plain_meaning(guarantee)
+    assert m["strength"] == strength
+    assert ("This is a weak guarantee" in m["words"]) == (strength == "weak")
+    assert ("It protects nothing meaningful" in m["words"]) == (strength == "void")
+
+
+def test_too_large_a_budget_is_refused_without_allow_weak_and_stated_with_it(tmp_path: Path) -> None:
+    from privtext.config import config_from_dict
+    from privtext.errors import ConfigError
+
+    base = {"data": {"private": "p.csv"}}
+    for privacy in ({"epsilon": 1e9, "delta": 1e-5}, {"epsilon": 21.0, "delta": 1e-5}, {"mu": 4.0},
+                    {"secret": {"p": 1e-3, "r": 0.6}}):
+        with pytest.raises(ConfigError, match=r"too large to protect anything meaningful.*privacy\.allow_weak"):
+            config_from_dict({**base, "privacy": privacy})
+        config_from_dict({**base, "privacy": {**privacy, "allow_weak": True}})
+    for privacy in ({"epsilon": 12.0, "delta": 1e-5}, {"epsilon": 20.0, "delta": 1e-5}, {"mu": 3.0}):
+        config_from_dict({**base, "privacy": privacy})  # weak, not refused
+    rng = np.random.default_rng(0)
+    priv, pub, _ = toy_corpora(rng=rng, n_private=30, n_pool=100)
+    run = tiny_run(tmp_path / "weak", private=priv, public=pub, iterations=1,
+                   privacy={"epsilon": 1e9, "delta": 1e-5, "allow_weak": True})
+    st = json.loads((run / "privacy.json").read_text())
+    assert st["meaning"]["strength"] == "void" and "It protects nothing meaningful" in st["statement"]
+
+
+@pytest.mark.parametrize("method", ["augpe", "secpe", "dpkps", "wasp"])
+def test_every_methods_statement_reads_in_plain_words_with_clean_sentences(tmp_path: Path, method: str) -> None:
+    """privacy.json's `meaning` is plain_meaning of its own guarantee and quotes its numbers; sections are joined
+    without ".;"; what a method says about its scope is not headed "Not covered"; the public corpus is stated as
+    public (issue 36: a public text equal to a private record)."""
+    from privtext.privacy.statement import PUBLIC_CORPUS_ASSUMPTION, plain_meaning
+
+    rng = np.random.default_rng(1)
+    priv, pub, _ = toy_corpora(rng=rng, n_private=36, n_pool=120)
+    kw: dict[str, Any] = {"privacy": {"epsilon": 4.0, "delta": 1e-5}}
+    if method == "secpe":
+        priv, kw = _with_emails(priv, 3, rng), {}
+    elif method == "dpkps":
+        kw = {"privacy": {"epsilon": 6.0}, "dpkps": {"vocab_size": 15, "length": 4, "n_features": 32}}
+    run = tiny_run(tmp_path / method, private=priv, public=pub, method=method, iterations=2, **kw)
+    st = json.loads((run / "privacy.json").read_text())
+    assert st["meaning"] == json.loads(json.dumps(plain_meaning(st["guarantee"])))
+    assert st["meaning"]["words"] in st["statement"]
+    got = _parse_meaning(st["meaning"]["words"])
+    b = st["guarantee"]["budget"]
+    if method == "secpe":
+        assert got["p"] == b["p"] and got["r"] == b["r"]
+    else:
+        assert _close(got["epsilon"], b["epsilon"], 4) and got["delta"] == b.get("delta", 0.0)
+    assert ".;" not in st["statement"] and ". ;" not in st["statement"]
+    assert "Not covered" not in st["statement"]
+    if st["coverage"]:
+        assert "Scope and limits: " in st["statement"]
+    assert PUBLIC_CORPUS_ASSUMPTION in st["treated_as_public"]

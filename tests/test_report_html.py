@@ -82,6 +82,10 @@ def test_report_has_every_section(run: Path, page: Path) -> None:
     privacy = json.loads((run / "privacy.json").read_text())
     assert html_escape(privacy["headline"]) in html  # the plain-words statement
     assert "μ=1-GDP" in html
+    # and what it means for a reader who is not a specialist, right after it (issue 35, item 5)
+    meaning = f"<h4>What this means</h4><p>{html_escape(privacy['meaning']['words'])}</p>"
+    assert meaning in html and html.index(meaning) < html.index("Treated as public")
+    assert "What μ = 1 means" in privacy["meaning"]["words"] and "Not covered" not in html
     # the shareable report holds no private diagnostics (run time, exact counts, secret statistics)
     for heading in ("Runtime and LLM usage", "Secret exposure", "Private diagnostics"):
         assert f"<h2>{heading}</h2>" not in html, heading

@@ -33,7 +33,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print ``error: MESSAGE`` and exit with ``code``. The message is printed as it is: brackets in it (a
+    ``--set data.label_columns=[intnt]`` it echoes, a list of columns) are text, never rich markup."""
+    from rich.markup import escape
+
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

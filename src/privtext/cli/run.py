@@ -95,7 +95,8 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def demo_cmd(
         out_dir: Annotated[Path, typer.Option(
-            "--output", "-o", "--out", help="where to write the demo data and run")] = Path("privtext-demo"),
+            "--output", "-o", "--out", help="where to write the demo data and run (default runs/demo, under the "
+            "current folder; printed at the end)")] = Path(DEMO_FOLDER),
         method: Annotated[str, typer.Option(help="secpe (default), augpe, wasp or dpkps")] = "secpe",
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
@@ -104,6 +105,10 @@ def register(app: typer.Typer) -> None:
 
         root = run_demo(out_dir, method=method)
         _summary(root, as_json, out, print_json, demo=True)
+
+
+#: the demo's default folder, under the current one (``runs/`` is where the README's runs go, and git ignores it)
+DEMO_FOLDER = "runs/demo"
 
 
 def _refuse_finished(target: Path) -> None:
@@ -119,18 +124,14 @@ def _refuse_finished(target: Path) -> None:
 
 
 def _statement_lines(privacy: dict) -> list[str]:
-    """The statement as the report shows it: the headline, then one line per part."""
-    from ..privacy.statement import statement_sections
+    """The statement as the report shows it: the headline, what it means in plain words, then one line per
+    part (:func:`privtext.privacy.statement.section_line`)."""
+    from ..privacy.statement import section_line, statement_sections
 
     if not privacy.get("headline"):
         return [str(privacy.get("statement") or "")]
-    lines = []
-    for heading, items in statement_sections(privacy):
-        if not heading:
-            lines.append(items[0])
-        else:
-            lines.append(f"{heading}: " + "; ".join(x.removeprefix(f"{heading}: ") for x in items))
-    return lines
+    return [section_line(heading, [x.removeprefix(f"{heading}: ") for x in items])
+            for heading, items in statement_sections(privacy)]
 
 
 def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> None:
@@ -154,6 +155,8 @@ def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> 
         "wall_seconds": metrics.get("wall_seconds"),
         "prompt_audit_clean": audit.get("passed", audit.get("clean")),
         "private_diagnostics": str(run.private),
+        "meaning": (privacy.get("meaning") or {}).get("words"),
+        "strength": (privacy.get("meaning") or {}).get("strength"),
     }
     if demo:
         from ..demo import demo_summary
@@ -162,17 +165,22 @@ def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> 
     if as_json:
         print_json(info)
         return
-    out.print(f"[bold]run directory[/]  {info['run_dir']}")
-    out.print(f"[bold]synthetic data[/] {info['synthetic']}  ({info['records']} records)")
-    out.print(f"[bold]privacy[/]        {info['privacy']}")
+    e = escape
+    out.print(f"[bold]run directory[/]  {e(info['run_dir'])}", highlight=False)
+    out.print(f"[bold]synthetic data[/] {e(info['synthetic'])}  ({info['records']} records)", highlight=False)
+    out.print(f"[bold]privacy[/]        {e(info['privacy'])}", highlight=False)
     if info["statement"]:
         style = "" if info["private"] else "[bold red]"
         for line in _statement_lines(privacy):
-            out.print(f"  {style}{escape(line)}", highlight=False)
+            weak = info["strength"] in ("weak", "void") and line == info["meaning"]
+            out.print(f"  {'[bold yellow]' if weak and info['private'] else style}{escape(line)}", highlight=False)
     out.print(f"[bold]prompt audit[/]   {'passed: no prompt holds private text' if info['prompt_audit_clean'] else 'FAILED — see private/diagnostics.json'}")
     if info["report"]:
-        out.print(f"[bold]report[/]         {info['report']}")
-    out.print(f"[bold]private[/]        {info['private_diagnostics']} (ledger, checkpoints, log, diagnostics: do not share)")
+        out.print(f"[bold]report[/]         {e(info['report'])}", highlight=False)
+    out.print(f"[bold]private[/]        {e(info['private_diagnostics'])} (ledger, checkpoints, log, diagnostics: do "
+              "not share)", highlight=False)
     out.print(f"[bold]wall time[/]      {info['wall_seconds']} s")
     if demo:
-        out.print(f"[bold]what it shows[/]  {info['demo']['words']}", highlight=False)
+        out.print(f"[bold]what it shows[/]  {escape(info['demo']['words'])}", highlight=False)
+        out.print(f"[bold]demo folder[/]    {escape(str(Path(root).parent))} (its data, configuration and run; "
+                  "`privtext demo -o DIR` puts it elsewhere)", highlight=False)
