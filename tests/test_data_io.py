@@ -51,13 +51,62 @@ def test_missing_column_is_named(tmp_path: Path, fmt: str) -> None:
     assert "label1" in e.value.available
 
 
-@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
-def test_empty_text_rejected_with_rows(tmp_path: Path, fmt: str) -> None:
+@pytest.mark.parametrize("fmt,where", [("csv", [3, 5]), ("jsonl", [2, 4]), ("parquet", [2, 4])])
+def test_empty_text_rejected_with_where_an_editor_shows_it(tmp_path: Path, fmt: str, where: list[int]) -> None:
+    """Issue 35, item 6: the file's lines as an editor numbers them (the CSV header is line 1), 1-based records
+    for Parquet; not 0-based data rows."""
     path = tmp_path / f"c.{fmt}"
     write_corpus(Corpus.from_texts(["ok", "   ", "fine", ""]), path)
     with pytest.raises(EmptyTextError) as e:
         load_corpus(path)
-    assert e.value.rows == [1, 3] and "text" in str(e.value)
+    unit = "record" if fmt == "parquet" else "line"
+    assert e.value.rows == where and f"at {unit}(s) {where[0]}, {where[1]} " in str(e.value), str(e.value)
+    if fmt != "parquet":  # the lines hold exactly the blank texts
+        lines = path.read_text().splitlines()
+        assert all(not json.loads(lines[n - 1])["text"].strip() if fmt == "jsonl" else
+                   lines[n - 1].split(",")[1].strip() in ("", '""') for n in where)
+
+
+def test_line_numbers_count_blank_lines_and_quoted_newlines(tmp_path: Path) -> None:
+    p = tmp_path / "c.csv"
+    p.write_text('id,text\n1,a\n\n2,"multi\nline"\n3,  \n4,b\n', encoding="utf-8")
+    with pytest.raises(EmptyTextError) as e:
+        load_corpus(p)
+    assert e.value.rows == [6]  # line 3 blank, lines 4-5 one record
+    j = tmp_path / "c.jsonl"
+    j.write_text('{"text": "a"}\n\n{"text": ""}\n', encoding="utf-8")
+    with pytest.raises(EmptyTextError) as e:
+        load_corpus(j)
+    assert e.value.rows == [3]
+    q = tmp_path / "l.csv"
+    q.write_text("text,label\na,x\nb,\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 3: missing value in label column 'label'"):
+        load_corpus(q, label_columns=["label"])
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t", "|"])
+def test_a_csv_separated_by_another_delimiter_is_read_and_says_so(tmp_path: Path, delimiter: str) -> None:
+    """Issue 35, item 6: a semicolon-separated CSV (a spreadsheet export) gave "2 fields where the header has 1".
+    A header with no comma that splits on one other delimiter is read with it; errors say how it was read."""
+    p = tmp_path / "semi.csv"
+    rows = ["id;text;intent", "1;hello, world;card", "2;pending transaction?;card", '3;"a; b";refund']
+    p.write_text("\n".join(r.replace(";", delimiter) for r in rows) + "\n", encoding="utf-8")
+    c = load_corpus(p, label_columns=["intent"], id_column="id")
+    assert c.texts == ("hello, world", "pending transaction?", "a" + delimiter + " b")
+    assert c.labels["intent"] == ("card", "card", "refund") and c.ids == ("1", "2", "3")
+    with pytest.raises(MissingColumnError, match=r"read as .*-separated: its header has no comma"):
+        load_corpus(p, text_column="message")
+
+
+def test_a_one_column_csv_with_an_unquoted_comma_gets_a_hint(tmp_path: Path) -> None:
+    p = tmp_path / "one.csv"
+    p.write_text("text\nhello, world\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"one\.csv:2: 2 fields where the header has 1 \(the header is one "
+                                              r"column, 'text': a field that holds a comma must be quoted"):
+        load_corpus(p)
+    q = tmp_path / "amb.csv"
+    q.write_text("a;b|c\nx;y|z\n", encoding="utf-8")  # splits on two candidates: not sniffed
+    assert load_corpus(q, text_column="a;b|c").texts == ("x;y|z",)
 
 
 def test_nan_and_null_text_rejected(tmp_path: Path) -> None:
@@ -67,12 +116,12 @@ def test_nan_and_null_text_rejected(tmp_path: Path) -> None:
     pd.DataFrame({"text": ["a", None, float("nan")]}).to_parquet(p)
     with pytest.raises(EmptyTextError) as e:
         load_corpus(p)
-    assert e.value.rows == [1, 2]  # both None and NaN arrive as nulls
+    assert e.value.rows == [2, 3]  # both None and NaN arrive as nulls (records 2 and 3)
     j = tmp_path / "nan.jsonl"
     j.write_text('{"text": "a"}\n{"text": null}\n{"text": NaN}\n', encoding="utf-8")
     with pytest.raises(EmptyTextError) as e:
         load_corpus(j)
-    assert e.value.rows == [1, 2]
+    assert e.value.rows == [2, 3]  # lines 2 and 3
 
 
 def test_non_utf8_reports_file_and_line(tmp_path: Path) -> None:

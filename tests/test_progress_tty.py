@@ -98,3 +98,85 @@ def test_nothing_is_drawn_when_stderr_is_not_a_terminal_or_when_quiet(tmp_path: 
                             _env())
     assert code == 0, out[-2000:]
     assert "eta" not in out and "iterations" not in out
+
+
+# --------------------------------------------------------------------------- ETA and width (issue 35, item 6)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _render(prog: object, width: int) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    con = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    con.print(prog.make_tasks_table(prog.tasks))  # type: ignore[attr-defined]
+    return [x.rstrip() for x in con.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+
+
+def test_slow_steps_get_an_eta_where_rich_shows_none() -> None:
+    """Units slower than rich's 30-second speed window (an iteration, a DP fine-tuning step) left rich's
+    estimate at -:--:--; the display uses the mean rate since the bar started, and before a bar's first unit
+    (voting "0/1") the time the last bar of its kind took."""
+    from rich.progress import Progress
+
+    from privtext import progress as pg
+
+    clock = _Clock()
+    prog = Progress(get_time=clock, auto_refresh=False)
+    it = prog.add_task("iterations", total=10, note="")
+    prog.start_task(it)
+    for _ in range(3):
+        clock.t += 45.0  # 45 s per iteration: outside rich's speed window
+        prog.advance(it, 1)
+    task = prog.tasks[0]
+    assert task.time_remaining is None  # rich alone: -:--:--
+    left, approx = pg.remaining_seconds(task)
+    assert left == pytest.approx(7 * 45.0) and not approx
+    pg._DURATIONS.clear()
+    vote = prog.add_task("iter 0: voting", total=1, note="")
+    clock.t += 5.0
+    assert pg.remaining_seconds(prog.tasks[1]) == (None, False)
+    clock.t += 55.0
+    prog.advance(vote, 1)
+    pg._remember(prog, vote)
+    assert pg._DURATIONS == {"iter #: voting": pytest.approx(60.0)}
+    nxt = prog.add_task("iter 1: voting", total=1, note="")
+    clock.t += 20.0
+    left, approx = pg.remaining_seconds(prog.tasks[2])
+    assert left == pytest.approx(40.0) and approx  # the last voting took 60 s, 20 s are gone
+    assert prog.tasks[2].id == nxt
+    eta = pg._Eta(13)
+    assert str(eta.render(prog.tasks[2])) == "eta ~0:00:40"
+    assert prog.tasks[0].elapsed == pytest.approx(215.0)  # 3 iterations done in 135 s, then 80 s more
+    assert str(eta.render(prog.tasks[0])) == "eta 0:08:22"  # 215 s × 7 / 3 = 501.7 s
+    prog.add_task("embedding", total=5, note="")
+    assert str(eta.render(prog.tasks[3])) == "eta measuring"
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 160])
+def test_the_count_and_the_eta_fit_any_terminal_width(width: int) -> None:
+    """At 80 columns the lm bar was cut before its total and ETA. Every line fits the width and keeps
+    done/total and the ETA; the description and the note (loss, tokens/s) give way first."""
+    from privtext import progress as pg
+
+    clock = _Clock()
+    prog = pg._progress(get_time=clock, auto_refresh=False)
+    lm = prog.add_task("lm generator: training", total=2440, note="")
+    prog.add_task("embedding the private texts of the support-ticket corpus", total=600, note="")
+    clock.t += 30.0
+    prog.update(lm, completed=123, note="loss 3.456 · 12,345 tok/s")
+    prog.live.console.width = width  # type: ignore[attr-defined]
+    lines = _render(prog, width)
+    assert len(lines) == 2 and all(len(x) <= width for x in lines), lines
+    assert "123/2440" in lines[0] and "eta 0:09:25" in lines[0], lines[0]  # 30 s × 2317 / 123 = 565 s
+    assert "0/600" in lines[1] and "eta measuring" in lines[1], lines[1]
+    if width >= 100:
+        assert "lm generator: training" in lines[0] and "loss 3.456 · 12,345 tok/s" in lines[0]

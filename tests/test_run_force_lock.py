@@ -154,6 +154,35 @@ def test_a_second_process_is_refused_with_who_holds_the_lock(tmp_path: Path) -> 
     assert (resume_run(run.root) / "synthetic.jsonl").exists()
 
 
+def test_a_second_run_into_a_folder_a_live_run_works_in_is_told_so_not_failed_start(tmp_path: Path) -> None:
+    """Issue 35, item 6: the second run was told the folder "holds a failed start; pass --force" while the first
+    was alive (its ledger still empty). It is told the folder is in use, by which pid, with or without --force,
+    from the API and from the command line."""
+    files = _files(tmp_path / "data")
+    raw = _raw(files, tmp_path / "run")
+    run = RunDir(tmp_path / "run").create(config_text=config_from_dict(raw).to_yaml())  # a start: nothing released
+    assert run.lock_holder() is None
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(run.root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        assert run.lock_holder() is not None and run.lock_holder()["pid"] == holder.pid  # type: ignore[index]
+        for force in (False, True):
+            with pytest.raises(RunError, match=rf"is in use by process {holder.pid} ") as e:
+                run_config(config_from_dict(raw), force=force)
+            assert "failed start" not in str(e.value) and "--force" not in str(e.value)
+        cfg = tmp_path / "cfg.yaml"
+        cfg.write_text(yaml.safe_dump(raw))
+        r = _cli("run", str(cfg), cwd=tmp_path)
+        assert r.returncode == 2 and f"in use by process {holder.pid}" in r.stderr, r.stderr
+        assert "failed start" not in r.stderr
+        assert run.config.exists() and not run.has_releases()
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(RunError, match="failed start"):  # once the process is gone, the start is a failed one
+        run_config(config_from_dict(raw))
+
+
 def test_a_killed_run_leaves_no_stale_lock(tmp_path: Path) -> None:
     run = RunDir(tmp_path / "run").create(config_text="method: augpe\n")
     p = subprocess.Popen([sys.executable, "-c", _HOLD, str(run.root)], stdout=subprocess.PIPE, text=True)

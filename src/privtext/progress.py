@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -33,6 +34,61 @@ def silence_libraries() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
+#: the libraries whose own warnings about their internals a run hides (:func:`quiet_libraries`)
+_NOISY = r"(transformers|peft|opacus|accelerate|huggingface_hub|sentence_transformers|tokenizers)(\.|$)"
+
+
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """While privtext loads and runs models (the runner wraps every run and resume in it): the libraries' notices
+    about their own internals are hidden — transformers' and peft's FutureWarning/DeprecationWarning, peft's
+    UserWarnings about module types ("fan_in_fan_out is set to False ..."), transformers' advisory log warnings
+    ("We strongly recommend passing in an attention_mask ...") — and so are their progress bars ("Loading
+    weights", hub downloads): privtext's one display shows where the time goes. Their errors are kept (log level
+    ERROR and exceptions pass). The settings are restored afterwards, so a program that calls ``privtext.run``
+    keeps its own (except the Hugging Face hub's download bars when the hub was first imported during the run: it
+    reads that setting once). ``PRIVTEXT_LIBRARY_WARNINGS=1`` shows everything (for debugging a backend)."""
+    if os.environ.get("PRIVTEXT_LIBRARY_WARNINGS", "") not in ("", "0", "false", "False"):
+        yield
+        return
+    import warnings
+
+    env = {"TRANSFORMERS_VERBOSITY": "error", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+           "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    saved_env = {k: os.environ.get(k) for k in env}
+    tl = sys.modules.get("transformers.utils.logging")
+    before = (tl.get_verbosity(), tl.is_progress_bar_enabled()) if tl is not None else None
+    for k, v in env.items():
+        os.environ.setdefault(k, v)
+    if tl is not None:
+        tl.set_verbosity_error()
+        tl.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=_NOISY)
+            warnings.filterwarnings("ignore", category=DeprecationWarning, module=_NOISY)
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"peft(\.|$)")
+            yield
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        tl = sys.modules.get("transformers.utils.logging")
+        if tl is not None:
+            import logging
+
+            if before is None:  # imported during the run: what it would have been without privtext
+                before = (logging.WARNING if saved_env["TRANSFORMERS_VERBOSITY"] is None else tl.get_verbosity(),
+                          saved_env["HF_HUB_DISABLE_PROGRESS_BARS"] is None and not os.environ.get("TQDM_DISABLE"))
+            tl.set_verbosity(before[0])
+            if before[1]:
+                with warnings.catch_warnings():  # the hub keeps a setting it read at import: it may refuse
+                    warnings.simplefilter("ignore")
+                    tl.enable_progress_bar()
 
 
 class _Bar:
@@ -62,17 +118,114 @@ def _shown() -> bool:
     return not quiet() and sys.__stderr__ is not None and sys.__stderr__.isatty()
 
 
-def _columns() -> list[Any]:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+#: how long the last finished bar of each kind took (its description with the numbers taken out: "iter #: voting"),
+#: so a bar that has not finished its first unit yet (voting "0/1") can still show an ETA
+_DURATIONS: dict[str, float] = {}
 
-    return [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[note]}")]
+
+def _kind(description: str) -> str:
+    return re.sub(r"\d+", "#", description)
+
+
+def remaining_seconds(task: Any) -> tuple[float | None, bool]:
+    """(seconds left, whether that is an estimate from an earlier bar of the same kind) for a rich task.
+
+    rich's own estimate (``task.time_remaining``) needs two updates within its 30-second speed window, so a bar
+    whose units take longer (an iteration, a DP fine-tuning step) showed ``-:--:--`` for ever. Here: rich's speed
+    when it has one, else the mean rate since the bar started (elapsed / completed), else, before the first unit,
+    the time the last bar of the same kind took (the previous iteration's voting) less the time spent so far;
+    None when nothing is known yet."""
+    total = task.total
+    if total is None:
+        return None, False
+    if task.finished or task.completed >= total:
+        return 0.0, False
+    left = total - task.completed
+    speed = task.speed
+    if speed:
+        return left / speed, False
+    elapsed = task.elapsed or 0.0
+    if task.completed > 0 and elapsed > 0:
+        return elapsed * left / task.completed, False
+    last = _DURATIONS.get(_kind(str(task.description)))
+    if last is not None:
+        return max(0.0, last - elapsed), True
+    return None, False
+
+
+def _clock(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class _Eta:
+    """``eta 0:01:23`` (``eta ~0:01:23`` from an earlier bar of the same kind; ``eta measuring`` before
+    anything is known): :func:`remaining_seconds`."""
+
+    def __new__(cls, width: int) -> Any:  # a rich ProgressColumn, built lazily (rich imports on first display)
+        from rich.progress import ProgressColumn
+        from rich.table import Column
+        from rich.text import Text
+
+        class Eta(ProgressColumn):
+            max_refresh = 0.5
+
+            def render(self, task: Any) -> Text:
+                left, approx = remaining_seconds(task)
+                text = "eta measuring" if left is None else f"eta {'~' if approx else ''}{_clock(left)}"
+                return Text(text, style="progress.remaining")
+
+        return Eta(table_column=Column(width=width, no_wrap=True, overflow="crop"))
+
+
+#: the widths of the fixed parts of a bar's line: the ETA ("eta ~0:00:00"), the elapsed time ("0:00:00")
+_ETA_WIDTH, _ELAPSED_WIDTH = 13, 7
+
+
+def _columns(width: int | None = None, tasks: Sequence[Any] = ()) -> list[Any]:
+    """The columns of a bar's line fitted to ``width`` characters: the count (done/total) and the ETA are never
+    cut; the description and the note (loss, tokens/s) are shortened with "…", the bar narrows to 8, and the
+    elapsed time goes first when the line is narrow (under 100 columns). Without ``width``: the full layout."""
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Column
+
+    w = 160 if width is None else max(40, int(width))
+    counts = max([len(f"{int(t.completed)}/{int(t.total)}") for t in tasks if t.total is not None] or [9])
+    descs = max([len(str(t.description)) for t in tasks] or [24])
+    notes = max([len(str(t.fields.get("note", ""))) for t in tasks] or [0])
+    elapsed = w >= 100
+    fixed = counts + _ETA_WIDTH + (_ELAPSED_WIDTH if elapsed else 0)
+    gaps = 4 + elapsed + (notes > 0)  # one space between columns
+    desc_w = min(descs, max(12, min(28, (w - fixed - gaps) // 2)))
+    bar_w = max(8, min(40, w - fixed - gaps - desc_w - min(notes, 30)))
+    note_w = max(0, min(notes, w - fixed - gaps - desc_w - bar_w))
+    cols: list[Any] = [
+        TextColumn("[bold]{task.description}", table_column=Column(width=desc_w, no_wrap=True, overflow="ellipsis")),
+        BarColumn(bar_width=bar_w),
+        TextColumn("{task.completed:.0f}/{task.total:.0f}", justify="right",
+                   table_column=Column(width=counts, no_wrap=True, justify="right")),
+    ]
+    if elapsed:
+        cols.append(TimeElapsedColumn(table_column=Column(width=_ELAPSED_WIDTH, no_wrap=True)))
+    cols.append(_Eta(_ETA_WIDTH))
+    if notes and note_w >= 6:
+        cols.append(TextColumn("{task.fields[note]}", table_column=Column(width=note_w, no_wrap=True,
+                                                                          overflow="ellipsis")))
+    return cols
+
+
+def _progress(**kw: Any) -> Any:
+    """A rich Progress whose line is laid out for the terminal's width at every refresh (:func:`_columns`)."""
+    from rich.progress import Progress
+
+    class Fitted(Progress):
+        def make_tasks_table(self, tasks: Any) -> Any:
+            shown = [t for t in tasks if t.visible]
+            live = getattr(self, "live", None)  # None while rich's __init__ builds its first frame
+            self.columns = tuple(_columns(live.console.width if live is not None else None, shown))
+            return super().make_tasks_table(shown)
+
+    return Fitted(*_columns(), **kw)
 
 
 @contextlib.contextmanager
@@ -84,9 +237,8 @@ def display() -> Iterator[None]:
         yield
         return
     from rich.console import Console
-    from rich.progress import Progress
 
-    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog:
+    with _progress(console=Console(stderr=True), transient=True) as prog:
         _DISPLAY.append(prog)
         try:
             yield
@@ -119,15 +271,23 @@ def progress(description: str, total: float | None, *, eta: bool = True) -> Iter
         try:
             with _opened(_Bar(prog, task)) as bar:
                 yield bar
+            _remember(prog, task)
         finally:
             prog.remove_task(task)
         return
     from rich.console import Console
-    from rich.progress import Progress
 
-    with Progress(*_columns(), console=Console(stderr=True), transient=True) as prog, \
+    with _progress(console=Console(stderr=True), transient=True) as prog, \
             _opened(_Bar(prog, prog.add_task(description, total=total, note=""))) as bar:
         yield bar
+        _remember(prog, bar.task)
+
+
+def _remember(prog: Any, task_id: Any) -> None:
+    """Keep how long a finished bar took, for the ETA of the next bar of its kind (:func:`remaining_seconds`)."""
+    for t in prog.tasks:
+        if t.id == task_id and t.total is not None and t.completed >= t.total and t.elapsed:
+            _DURATIONS[_kind(str(t.description))] = float(t.elapsed)
 
 
 def advance(n: float = 1) -> None:
@@ -179,4 +339,5 @@ def say(message: str) -> None:
         Console(stderr=True).print(message, highlight=False)
 
 
-__all__ = ["advance", "display", "hide_library_bars", "progress", "quiet", "say", "silence_libraries", "steps"]
+__all__ = ["advance", "display", "hide_library_bars", "progress", "quiet", "quiet_libraries", "remaining_seconds",
+           "say", "silence_libraries", "steps"]

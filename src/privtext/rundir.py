@@ -255,6 +255,10 @@ class RunDir:
         if self.root.exists() and not self.root.is_dir():
             raise RunError(f"cannot create the run directory {self.root}: a file of that name exists")
         if self.root.exists() and any(self.root.iterdir()):
+            holder = self.lock_holder()
+            if holder is not None:
+                raise RunError(f"run directory {self.root} is in use by {_holder_words(holder)}: wait for it to "
+                               "finish or stop it first, or choose another output (nothing was removed)")
             if not force:
                 raise RunError(self._occupied_message())
             self._check_replaceable(protect)
@@ -271,7 +275,12 @@ class RunDir:
         try:
             os.chmod(tmp, 0o755)
             RunDir(tmp)._write_skeleton(config_text, private_config_text)
-            os.rename(tmp, self.root)
+            try:
+                os.rename(tmp, self.root)
+            except OSError:
+                if self.root.exists() and any(self.root.iterdir()):  # another process made it since the check above
+                    raise RunError(self._occupied_message()) from None
+                raise
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -321,6 +330,10 @@ class RunDir:
 
     def _occupied_message(self) -> str:
         where = f"run directory {self.root} already exists and is not empty"
+        holder = self.lock_holder()
+        if holder is not None:  # a live process works in it: not a failed start, whatever its ledger holds
+            return (f"run directory {self.root} is in use by {_holder_words(holder)}: wait for it to finish or "
+                    "stop it first, or choose another output")
         if not self.is_privtext_run():
             return (f"{where}, and privtext did not make it: choose a new or empty folder for the run (privtext "
                     "never replaces a folder it did not make)")
@@ -390,6 +403,29 @@ class RunDir:
             self.marker.unlink(missing_ok=True)
             shutil.rmtree(self.private)
 
+    def lock_holder(self) -> dict[str, Any] | None:
+        """Who holds the run directory's lock (pid, host, since, purpose; ``{}`` when it did not say), or None when
+        no live process holds it. Reads only: takes the lock for an instant when it is free, creates nothing."""
+        import fcntl
+
+        path = self.root / LOCK
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    return dict(json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}"))
+                except (OSError, ValueError, TypeError):
+                    return {}
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
     @contextlib.contextmanager
     def lock(self, *, purpose: str = "a run") -> Iterator[None]:
         """Hold the run directory's lock (an OS file lock, ``fcntl.flock`` on ``private/lock``) for the block.
@@ -408,10 +444,8 @@ class RunDir:
                     holder = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
                 except (OSError, ValueError):
                     holder = {}
-                who = (f"process {holder.get('pid', '?')} on {holder.get('host', '?')} since "
-                       f"{holder.get('since', '?')} ({holder.get('purpose', 'a run')})") if holder else "another process"
-                raise RunError(f"run directory {self.root} is in use by {who}: wait for it to finish or stop it "
-                               "first") from None
+                raise RunError(f"run directory {self.root} is in use by {_holder_words(holder)}: wait for it to "
+                               "finish or stop it first") from None
             info = {"pid": os.getpid(), "host": socket.gethostname(), "purpose": purpose,
                     "since": _dt.datetime.now().isoformat(timespec="seconds")}
             os.ftruncate(fd, 0)
@@ -474,6 +508,14 @@ def _write_parquet(df: Any, path: Path) -> None:
 def _write_npy(arr: np.ndarray, path: Path) -> None:
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.save(f, arr, allow_pickle=False)
+
+
+def _holder_words(holder: Mapping[str, Any]) -> str:
+    """``process 123 on host since 2025-01-01T10:00:00 (privtext run)``, or "another process"."""
+    if not holder:
+        return "another process"
+    return (f"process {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('since', '?')} "
+            f"({holder.get('purpose', 'a run')})")
 
 
 def _quote(path: Path | str) -> str:

@@ -4,11 +4,14 @@ Errors are typed and name the file, the line or row, and the column:
 
 * :class:`~privtext.errors.DataEncodingError` — bytes that are not UTF-8, with file and line;
 * :class:`~privtext.errors.MissingColumnError` — a requested column is absent (lists the ones present);
-* :class:`~privtext.errors.EmptyTextError` — empty, whitespace-only, null or NaN text (rows listed);
+* :class:`~privtext.errors.EmptyTextError` — empty, whitespace-only, null or NaN text (the file's lines, 1-based
+  as an editor shows them, for CSV/TSV/JSONL; 1-based records for Parquet and Hugging Face datasets);
 * :class:`~privtext.errors.DataFormatError` — empty file, broken JSON line, unknown extension.
 
 CSV/TSV is parsed with Python's :mod:`csv` module (RFC 4180 quoting, embedded newlines and quotes), not by
-splitting lines, and is written the same way, so any text round-trips.
+splitting lines, and is written the same way, so any text round-trips. A ``.csv`` file whose header holds no comma
+but splits on ``;``, a tab or ``|`` into several distinct names (a spreadsheet's export in a locale whose decimal
+mark is the comma) is read with that delimiter, and every error about its fields says so.
 """
 
 from __future__ import annotations
@@ -78,33 +81,44 @@ def _build(
     id_column: str | None,
     allow_empty_text: bool,
     name: str | None,
+    lines: Sequence[int] | None = None,
+    note: str = "",
 ) -> Corpus:
+    """``lines``: the 1-based line of the file each row starts on (CSV/TSV/JSONL), so errors point where an editor
+    shows the row; without them rows are named as 1-based records. ``note`` ends every message (how the file was
+    read, e.g. its sniffed delimiter)."""
+    unit = "line" if lines is not None else "record"
+
+    def at(i: int) -> int:
+        return lines[i] if lines is not None else i + 1
+
     wanted = [text_column, *label_columns] + ([id_column] if id_column else [])
     missing = [c for c in wanted if c not in columns]
     if missing:
-        raise MissingColumnError(path, missing, list(columns))
+        raise MissingColumnError(path, missing, list(columns), hint=note)
     texts: list[str] = []
     bad: list[int] = []
     for i, r in enumerate(rows):
         t = r.get(text_column)
         if _is_missing(t):
-            bad.append(i)
+            bad.append(at(i))
             texts.append("")
             continue
         if not isinstance(t, str):
-            raise DataError(f"{path}: row {i}: text column {text_column!r} holds {type(t).__name__} {t!r}, not text")
+            raise DataError(f"{path}: {unit} {at(i)}: text column {text_column!r} holds {type(t).__name__} {t!r}, "
+                            "not text")
         if not allow_empty_text and not t.strip():
-            bad.append(i)
+            bad.append(at(i))
         texts.append(t)
     if bad:
-        raise EmptyTextError(path, bad, text_column)
+        raise EmptyTextError(path, bad, text_column, unit=unit)
     labels: dict[str, list[str]] = {}
     for c in label_columns:
         vals = []
         for i, r in enumerate(rows):
             v = r.get(c)
             if _is_missing(v) or (isinstance(v, str) and not v.strip()):
-                raise DataError(f"{path}: row {i}: missing value in label column {c!r}")
+                raise DataError(f"{path}: {unit} {at(i)}: missing value in label column {c!r}")
             vals.append(str(v))
         labels[c] = vals
     if id_column:
@@ -116,33 +130,78 @@ def _build(
     return Corpus(ids=tuple(ids), texts=tuple(texts), labels=labels, name=name or Path(path).stem)
 
 
-def _read_delimited(path: Path, delimiter: str) -> tuple[list[dict[str, Any]], list[str]]:
+#: delimiters tried when a ``.csv`` header holds no comma (module docstring)
+SNIFFED = (";", "\t", "|")
+
+
+def _sniff(header_line: str, delimiter: str) -> str | None:
+    """The delimiter a one-column header really uses: ``;``, a tab or ``|`` when the header has no ``delimiter``
+    and splits on exactly one of them into several distinct, non-empty names; else None."""
+    if delimiter in header_line:
+        return None
+    found = []
+    for d in SNIFFED:
+        if d == delimiter:
+            continue
+        try:
+            names = next(csv.reader([header_line], delimiter=d))
+        except (csv.Error, StopIteration):
+            continue
+        if len(names) > 1 and len(set(names)) == len(names) and all(n.strip() for n in names):
+            found.append(d)
+    return found[0] if len(found) == 1 else None
+
+
+def _delimiter_words(d: str) -> str:
+    return {"\t": "tab", ",": "comma", ";": "semicolon", "|": "'|'"}.get(d, repr(d))
+
+
+def _read_delimited(path: Path, delimiter: str) -> tuple[list[dict[str, Any]], list[str], list[int], str]:
+    """(rows, header, the 1-based line each row starts on, a note on how the file was read: "" or the sniffed
+    delimiter)."""
     text = _decode(path)
+    note = ""
+    first = text.split("\n", 1)[0].rstrip("\r")
+    sniffed = _sniff(first, delimiter)
+    if sniffed is not None:
+        note = (f"read as {_delimiter_words(sniffed)}-separated: its header has no {_delimiter_words(delimiter)} "
+                f"and splits on {sniffed!r} into {len(next(csv.reader([first], delimiter=sniffed)))} columns")
+        delimiter = sniffed
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    suffix = f" ({note})" if note else ""
     try:
         header = next(reader)
     except StopIteration:
         raise DataFormatError(f"{path}: file is empty") from None
     except csv.Error as e:
-        raise DataFormatError(f"{path}:1: {e}") from None
+        raise DataFormatError(f"{path}:1: {e}{suffix}") from None
     if len(set(header)) != len(header):
-        raise DataFormatError(f"{path}: duplicate column names in header {header}")
+        raise DataFormatError(f"{path}: duplicate column names in header {header}{suffix}")
     rows: list[dict[str, Any]] = []
+    lines: list[int] = []
     try:
+        start = reader.line_num + 1
         for rec in reader:
+            here, start = start, reader.line_num + 1
             if not rec:
                 continue  # blank line
             if len(rec) != len(header):
+                hint = suffix
+                if not note and len(header) == 1:
+                    hint = (f" (the header is one column, {header[0]!r}: a field that holds a "
+                            f"{_delimiter_words(delimiter)} must be quoted; privtext reads .csv as comma-separated, "
+                            "or semicolon-, tab- or '|'-separated when the header is, and .tsv as tab-separated)")
                 raise DataFormatError(
-                    f"{path}:{reader.line_num}: {len(rec)} fields where the header has {len(header)}"
+                    f"{path}:{here}: {len(rec)} fields where the header has {len(header)}{hint}"
                 )
             rows.append(dict(zip(header, rec, strict=True)))
+            lines.append(here)
     except csv.Error as e:
-        raise DataFormatError(f"{path}:{reader.line_num}: {e}") from None
-    return rows, header
+        raise DataFormatError(f"{path}:{reader.line_num}: {e}{suffix}") from None
+    return rows, header, lines, note
 
 
-def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str], list[int] | None]:
     text = _decode(path)
     rows: list[dict[str, Any]] = []
     columns: dict[str, None] = {}
@@ -153,7 +212,9 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         except json.JSONDecodeError as e:
             raise DataFormatError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
         lines = [(i + 1, d) for i, d in enumerate(data)]
+        array = True
     else:
+        array = False
         lines = []
         for ln, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
@@ -168,7 +229,8 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         rows.append(obj)
         for k in obj:
             columns.setdefault(k, None)
-    return rows, list(columns)
+    # a JSON array's items are records (no line per record); JSON lines are named by their line in the file
+    return rows, list(columns), None if array else [ln for ln, _ in lines]
 
 
 def _read_parquet(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -230,12 +292,14 @@ def load_corpus(
         raise DataError(f"{p}: no such file")
     if p.is_dir():
         raise DataError(f"{p}: is a directory, expected a file")
+    lines: list[int] | None = None
+    note = ""
     if fmt == "csv":
-        rows, cols = _read_delimited(p, ",")
+        rows, cols, lines, note = _read_delimited(p, ",")
     elif fmt == "tsv":
-        rows, cols = _read_delimited(p, "\t")
+        rows, cols, lines, note = _read_delimited(p, "\t")
     elif fmt == "jsonl":
-        rows, cols = _read_jsonl(p)
+        rows, cols, lines = _read_jsonl(p)
     elif fmt == "parquet":
         rows, cols = _read_parquet(p)
     else:
@@ -243,7 +307,7 @@ def load_corpus(
     if optional_labels:
         label_columns = [c for c in label_columns if c in cols]
     return _build(spath, rows, cols, text_column=text_column, label_columns=label_columns,
-                  id_column=id_column, allow_empty_text=allow_empty_text, name=name)
+                  id_column=id_column, allow_empty_text=allow_empty_text, name=name, lines=lines, note=note)
 
 
 def write_corpus(

@@ -68,9 +68,11 @@ def say_once(message: str) -> None:
         return
     _SAID.add(message)
     log.info(message)
+    from rich.markup import escape
+
     from ..progress import say
 
-    say(f"[dim]{message}[/]")
+    say(f"[dim]{escape(message)}[/]")  # the install hint's '[openvino]' is text, not markup
 
 
 def build_auto(options: Any, *, cache_dir: Path | str | None) -> Any:
