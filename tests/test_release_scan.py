@@ -223,8 +223,10 @@ def test_a_raw_value_written_in_text_with_more_digits_than_a_release_keeps_is_ca
     assert _found(mini_run) == []
 
 
-def test_an_unrounded_float_in_json_is_caught_but_a_rounded_one_is_not(mini_run: Path) -> None:
-    (mini_run / "stats.json").write_text(json.dumps({"mean_vote": 2.718281828, "fid": 0.1235, "rank": 3}))
+@pytest.mark.parametrize("x", [12.345, 2.71828, 0.1234567, 2.718281828])
+def test_an_unrounded_float_in_json_is_caught_but_a_rounded_one_is_not(mini_run: Path, x: float) -> None:
+    """5, 6, 7 or 10 significant digits (none a kept value): one more than a release keeps is already too many."""
+    (mini_run / "stats.json").write_text(json.dumps({"mean_vote": x, "fid": 0.1235, "rank": 3}))
     assert _found(mini_run) == [("stats.json", "unrounded_number", "mean_vote")]
     (mini_run / "stats.json").write_text(json.dumps({"mean_vote": 2.718, "fid": 0.1235, "rank": 3}))
     assert _found(mini_run) == []
