@@ -159,3 +159,4 @@ def test_the_run_summary_reads_the_guarantee_in_plain_words(run: Path) -> None:
     assert lines[0] == st["headline"] and lines[1] == st["meaning"]["words"]
     assert lines[1].startswith("What μ = 1 means") and "catches at most" in lines[1]
     assert not any(".;" in x for x in lines) and not any(x.startswith("Not covered") for x in lines)
+    assert lines[-1].startswith("Noise: ChaCha20")  # each part names itself once

@@ -325,3 +325,20 @@ def test_every_methods_statement_reads_in_plain_words_with_clean_sentences(tmp_p
     if st["coverage"]:
         assert "Scope and limits: " in st["statement"]
     assert PUBLIC_CORPUS_ASSUMPTION in st["treated_as_public"]
+
+
+def test_sections_join_phrases_and_sentences_without_a_dot_before_a_semicolon() -> None:
+    """Items that end with their own full stop (dpft's, DP-KPS's) were joined into ".; "."""
+    from privtext.privacy.statement import section_line, statement_words
+
+    assert section_line("Treated as public (used without noise)", ["the public corpus.", "the label schema"]) == \
+        "Treated as public (used without noise): the public corpus; the label schema."
+    assert section_line("Scope and limits", ["The weights are not released.", "A record longer than 64 tokens "
+                                             "contributes its first 64"]) == \
+        "Scope and limits: The weights are not released. A record longer than 64 tokens contributes its first 64."
+    st = {"headline": "(4, 1e-05)-differential privacy.", "guarantee": {"kind": "dp", "budget": {"epsilon": 4,
+          "delta": 1e-5}}, "treated_as_public": ["the public corpus.", "the label schema."],
+          "coverage": ["It covers the samples."], "assumed_public": []}
+    words = statement_words(st)
+    assert ".;" not in words and "Not covered" not in words and "Scope and limits: It covers the samples." in words
+    assert words.index("What ε = 4 means") < words.index("Treated as public")

@@ -9,9 +9,10 @@ same folder; nothing is shrunk or overridden (no environment variable, no ``--se
 
 Two documented exceptions, both about the environment rather than about privtext:
 
-* the install steps (``python3 -m venv .venv``, ``pip install ...``) are not run: they download packages. The
-  copy gets a ``.venv`` that is this test's own environment (a link to ``sys.prefix``) with the copy's ``src`` on
-  ``PYTHONPATH``, so the rest of the line (``. .venv/bin/activate && ... && privtext demo``) runs as written;
+* the install steps (``python3 -m venv .venv``, ``pip install ...``, in the set-up line and in the test line) are
+  not run: they download packages. The copy gets a ``.venv`` that is this test's own environment (a link to
+  ``sys.prefix``) with the copy's ``src`` on ``PYTHONPATH``, so the rest of each line (``. .venv/bin/activate &&
+  ... && privtext demo``) runs as written;
 * ``pytest`` (the whole suite, minutes of CPU) runs as ``pytest --collect-only -q``: the copy's suite collects.
 
 Slow (a demo, two small Yelp runs, an evaluation, a comparison): ``pytest -m slow tests/test_readme.py``.
@@ -33,6 +34,8 @@ README = ROOT / "README.md"
 SHARED = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 INSTALL = re.compile(r"python3 -m venv \.venv && \. \.venv/bin/activate && pip install [^&]+&& ")
+PIP = re.compile(r"pip install [^&\n]+&& ")
+CI = ROOT / ".ci" / "run"
 
 
 def first_screens(text: str) -> str:
@@ -58,6 +61,31 @@ def test_the_readme_blocks_are_what_this_test_expects() -> None:
     # every file a command names is made by the README itself or shipped with the repository
     for name in re.findall(r"\b[\w./-]+\.(?:yaml|csv|jsonl)\b", commands):
         assert (name == "yelp.yaml" or name.startswith("runs/") or (ROOT / name).exists()), name
+
+
+def _readme_commands() -> tuple[str, str]:
+    """(the first screen's set-up line without its ``&& privtext demo``, the test line)."""
+    bs = [b.strip() for k, b in blocks(README.read_text(encoding="utf-8")) if k == "bash"]
+    setup = bs[0].removesuffix("&& privtext demo").strip()
+    test = next(b for b in bs if re.search(r"&& pytest$", b))
+    return setup, test
+
+
+def test_the_first_screen_installs_the_demo_alone_and_the_tests_install_dev() -> None:
+    """Issue 35: the set-up + demo line installs what the demo needs (no ``[dev]``: Ray, Flower, OpenVINO,
+    Presidio), the test line installs ``[dev]``; both with the constraints."""
+    setup, test = _readme_commands()
+    assert "-c constraints.txt -e ." in setup and "[dev]" not in setup, setup
+    assert "pip install -c constraints.txt -e '.[dev]'" in test, test
+
+
+def test_ci_runs_the_readme_install_and_test_commands_as_written() -> None:
+    """.ci/run runs the README's set-up line (its demo aside) and its test line, character for character (the
+    test line with pytest's CI flags appended)."""
+    ci = CI.read_text(encoding="utf-8").splitlines()
+    setup, test = _readme_commands()
+    assert setup in ci, (setup, ci)
+    assert f"{test} -q -p no:cacheprovider" in ci, (test, ci)
 
 
 def _copy_repository(dst: Path) -> None:
@@ -91,6 +119,7 @@ def test_every_command_of_the_readme_first_screens_runs(tmp_path: Path) -> None:
             cmd = [sys.executable, "-c", body]
         elif kind == "bash":
             script = INSTALL.sub(". .venv/bin/activate && ", body)  # the environment exists (module docstring)
+            script = PIP.sub("", script)
             script = re.sub(r"(&&|^)\s*pytest\s*$", r"\1 pytest --collect-only -q", script, flags=re.M)
             cmd = ["bash", "-e", "-c", script]
         else:
@@ -98,4 +127,5 @@ def test_every_command_of_the_readme_first_screens_runs(tmp_path: Path) -> None:
         res = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=3600)
         log.append(f"$ {body.strip()}\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
         assert res.returncode == 0, "\n".join(log)
-    assert (repo / "privtext-demo").is_dir() and (repo / "runs" / "yelp-augpe" / "report.html").exists()
+    assert (repo / "runs" / "demo" / "run-secpe" / "report.html").exists()
+    assert (repo / "runs" / "yelp-augpe" / "report.html").exists()

@@ -130,8 +130,7 @@ def _statement_lines(privacy: dict) -> list[str]:
 
     if not privacy.get("headline"):
         return [str(privacy.get("statement") or "")]
-    return [section_line(heading, [x.removeprefix(f"{heading}: ") for x in items])
-            for heading, items in statement_sections(privacy)]
+    return [section_line(heading, items) for heading, items in statement_sections(privacy)]
 
 
 def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> None:
