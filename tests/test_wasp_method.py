@@ -282,3 +282,210 @@ def test_zero_shot_mix_and_output_nearest(tmp_path: Path) -> None:
     assert later and {p["operation"] for p in prompts} == {"random", "contrastive"}
     n_random = sum(p["operation"] == "random" for p in prompts)
     assert n_random > 180 // 4  # round 0 (45) plus about half of rounds 1-3
+
+
+# ---------------------------------------------------------------------- public text without labels (issue 35 item 2)
+
+
+def test_shared_pool_arithmetic_known_values() -> None:
+    from privtext.methods.wasp import assign_shared, copy_weights, shared_keys
+
+    ids = ["r0-k0-p0@0", "r0-k0-p0@1", "r0-k0-p0@2", "r0-k0-p1@0", "r0-k0-p1@1", "r0-k0-p1@2", "r1-0", "r1-1"]
+    origin = ["shared"] * 6 + ["contrastive", "random"]
+    keys = shared_keys(ids, origin)
+    assert keys == ["r0-k0-p0"] * 3 + ["r0-k0-p1"] * 3 + [None, None]
+    assert list(copy_weights(keys)) == pytest.approx([1 / 3] * 6 + [1.0, 1.0], abs=1e-15)
+    # p0 is nearest to label 2's private samples (3.5), p1 to label 0's (2.0, label 2's −4.0 noisy value below 0)
+    hn = np.array([0.5, -1.0, 3.5, 2.0, 1.0, -4.0, 9.0, 0.0])
+    assert list(assign_shared(keys, hn, rng=np.random.default_rng(0))) == [2, 3, 6, 7]
+    # ties at random: each of the tied copies is kept in some draws, and exactly one copy every time
+    tied = np.array([1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    kept = {int(assign_shared(keys, tied, rng=np.random.default_rng(s))[0]) for s in range(40)}
+    assert kept == {0, 1}
+    # a pool text beyond the released histogram was never voted on: it cannot be labelled
+    with pytest.raises(ConfigError, match="r0-k0-p1"):
+        assign_shared(keys, hn[:4], rng=np.random.default_rng(0))
+    # Eq 8 counts a pool text once: gen 0 holds the two pool texts (copies' votes 0.5−1+3.5+2+1−4 = 2 over 2
+    # texts: mean 1), gen 1 the two others (9 + 0 over 2: mean 4.5) → 1 : 4.5; per copy it would be 1/3 : 4.5
+    gi = np.array([0] * 6 + [1, 1])
+    assert generator_weights(hn, gi, 2, copy_weights(keys)) == pytest.approx([1 / 5.5, 4.5 / 5.5], abs=1e-12)
+    assert generator_weights(hn, gi, 2) == pytest.approx([(1 / 3) / (1 / 3 + 4.5), 4.5 / (1 / 3 + 4.5)], abs=1e-12)
+
+
+WORDS = {"food": ["pizza", "pasta", "waiter", "dessert", "menu", "delicious", "chef", "sauce", "tasty", "dinner"],
+         "hotel": ["room", "bed", "lobby", "checkin", "suite", "pool", "towels", "staff", "quiet", "breakfast"],
+         "shop": ["store", "price", "cashier", "shelf", "bargain", "aisle", "brand", "receipt", "sale", "mall"]}
+
+
+def _topic(text: str) -> str | None:
+    """The toy topic a text's words name (None: no topic word, or a tie)."""
+    toks = [w.strip(".,!?").lower() for w in text.split()]
+    c = {k: sum(t in ws for t in toks) for k, ws in WORDS.items()}
+    best = max(c, key=lambda k: c[k])
+    return best if c[best] > 0 and list(c.values()).count(c[best]) == 1 else None
+
+
+def _unlabelled_run(tmp: Path, name: str, seed: int = 0, **kw: Any) -> Path:
+    """The support-ticket set-up in small: labelled private records of 3 topics, public text WITHOUT labels (half
+    of it on one of the topics, half filler), data.label_values, the n-gram generator trained on that text."""
+    priv, pub, _ = toy_corpora(rng=np.random.default_rng(seed), n_private=60, n_pool=200,
+                               topics=("food", "hotel", "shop"))
+    priv = Corpus.from_texts(list(priv.texts), {"category": list(priv.labels["category"])}, ids=list(priv.ids),
+                             name="priv")
+    pub = Corpus.from_texts(list(pub.texts), name="pool")
+    kw.setdefault("wasp", {"q": 3, "in_context": 4})
+    kw.setdefault("generators", [{"backend": "ngram", "name": "ngram"}])
+    kw.setdefault("num_samples", 180)
+    return tiny_run(tmp / name, private=priv, public=pub, method="wasp", iterations=4, seed=seed,
+                    privacy={"epsilon": 4.0, "delta": 1e-5},
+                    data={"label_values": {"category": ["food", "hotel", "shop"]}},
+                    evolution={"label_distribution": {"kind": "uniform"}}, **kw)
+
+
+def test_unlabelled_public_text_labels_follow_the_private_votes(tmp_path: Path, any_seed: int) -> None:
+    """With public text that has no labels the n-gram model cannot condition on the label: before, every label's
+    samples were the same kind of text and the labels were a coin toss (the support tickets: 10 % = chance).
+    Now the zero-shot texts are one shared pool labelled by the released votes and the contrastive samples
+    follow each label's voted examples, so a synthetic text's label names its topic far more often than chance:
+    one-sided binomial test against p = 1/3 at 1e-4 over the texts that name one topic. (Checked: with the
+    shared pool off and contrastive_boost 0 — the old code path — 25 of 90 agreed, at chance.)"""
+    run = _unlabelled_run(tmp_path, "unlabelled", seed=any_seed)
+    rd = RunDir(run)
+    syn = [json.loads(x) for x in rd.synthetic.read_text().splitlines()]
+    assert len(syn) == 180 and len({r["text"] for r in syn}) > 150  # N texts, each pool text once
+    named = [(r, t) for r in syn if (t := _topic(r["text"])) is not None]
+    hits = sum(r["category"] == t for r, t in named)
+    p = stats.binomtest(hits, len(named), 1 / 3, alternative="greater").pvalue
+    assert p < P_TAIL, f"{hits} of {len(named)} labels agree with the text's topic"
+    st = json.loads(rd.privacy.read_text())
+    assert st["parameters"]["shared_pool_generators"] == ["ngram"]
+    assert "cannot condition on the label" in rd.log_path.read_text()
+
+
+def test_shared_pool_votes_carry_the_recorded_noise_and_each_text_keeps_its_top_label(tmp_path: Path) -> None:
+    """The shared pool's copies are candidates of their labels like any other: every release is the exact
+    within-label Top-Q pair plus the recorded noise (χ² over every bin, Δ_Q unchanged), and each pool text's
+    output label is the one with the largest released H̃ⁿ among its copies in the last release."""
+    from privtext.methods.wasp import shared_keys
+
+    run = _unlabelled_run(tmp_path, "pool-noise", num_samples=90)
+    rd = RunDir(run)
+    recs = _ledger(run)
+    assert [r["key"] for r in recs] == ["votes/round_000", "votes/round_001", "votes/round_002"]
+    # the exact pair of every release, recomputed from the checkpoints and the private data (labels: the declared
+    # values, in order — run_private_side reads them from labelled public text)
+    import yaml
+
+    from privtext.data import load_corpus
+    from privtext.embed import build_embedder
+
+    cfg = yaml.safe_load(rd.resolved_config().read_text())
+    private = load_corpus(cfg["data"]["private"], label_columns=["category"])
+    pe = np.asarray(build_embedder(cfg["embedder"]).embed(list(private.texts)), dtype=np.float32)
+    pg = np.array([["food", "hotel", "shop"].index(c) for c in private.labels["category"]])
+    z = []
+    for rec in recs:
+        pop, _ = rd.iteration(rec["iteration"]).load_population()
+        hn, hf = topq_histograms(pe, pop.emb, q=3, private_groups=pg, candidate_groups=pop.group)
+        assert rec["sensitivity"] == pytest.approx(math.sqrt(21 / 8), rel=1e-12)
+        with np.load(rd.release_path(rec["key"], rec["iteration"])) as v:
+            z += [(v["nearest"] - hn) / rec["noise_std"], (v["furthest"] - hf) / rec["noise_std"]]
+    zz = np.concatenate(z)
+    lo, hi = stats.chi2.ppf([P_TAIL / 2, 1 - P_TAIL / 2], zz.size)
+    assert lo <= float((zz**2).sum()) <= hi
+    pop, _ = rd.iteration(2).load_population()
+    keys = shared_keys(pop.ids, pop.origin)
+    assert sum(k is not None for k in keys) == 3 * len({k for k in keys if k is not None})  # one copy per label
+    with np.load(rd.release_path("votes/round_002", 2)) as v:
+        hn = v["nearest"]
+    label = {str(x["text"]): x["category"] for x in map(json.loads, rd.synthetic.read_text().splitlines())}
+    values = ["food", "hotel", "shop"]
+    checked = 0
+    for k in {k for k in keys if k is not None}:
+        idx = [i for i, kk in enumerate(keys) if kk == k]
+        text = pop.texts[idx[0]]
+        if sum(t == text for t in pop.texts) != len(idx):
+            continue  # the same text written twice cannot be told apart in the output
+        best = max(hn[i] for i in idx)
+        assert hn[next(i for i in idx if values[pop.group[i]] == label[text])] == best
+        checked += 1
+    assert checked >= 20
+
+
+def test_no_vote_to_label_an_unconditioned_generator_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FuseGen (no private data read) or a single round (no vote) with the n-gram model of unlabelled public text:
+    nothing could tell the labels apart, so the run is refused, naming why, in the configuration checks — before
+    a run directory is created (RunDir.create fails the test if reached) or a backend is built."""
+    import privtext.runner
+
+    def created(*a: Any, **k: Any) -> None:
+        raise AssertionError("a run directory was created before the refusal")
+
+    with monkeypatch.context() as m:
+        m.setattr(privtext.runner.RunDir, "create", created)
+        _check_refusals(tmp_path)
+    # labelled public text: the same FuseGen run is fine (the n-gram model follows the label)
+    run = tiny_run(tmp_path / "fusegen-labelled", private=_corpora()[0], public=_corpora()[1], method="wasp",
+                   num_samples=30, iterations=2, generators=[{"backend": "ngram"}], wasp={"feedback": "none"})
+    assert json.loads(RunDir(run).privacy.read_text())["parameters"]["shared_pool_generators"] == []
+
+
+def _check_refusals(tmp_path: Path) -> None:
+    for name, kw in [("fusegen", {"wasp": {"feedback": "none"}}), ("one-round", {"iterations": 1})]:
+        iterations = kw.pop("iterations", 4)
+        with pytest.raises(ConfigError, match=r"cannot condition on the label.*coin toss") as e:
+            if iterations == 1:
+                priv, pub, _ = toy_corpora(rng=np.random.default_rng(0), n_private=30, n_pool=60)
+                tiny_run(tmp_path / name, private=Corpus.from_texts(list(priv.texts), {"category": list(
+                    priv.labels["category"])}, name="priv"), public=Corpus.from_texts(list(pub.texts), name="pool"),
+                    method="wasp", iterations=1, privacy={"epsilon": 4.0, "delta": 1e-5},
+                    generators=[{"backend": "ngram"}], data={"label_values": {"category": ["food", "hotel"]}},
+                    evolution={"label_distribution": {"kind": "uniform"}})
+            else:
+                _unlabelled_run(tmp_path, name, **kw)
+        assert "wasp.feedback: votes" in str(e.value)
+        assert not (tmp_path / name).exists()
+
+
+def test_ngram_contrastive_follows_the_examples_only_without_a_label_model() -> None:
+    """The n-gram backend's contrastive operation (WASP's prompt): without a public label model the good
+    examples are the only label signal, so a model of them joins the mixture (contrastive_boost default 0.5 →
+    the measured default); with one it stays 0 (docs/wasp.md: copying them cost accuracy on Banking77)."""
+    from privtext.data.labels import LabelInfo
+    from privtext.generate import GeneratorContext, build_generator
+    from privtext.generate.ngram import UNLABELLED_BOOST
+
+    _, pub, _ = toy_corpora(rng=np.random.default_rng(0), n_private=10, n_pool=300, topics=("food", "hotel"))
+    label = LabelInfo(("category",), ("food",))
+    plain = build_generator({"backend": "ngram"}, GeneratorContext(public=Corpus.from_texts(list(pub.texts))))
+    labelled = build_generator({"backend": "ngram"}, GeneratorContext(public=pub, label_columns=["category"]))
+    assert plain.contrastive_boost(label) == UNLABELLED_BOOST > 0.5
+    assert labelled.contrastive_boost(label) == 0.0
+    good = [t for t, c in zip(pub.texts, pub.labels["category"], strict=True) if c == "food" and _topic(t)][:8]
+    out = plain.contrastive(good, [], label, 200, rng=np.random.default_rng(1))
+    named = [_topic(t) for t in out if _topic(t) is not None]
+    # the public text is half food, half hotel: without the examples' model about half the named texts are food
+    p = stats.binomtest(sum(t == "food" for t in named), len(named), 0.5, alternative="greater").pvalue
+    assert p < P_TAIL, f"{sum(t == 'food' for t in named)} of {len(named)}"
+
+
+def test_shared_pool_with_the_zero_shot_mix_and_output_nearest(tmp_path: Path) -> None:
+    """The levers with a shared pool: zero-shot shares of later rounds join the pool (none after the last vote,
+    since nothing could label them), and ``output: nearest`` keeps N of the labelled texts — N records either
+    way, each pool text at most once."""
+    for name, w in [("mix-all", {"zero_shot_fraction": 0.5}),
+                    ("mix-nearest", {"zero_shot_fraction": 0.5, "output": "nearest", "oversample": 2.0})]:
+        run = _unlabelled_run(tmp_path, name, num_samples=60, wasp={"q": 3, "in_context": 4, **w})
+        rd = RunDir(run)
+        syn = [json.loads(x) for x in rd.synthetic.read_text().splitlines()]
+        assert len(syn) == 60
+        last, _ = rd.iteration(3).load_population()
+        pool = {t for t, o in zip(last.texts, last.origin, strict=True) if o == "shared"}
+        once = {t for t in pool if sum(x == t for x in last.texts) == 3}  # written once, copied to 3 labels
+        assert sum(r["text"] in once for r in syn) == len({r["text"] for r in syn} & once)
+        r3 = [i for i in last.ids if i.startswith("r3-")]
+        if "output" not in w:  # round 3 follows the last vote: no pool text from it
+            assert r3 and not any("-p" in i and "@" in i for i in r3)
+        else:
+            assert any("@" in i for i in r3)

@@ -52,9 +52,12 @@ Operations
 * ``contrastive`` — words that would complete a bigram/trigram found only in the bad examples are rejected with
   probability ``1 - exp(-contrastive_penalty)``, and the length follows a good example's. With
   ``contrastive_boost`` > 0 a small Kneser-Ney model of the good examples shown also joins the mixture with that
-  weight; the default is 0, because WASP's prompt asks for a new sample "diverse in expression compared to the
-  given good samples" (§4.6) and copying their trigrams does the opposite: on ``benchmarks/wasp_banking.py``
-  (3 seeds) WASP scored 0.883 ± 0.022 at 0.5, 0.904 at 0.2 and 0.938 ± 0.002 at 0 (docs/wasp.md).
+  weight. Its default depends on the label: 0 when the label has a public label model, because WASP's prompt
+  asks for a new sample "diverse in expression compared to the given good samples" (§4.6) and copying their
+  trigrams does the opposite: on ``benchmarks/wasp_banking.py`` (3 seeds) WASP scored 0.883 ± 0.022 at 0.5, 0.904
+  at 0.2 and 0.938 ± 0.002 at 0 (docs/wasp.md). 0.9 (``UNLABELLED_BOOST``) when it has none (public text without
+  labels): the model cannot read the label in the prompt, so the examples, which that label's private votes
+  chose, are the only thing that can make the sample belong to the label (support tickets, docs/wasp.md).
 """
 
 from __future__ import annotations
@@ -702,6 +705,10 @@ def _bad_only_ngrams(lm: NgramLM, good: Sequence[str], bad: Sequence[str]) -> se
 # --------------------------------------------------------------------------------------------- generator
 
 
+#: the default ``contrastive_boost`` for a label without a public label model (measured on the support tickets
+#: with unlabelled public text, docs/wasp.md)
+UNLABELLED_BOOST = 0.9
+
 #: public texts inside a length range needed to draw targets from their lengths (else uniform over the range)
 MIN_IN_RANGE = 20
 
@@ -715,9 +722,11 @@ class NgramOptions(BackendOptions):
     blank_candidates: int = Field(default=4, ge=1, le=64, description="candidate fills scored per blank")
     length_noise: float | None = Field(default=None, ge=0, le=2, description="relative noise on blank lengths")
     paraphrase_keep: float = Field(default=0.5, gt=0, le=1, description="share of content words kept as anchors")
-    contrastive_boost: float = Field(
-        default=0.0, ge=0, lt=1, description="mixture weight of a model of the good examples shown (0: the default — "
-        "WASP asks for samples diverse from them; on Banking77 0 measured 0.938 ± 0.002 vs 0.883 ± 0.022 at 0.5, "
+    contrastive_boost: float | None = Field(
+        default=None, ge=0, lt=1, description="mixture weight of a model of the good examples shown. Default: 0 "
+        "when the label has a public label model (WASP asks for samples diverse from the examples; on Banking77 0 "
+        "measured 0.938 ± 0.002 vs 0.883 ± 0.022 at 0.5, docs/wasp.md), 0.9 when it has none (public text without "
+        "labels: the examples, chosen by that label's votes, are then the only thing that tells the labels apart; "
         "docs/wasp.md)")
     contrastive_penalty: float = Field(default=2.0, ge=0, description="log-penalty on bad-only n-grams")
     max_words: int = Field(default=1000, ge=1, description="hard cap on generated words")
@@ -953,6 +962,14 @@ class NgramGenerator(BaseGenerator):
         self.stats.completion_tokens += sum(len(tokenize(t)) for t in out)
         return out
 
+    def contrastive_boost(self, label: LabelInfo | None) -> float:
+        """The weight of the good examples' model in ``contrastive``: the configured one, else 0 when ``label``
+        has a public label model and ``UNLABELLED_BOOST`` when it has none — without one, the examples are the
+        only label signal the n-gram model can follow (it cannot read the prompt's instruction)."""
+        if self.options.contrastive_boost is not None:
+            return self.options.contrastive_boost
+        return 0.0 if self.lm.label_keys(label) else UNLABELLED_BOOST
+
     def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
                      rng: np.random.Generator) -> list[str]:
         from .prompts import _subsample
@@ -960,6 +977,7 @@ class NgramGenerator(BaseGenerator):
         u = _Uniforms(rng)
         lm = self.lm
         frac = self.family.sample_fraction
+        boost = self.contrastive_boost(label)
         out = []
         for _ in range(n):
             # each prompt shows a random `sample_fraction` of the better and of the worse examples (WASP §4.6),
@@ -968,9 +986,9 @@ class NgramGenerator(BaseGenerator):
             b = _subsample(bad, frac, rng) if frac < 1 else bad
             good_docs = [lm.vocab.encode(tokenize(t)) for t in g]
             extra = []
-            if self.options.contrastive_boost > 0:
+            if boost > 0:
                 gm = KNModel(good_docs, order=min(lm.order, 3), vocab_size=len(lm.vocab), scale=lm.scale)
-                extra.append((gm, self.options.contrastive_boost))
+                extra.append((gm, boost))
             pen = _bad_only_ngrams(lm, g, b) if b and self.options.contrastive_penalty > 0 else None
             mix = lm.mixture(label, extra=extra, penalised=pen, accept=math.exp(-self.options.contrastive_penalty))
             lengths = [max(1, sum(1 for w in d if lm.vocab.is_word_list[w]) or len(d)) for d in good_docs]

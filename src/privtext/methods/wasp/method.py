@@ -56,7 +56,17 @@ from ...progress import progress
 from ..base import RunContext, Synthetic, public_label_weights
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
-from .rounds import generator_counts, generator_weights, round_sizes, select_examples, select_output
+from .rounds import (
+    SHARED_SEP,
+    assign_shared,
+    copy_weights,
+    generator_counts,
+    generator_weights,
+    round_sizes,
+    select_examples,
+    select_output,
+    shared_keys,
+)
 
 
 class WASPOptions(BackendOptions):
@@ -130,6 +140,7 @@ class WASP(DPVoteMethod):
             raise ConfigError(f"generator names must be distinct, got {names}")
         if options.parties is not None:
             check_parties(config, options.parties, "wasp")
+        check_unconditioned(config, options)
 
     def generator_configs(self) -> list[GeneratorConfig]:
         return generator_configs(self.config)
@@ -190,7 +201,8 @@ class WASP(DPVoteMethod):
             "q": o.q, "in_context": o.in_context, "contrastive": o.contrastive, "feedback": o.feedback,
             "weighting": o.weighting, "zero_shot_fraction": o.zero_shot_fraction, "output": o.output,
             "oversample": o.oversample if o.output == "nearest" else None,
-            "generators": list(self._gen_names)})
+            "generators": list(self._gen_names),
+            "shared_pool_generators": list(getattr(self, "_shared_names", []))})
         if o.feedback == "none":
             parts["headline"] = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
                                  + parts["headline"])
@@ -213,6 +225,7 @@ class WASP(DPVoteMethod):
             self.log(f"Top-{o.q} votes: Δ={self.sensitivity:.4f}, noise multiplier z={self.sigma:.4f} "
                      f"(std {self.sigma * self.sensitivity:.4f}) for {n_rel} releases")
         label_w = public_label_weights(self.config, space, ctx.public)
+        shared = self._shared_pool(gens, label_w, n_rel)
         n_gen = math.ceil(o.oversample * N) if o.output == "nearest" and n_rel else N
         sizes = round_sizes(n_gen, T)
         self.rounds_info = []
@@ -228,6 +241,7 @@ class WASP(DPVoteMethod):
         weights = np.full(K, 1.0 / K)
         examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         hn = np.zeros(0)
+        h_assign = np.zeros(0)  # the last released H̃ⁿ (labels the shared pool's texts at the end)
         with progress("rounds", T) as rounds:
             for t in range(T):
                 store = self.run.iteration(t, space)
@@ -239,36 +253,45 @@ class WASP(DPVoteMethod):
                     if "examples" in state:
                         examples = {int(c): (np.asarray(g, dtype=np.int64), np.asarray(b, dtype=np.int64))
                                     for c, (g, b) in state["examples"].items()}
+                        h_assign = hn
                     rounds.advance(1)
                     continue
                 n_k = generator_counts(weights, int(sizes[t]))
                 info = RoundInfo(round=t, n_per_generator=[int(x) for x in n_k],
                                  weights_used=[float(x) for x in weights])
-                new = self._generate_round(t, gens, space, label_w, n_k, D, examples)
+                voted = bool(n_rel) and (t < T - 1 or o.output == "nearest")
+                new = self._generate_round(t, gens, space, label_w, n_k, D, examples, shared=shared, voted=voted)
+                # a shared-pool text has one copy per label: each distinct text is embedded once
+                distinct = list(dict.fromkeys(new.texts))
                 with self.metrics.stage("embedding", iteration=t) as st, \
-                        progress(f"round {t}: embedding", len(new)) as bar:
-                    new.emb = (np.asarray(embedder.embed(new.texts), dtype=np.float32) if len(new)
-                               else np.zeros((0, embedder.dim), dtype=np.float32))
-                    bar.update(completed=len(new))
-                    st.count("texts", len(new))
+                        progress(f"round {t}: embedding", len(distinct)) as bar:
+                    e = (np.asarray(embedder.embed(distinct), dtype=np.float32) if distinct
+                         else np.zeros((0, embedder.dim), dtype=np.float32))
+                    row = {x: i for i, x in enumerate(distinct)}
+                    new.emb = e[[row[x] for x in new.texts]] if len(new) else e
+                    bar.update(completed=len(distinct))
+                    st.count("texts", len(distinct))
                 D = Population.concat([D, new]) if len(D) else new
                 info.candidates = len(D)
                 hn = np.zeros(len(D))
                 state: dict[str, Any] = {}
                 good_idx = np.zeros(0, dtype=np.int64)
-                if n_rel and (t < T - 1 or o.output == "nearest"):
+                if voted:
                     assert private_emb is not None
                     hn, hf, fed = self._vote(t, ctx, private_emb, D)
+                    h_assign = hn
                     if fed is not None:
                         info.survivors = [int(x) for x in fed["survivors"]]
                         info.sum_noise_std = float(fed["sum_noise_std"][0])
                         sec = float(fed["seconds"][0])
                         info.aggregation_seconds = sec if np.isfinite(sec) else None
                     gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
-                    means_n = np.bincount(gi, weights=hn, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
-                    means_f = np.bincount(gi, weights=hf, minlength=K) / np.maximum(np.bincount(gi, minlength=K), 1)
+                    rw = copy_weights(shared_keys(D.ids, D.origin))  # a pool text counts once, not per copy
+                    size = np.maximum(np.bincount(gi, weights=rw, minlength=K), 1e-12)
+                    means_n = np.bincount(gi, weights=hn, minlength=K) / size
+                    means_f = np.bincount(gi, weights=hf, minlength=K) / size
                     if o.weighting == "votes":
-                        weights = generator_weights(hn, gi, K)
+                        weights = generator_weights(hn, gi, K, rw)
                     info.weights_next = [float(x) for x in weights]
                     info.nearest_mean_per_generator = [float(x) for x in means_n]
                     info.furthest_mean_per_generator = [float(x) for x in means_f]
@@ -285,48 +308,101 @@ class WASP(DPVoteMethod):
                 self.rounds_info.append(info)
                 self.metrics.bump("rounds")
                 rounds.advance(1)
+        if any(shared):
+            # each shared-pool text keeps the copy of the label whose private samples voted most for it
+            keep = assign_shared(shared_keys(D.ids, D.origin), h_assign, rng=self.rng("wasp-assign"))
+            D, hn = D.take(keep), hn[keep]  # hn: over all of D (released, or zeros after an unvoted round)
         if o.output == "nearest" and n_rel:
             keep = select_output(hn, D.group, label_w, N, rng=self.rng("wasp-output"))
             D = D.take(keep)
         self._publish_rounds()
         return Synthetic(texts=list(D.texts), groups=np.asarray(D.group, dtype=np.int64))
 
+    def _shared_pool(self, gens: list[Any], label_w: np.ndarray, n_rel: int) -> list[bool]:
+        """Per generator: whether its zero-shot samples form one shared pool (``evolution.initial_pool``'s idea,
+        engine/loop.py). A generator that cannot condition on the label (``label_conditioned`` False: the n-gram
+        or small LM trained on unlabelled public text) would write the same texts whatever label it is asked
+        for, and the label WASP gives them would be a coin toss. So with several label groups its zero-shot texts
+        are written once, without a label, and every label's private samples vote over a copy of each (a copy
+        per label in D: within-label Top-Q as Eq 3-6, Δ_Q unchanged); at the end each text keeps the label that
+        voted most for it (:func:`~.rounds.assign_shared`, post-processing). Its contrastive samples are written
+        per label: only the examples of that label, chosen by that label's votes, steer them. With no vote to
+        label the pool (``feedback: none``, or T = 1) the run is refused (:func:`check_unconditioned`)."""
+        several = int(np.count_nonzero(np.asarray(label_w) > 0)) > 1
+        shared = [several and getattr(g, "label_conditioned", True) is False for g in gens]
+        if not any(shared):
+            return shared
+        names = [self._gen_names[k] for k in range(len(gens)) if shared[k]]
+        if not n_rel:
+            raise ConfigError(unconditioned_message(names, self.options.feedback))
+        self.log(f"generator(s) {names} cannot condition on the label (no label column in the public text): their "
+                 "zero-shot samples are one shared pool that every label votes over; each pool text is labelled by "
+                 "the released votes (the label whose private samples voted most for it), and their contrastive "
+                 "samples follow each label's voted examples")
+        self._shared_names = names
+        return shared
+
     def _generate_round(self, t: int, gens: list[Any], space: LabelSpace, label_w: np.ndarray, n_k: np.ndarray,
-                        D: Population, examples: dict[int, tuple[np.ndarray, np.ndarray]]) -> Population:
+                        D: Population, examples: dict[int, tuple[np.ndarray, np.ndarray]], *,
+                        shared: list[bool], voted: bool) -> Population:
         parts: list[Population] = []
         zero_shot = t == 0 or self.options.feedback == "none"
         f0 = self.options.zero_shot_fraction
+        pool_groups = [int(g) for g in np.nonzero(np.asarray(label_w) > 0)[0]]
         total = int(sum(allocate(label_w, int(n), min_each=0).sum() for n in n_k))
+        written = 0
+
+        def add(texts: list[str], g: int, origin: str, k: int) -> None:
+            start = sum(len(p) for p in parts)
+            parts.append(Population(
+                ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
+                group=np.full(len(texts), g, dtype=np.int64), origin=[origin] * len(texts),
+                parent=[None] * len(texts), generator=[self._gen_names[k]] * len(texts)))
+
         with self.metrics.stage("generation", iteration=t) as st, progress(f"round {t}: generation", total) as bar:
             for k, gen in enumerate(gens):
                 per_label = allocate(label_w, int(n_k[k]), min_each=0)
+                pool_n = 0  # this generator's zero-shot samples when they form a shared pool
                 for g, n in enumerate(per_label):
                     if n <= 0:
                         continue
                     rng = self.rng("wasp-generate", t, k, g)
                     info = space.info(g)
                     ex = examples.get(g)
+                    batches: list[tuple[list[str], str]] = []
                     if zero_shot or ex is None or len(ex[0]) == 0:
+                        if shared[k]:
+                            pool_n += int(n)
+                            continue
                         batches = [(gen.random(info, int(n), rng=rng), "random")]
                     else:
-                        # zero_shot_fraction: this share of the n samples is zero-shot, the rest contrastive
-                        n0 = round(f0 * int(n))
+                        # zero_shot_fraction: this share of the n samples is zero-shot, the rest contrastive; a
+                        # shared pool needs a later vote to be labelled, so none after the last vote
+                        n0 = round(f0 * int(n)) if (voted or not shared[k]) else 0
                         good = [D.texts[i] for i in ex[0]]
                         bad = [D.texts[i] for i in ex[1]]
-                        batches = []
-                        if n0:
+                        if n0 and shared[k]:
+                            pool_n += n0
+                        elif n0:
                             batches.append((gen.random(info, n0, rng=self.rng("wasp-zero-shot", t, k, g)), "random"))
                         if int(n) - n0:
                             batches.append((gen.contrastive(good, bad, info, int(n) - n0, rng=rng),
                                             "contrastive" if bad else "fewshot"))
                     for texts, origin in batches:
                         bar.advance(len(texts))
-                        start = sum(len(p) for p in parts)
+                        written += len(texts)
+                        add(texts, g, origin, k)
+                if pool_n:
+                    texts = gen.random(None, pool_n, rng=self.rng("wasp-generate", t, k, "shared"))
+                    bar.advance(len(texts))
+                    written += len(texts)
+                    base = f"r{t}-k{k}-p"
+                    for g in pool_groups:
                         parts.append(Population(
-                            ids=[f"r{t}-{start + i}" for i in range(len(texts))], texts=list(texts),
-                            group=np.full(len(texts), g, dtype=np.int64), origin=[origin] * len(texts),
+                            ids=[f"{base}{i}{SHARED_SEP}{g}" for i in range(len(texts))], texts=list(texts),
+                            group=np.full(len(texts), g, dtype=np.int64), origin=["shared"] * len(texts),
                             parent=[None] * len(texts), generator=[self._gen_names[k]] * len(texts)))
-            st.count("texts", sum(len(p) for p in parts))
+            st.count("texts", written)
         return Population.concat(parts) if parts else Population.empty()
 
     def _vote(self, t: int, ctx: RunContext, private_emb: np.ndarray, D: Population
@@ -428,6 +504,49 @@ class WASP(DPVoteMethod):
         return {"wasp": {"generators": list(self._gen_names), "rounds": [i.to_dict() for i in self.rounds_info],
                          "per_generator": {self._gen_names[k]: g.stats.to_dict() for k, g in enumerate(self._gens)
                                            if getattr(g, "stats", None) is not None}}}
+
+
+#: backends trained on the public corpus: they follow a label only when the public corpus has the label columns
+PUBLIC_TRAINED = ("ngram", "lm")
+
+
+def unconditioned_message(names: list[str], feedback: str) -> str:
+    why = ("wasp.feedback: none reads no private data" if feedback == "none" else
+           "with evolution.iterations: 1 (and wasp.output: all) there is no vote")
+    return (f"WASP cannot give its samples labels here: generator(s) {names} cannot condition on the label (the "
+            f"public corpus has no label column to learn it from), and {why}, so nothing would tell the labels "
+            "apart and every sample's label would be a coin toss. Let the private votes label them (wasp.feedback: "
+            "votes with evolution.iterations ≥ 2), give labelled public text, or use a prompted generator "
+            "(transformers, vllm, openai) that reads the label in its prompt")
+
+
+def check_unconditioned(config: Config, options: Any) -> None:
+    """Refuse, before anything is written, a run whose labels nothing could decide: several label groups, a
+    public-trained generator (n-gram, small LM) on a public corpus without the label columns, and no vote to
+    label its shared pool (``feedback: none``, or T = 1 with ``output: all``). Reads the public corpus only in
+    that rare case."""
+    d = config.data
+    no_vote = options.feedback == "none" or (config.evolution.iterations < 2 and options.output == "all")
+    if not no_vote or not d.label_columns or d.label_values is None or not d.public:
+        return  # without label_values the public corpus must hold the label columns (read_inputs)
+    if math.prod(len(d.label_values.get(c, ())) for c in d.label_columns) < 2:
+        return
+    if config.evolution.label_distribution.kind == "given" and config.evolution.label_distribution.weights and \
+            sum(1 for w in config.evolution.label_distribution.weights.values() if w > 0) < 2:
+        return
+    from ...data import load_corpus
+    from ...generate import GENERATORS
+
+    cfgs = generator_configs(config)
+    trained = [i for i, c in enumerate(cfgs) if GENERATORS.canonical(c.backend) in PUBLIC_TRAINED]
+    if not trained:
+        return
+    public = load_corpus(d.public, text_column=d.public_text_column or d.text_column, label_columns=d.label_columns,
+                         name="public", optional_labels=True)
+    if all(c in public.labels for c in d.label_columns):
+        return
+    raise ConfigError(unconditioned_message([cfgs[i].name or f"{cfgs[i].backend}-{i}" for i in trained],
+                                            options.feedback))
 
 
 def generator_configs(config: Config) -> list[GeneratorConfig]:

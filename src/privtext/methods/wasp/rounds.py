@@ -25,18 +25,68 @@ def generator_counts(weights: np.ndarray, n: int) -> np.ndarray:
     return allocate(w, int(n))
 
 
-def generator_weights(nearest: np.ndarray, generator_index: np.ndarray, k: int) -> np.ndarray:
+def generator_weights(nearest: np.ndarray, generator_index: np.ndarray, k: int,
+                      row_weight: np.ndarray | None = None) -> np.ndarray:
     """Eq 8: w_k ∝ (Σ_{x∈D_k} H̃ⁿ[x]) / |D_k|, each mean clipped at 0 (noisy values can be negative), then
-    normalised; equal weights when no mean is positive. A generator with no sample gets mean 0."""
+    normalised; equal weights when no mean is positive. A generator with no sample gets mean 0.
+
+    ``row_weight``: what each bin counts in |D_k| (default 1). A shared-pool text sits in every label's D[c] as
+    one copy per label; its copies count 1/copies each, so |D_k| counts texts, not copies, and the text's votes
+    are summed over the labels — as a label-conditioned sample's are in its one label."""
     h = np.asarray(nearest, dtype=np.float64)
     gi = np.asarray(generator_index, dtype=np.int64)
     if len(h) != len(gi):
         raise ConfigError(f"{len(h)} histogram bins for {len(gi)} generator indices")
+    rw = np.ones(len(h)) if row_weight is None else np.asarray(row_weight, dtype=np.float64)
+    if len(rw) != len(h):
+        raise ConfigError(f"{len(rw)} row weights for {len(h)} histogram bins")
     sums = np.bincount(gi, weights=h, minlength=k)[:k]
-    counts = np.bincount(gi, minlength=k)[:k]
+    counts = np.bincount(gi, weights=rw, minlength=k)[:k]
     means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
     m = np.clip(means, 0, None)
     return m / m.sum() if m.sum() > 0 else np.full(k, 1.0 / k)
+
+
+#: the id suffix of a shared-pool copy: ``<text id>@<label group>``
+SHARED_SEP = "@"
+
+
+def shared_keys(ids: list[str], origin: list[str]) -> list[str | None]:
+    """The pool text behind each sample: its id without the ``@<group>`` suffix for a shared-pool copy (origin
+    ``shared``), ``None`` for a label-conditioned sample."""
+    return [i.rsplit(SHARED_SEP, 1)[0] if o == "shared" else None for i, o in zip(ids, origin, strict=True)]
+
+
+def copy_weights(keys: list[str | None]) -> np.ndarray:
+    """1 per label-conditioned sample, 1/copies per copy of a shared-pool text (``generator_weights``)."""
+    n: dict[str, int] = {}
+    for k in keys:
+        if k is not None:
+            n[k] = n.get(k, 0) + 1
+    return np.array([1.0 if k is None else 1.0 / n[k] for k in keys], dtype=np.float64)
+
+
+def assign_shared(keys: list[str | None], nearest: np.ndarray, *, rng: np.random.Generator) -> np.ndarray:
+    """Label a shared pool by the released votes: keep every label-conditioned sample (key ``None``) and, of each
+    pool text's copies (one per label group, each voted on by that label's private samples only), the copy with
+    the largest released H̃ⁿ — the label whose private samples are nearest to it (ties at random). ``nearest``
+    covers the first ``len(nearest)`` samples; a pool text whose copies lie beyond it was never voted on and
+    cannot be labelled: :class:`ConfigError`. Post-processing of a released histogram. Returns sorted indices."""
+    h = np.asarray(nearest, dtype=np.float64)
+    jit = rng.random(len(keys))
+    best: dict[str, int] = {}
+    keep = []
+    for i, k in enumerate(keys):
+        if k is None:
+            keep.append(i)
+            continue
+        if i >= len(h):
+            raise ConfigError(f"the shared-pool text {k!r} was never voted on, so no label can be given to it")
+        j = best.get(k)
+        if j is None or (h[i], jit[i]) > (h[j], jit[j]):
+            best[k] = i
+    keep.extend(best.values())
+    return np.sort(np.asarray(keep, dtype=np.int64))
 
 
 def select_output(nearest: np.ndarray, groups: np.ndarray, label_weights: np.ndarray, n: int, *,
@@ -78,4 +128,5 @@ def select_examples(nearest: np.ndarray, furthest: np.ndarray, groups: np.ndarra
     return out
 
 
-__all__ = ["generator_counts", "generator_weights", "round_sizes", "select_examples", "select_output"]
+__all__ = ["SHARED_SEP", "assign_shared", "copy_weights", "generator_counts", "generator_weights", "round_sizes",
+           "select_examples", "select_output", "shared_keys"]
