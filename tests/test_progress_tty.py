@@ -180,3 +180,52 @@ def test_the_count_and_the_eta_fit_any_terminal_width(width: int) -> None:
     assert "0/600" in lines[1] and "eta measuring" in lines[1], lines[1]
     if width >= 100:
         assert "lm generator: training" in lines[0] and "loss 3.456 · 12,345 tok/s" in lines[0]
+
+
+def test_a_run_hides_the_libraries_notices_keeps_their_errors_and_restores_their_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35, item 6: peft's and transformers' warnings and "Loading weights" bars reached the user of a run
+    (CLI and Python API). Inside quiet_libraries they are hidden, errors pass, and a program's own warnings and
+    the libraries' settings are as they were afterwards."""
+    import logging
+    import warnings
+
+    from privtext.progress import quiet_libraries
+
+    monkeypatch.delenv("PRIVTEXT_LIBRARY_WARNINGS", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_VERBOSITY", raising=False)
+    tl = pytest.importorskip("transformers.utils.logging")
+    tl.set_verbosity_warning()
+    tl.enable_progress_bar()
+
+    def notices() -> list[str]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with quiet_libraries():
+                assert not tl.is_progress_bar_enabled()  # "Loading weights" is transformers' own tqdm
+                assert tl.get_verbosity() == logging.ERROR  # advisory log warnings hidden, errors pass
+                warnings.warn_explicit("fan_in_fan_out is set to False", UserWarning, "layer.py", 1,
+                                       module="peft.tuners.lora.layer")
+                warnings.warn_explicit("is_gradient_checkpointing is deprecated", FutureWarning, "m.py", 1,
+                                       module="transformers.modeling_utils")
+                warnings.warn_explicit("yours", UserWarning, "app.py", 1, module="myapp")
+                warnings.warn_explicit("a torch notice", UserWarning, "t.py", 1, module="torch.nn")
+        return [str(w.message) for w in seen]
+
+    assert notices() == ["yours", "a torch notice"]
+    assert tl.get_verbosity() == logging.WARNING and tl.is_progress_bar_enabled()  # restored
+    monkeypatch.setenv("PRIVTEXT_LIBRARY_WARNINGS", "1")  # the escape hatch shows everything
+    assert len(notices_all := _all_notices(quiet_libraries)) == 2 and "fan_in_fan_out" in notices_all[0]
+
+
+def _all_notices(quiet_libraries: object) -> list[str]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with quiet_libraries():  # type: ignore[operator]
+            warnings.warn_explicit("fan_in_fan_out is set to False", UserWarning, "layer.py", 1,
+                                   module="peft.tuners.lora.layer")
+            warnings.warn_explicit("is_gradient_checkpointing is deprecated", FutureWarning, "m.py", 1,
+                                   module="transformers.modeling_utils")
+    return [str(w.message) for w in seen]
