@@ -228,6 +228,8 @@ def test_laplace_label_histogram_noise(relation: str, any_seed: int) -> None:
     for _ in range(8):
         ctx.label_counts(LabelNoise("laplace", epsilon=0.8))
     b = COUNT_DELTA1[relation] / 0.8
+    for r, _ in keeper.values:  # what the ledger states: the scale and the std √2·b of the noise drawn
+        assert r.meta["laplace_scale"] == pytest.approx(b) and r.noise_std == pytest.approx(math.sqrt(2) * b)
     assert_laplace(np.stack([v["noisy"] - exact for _, v in keeper.values]), b,
                    f"Laplace label histogram under {relation}")
 
