@@ -6,8 +6,9 @@ exact source snippet and its replacement, with the test node ids expected to kil
 is a privacy bug the suite would not see (issue 36 found four: a Laplace draw at b/2, DP-SGD sampling at 2q and two
 release-scan rules).
 
-How a mutant runs. The repository's committed tree (``git archive HEAD``: src/, tests/, benchmarks/, examples/,
-docs/, pyproject.toml, README.md) is unpacked into a temporary folder — the shared working tree is never written —
+How a mutant runs. The repository's committed tree (``git archive HEAD``, or ``--rev``: src/, tests/, benchmarks/,
+examples/, docs/, pyproject.toml, README.md) is unpacked into a temporary folder — the shared working tree is never
+written, and other people's uncommitted edits are not in it —
 the snippet is replaced there (it must occur exactly once in the file: otherwise the mutant is **stale**, never
 skipped silently), and ``python -m pytest`` runs the named tests in that folder with ``PYTHONPATH`` pointing at its
 ``src``; a plugin loaded into that pytest asserts that ``import privtext`` resolves to the copy. Verdicts:
@@ -16,7 +17,8 @@ skipped silently), and ``python -m pytest`` runs the named tests in that folder 
 * ``survived`` — every named test passed: the suite does not see this bug;
 * ``stale`` — the snippet is not in the file exactly once (the code moved on: update the mutant);
 * ``error`` — pytest could not run the tests (a node id that no longer exists, a collection error), or the
-  baseline (the unmutated tree) already fails one of them; ``timeout`` — the tests ran past ``--timeout``.
+  baseline (every named test on the unmutated copy, run first) already fails one of them; ``timeout`` — the tests
+  ran past ``--timeout``. A mutant's pytest stops at the first failure (``-x``), so a kill is usually quick.
 
 The score is killed / (all mutants run); 100 % means every mutant was killed and none was stale or in error.
 
@@ -24,9 +26,11 @@ The score is killed / (all mutants run); 100 % means every mutant was killed and
     python benchmarks/mutants.py --list               # names, files and the tests named, with stale ones marked
     python benchmarks/mutants.py laplace-half-scale 'dpsgd-*'   # a subset by name (glob patterns)
     python benchmarks/mutants.py --working-tree ...   # the working tree instead of HEAD (uncommitted tests)
+    python benchmarks/mutants.py --rev 4a254da ...    # another commit
     python benchmarks/mutants.py -j 2 --json artifacts/mutants/last.json
 
-The suite is a benchmark, not part of CI: the whole list takes tens of minutes (the figure is printed).
+The suite is a benchmark, not part of CI: the whole list takes about half an hour on the shared 2-core machine
+(the figure is printed at the end, with the load).
 """
 
 from __future__ import annotations
