@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -525,6 +526,93 @@ def test_lora_trains_only_the_adapters_of_a_hugging_face_model(tmp_path: Path, l
     assert len((root / "synthetic.jsonl").read_text().splitlines()) == 8
 
 
+LORA_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("device", LORA_DEVICES)
+def test_lora_adapters_built_in_privtexts_order_get_every_records_clipped_gradient(device: str,
+                                                                                 tiny_hf: Path) -> None:
+    """Opacus issue #820: with peft ≥ 0.14 a model moved to its device after ``get_peft_model`` trained LoRA
+    weights that were silently unusable. privtext moves the model first (``HFCausalLM``; the small public LM is
+    built on its device). One DP-SGD step of plain SGD (q = 1, lr = 1, B = 1, no noise) through privtext's
+    ``make_private``/``dpsgd_steps`` must move every adapter by exactly −Σᵢ clip(∇ℓᵢ, C), the per-record gradients
+    computed here without Opacus on a second copy built the same way (clipped jointly over the adapters), and
+    the moved adapters must be the ones the model's forward pass uses (its logits change, and equal those of the
+    copy given the trained adapters). Fails with the clipping removed, or with the adapters disabled after
+    training (both planted once). GPU variant: marker ``gpu``, skipped without CUDA (peft's lazy device handling is where #820 bit)."""
+    pytest.importorskip("peft")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from privtext.mechanisms.dpsgd import dpsgd_steps, make_private, unwrap
+    from privtext.methods.dpft.models import HFCausalLM, SequenceLoss, prompt_length
+
+    dev = torch.device(device)
+    lora = {"r": 2, "target_modules": ["c_attn"]}
+
+    def build() -> Any:
+        return HFCausalLM(str(tiny_hf), device=dev, max_length=32, lora=lora, temperature=1.0, top_p=1.0, top_k=0,
+                          max_new_tokens=4, min_new_tokens=1, batch_size=4, init_seed=17)
+
+    priv, _ = corpora()
+    m, ref = build(), build()
+    assert all(p.device.type == dev.type for p in m.model.parameters())
+    for mod in [*m.model.modules(), *ref.model.modules()]:  # GPT-2's dropout (0.1) would differ between copies
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+    rows = [{"category": priv.labels["category"][i], "mood": priv.labels["mood"][i]} for i in range(6)]
+    seqs = [m.training_sequence(t, r) for t, r in zip(priv.texts[:6], rows, strict=True)]
+    starts = [prompt_length(x, m.prompt(r)) for x, r in zip(seqs, rows, strict=True)]
+    params = m.trainable()
+    assert params and all("lora_" in n for n, _ in params)
+    with torch.random.fork_rng(devices=[]):  # the LoRA B matrices start at 0: give them a value first
+        torch.manual_seed(0)
+        with torch.no_grad():
+            for (n, p), (n2, p2) in zip(params, ref.trainable(), strict=True):
+                assert n == n2
+                if "lora_B" in n:
+                    p.copy_(0.05 * torch.randn_like(p))
+                p2.copy_(p)
+    theta0 = {n: p.detach().double().cpu().numpy().copy() for n, p in params}
+    ids = torch.as_tensor([seqs[0]], device=dev)
+    m.model.eval()
+    with torch.no_grad():
+        before = m.model(input_ids=ids).logits.double().cpu().numpy()
+    C = 0.01
+    gs, opt = make_private(m.model, torch.optim.SGD([p for _, p in params], lr=1.0), max_grad_norm=C, normaliser=1)
+    loss_of = SequenceLoss(seqs, m.pad_id, starts).make(gs, dev)
+    dpsgd_steps(gs, opt, n_records=len(seqs), loss_of=loss_of, steps=1, sampling_rate=1.0, noise_std=0.0,
+                sensitivity=C, rng=np.random.default_rng(0))
+    unwrap(gs)
+    # the reference: each record's gradient over the adapters, clipped jointly, summed (no Opacus)
+    from privtext.generate.lm.train import IGNORE, collate, sequence_losses
+
+    rp = ref.trainable()
+    total = {n: np.zeros_like(v) for n, v in theta0.items()}
+    ref.model.train()
+    for i, x in enumerate(seqs):
+        batch = collate([x], pad_id=ref.pad_id, device=dev)
+        batch["labels"][0, :starts[i]] = IGNORE
+        ref.model.zero_grad(set_to_none=True)
+        sequence_losses(ref.model, batch).mean().backward()
+        g = {n: p.grad.detach().double().cpu().numpy() for n, p in rp}
+        f = min(1.0, C / (math.sqrt(sum(float((v ** 2).sum()) for v in g.values())) + 1e-6))
+        for n in total:
+            total[n] += f * g[n]
+    for n, p in params:
+        step = theta0[n] - p.detach().double().cpu().numpy()
+        np.testing.assert_allclose(step, total[n], rtol=1e-4, atol=1e-4 * np.abs(total[n]).max(), err_msg=n)
+        assert np.abs(step).max() > 0, f"{n} did not move"
+    m.model.eval()
+    with torch.no_grad():
+        after = m.model(input_ids=ids).logits.double().cpu().numpy()
+        for (_, p), (_, p2) in zip(params, rp, strict=True):
+            p2.copy_(p)
+        ref.model.eval()
+        copy = ref.model(input_ids=ids).logits.double().cpu().numpy()
+    assert np.abs(after - before).max() > 1e-6  # the trained adapters are the ones the forward pass uses
+    np.testing.assert_allclose(after, copy, rtol=1e-5, atol=1e-6)
+
+
 def test_lora_on_the_small_public_lm_trains_only_its_adapters_at_the_same_privacy(tmp_path: Path,
                                                                                  lm_cache: Path) -> None:
     """dpft.lora without dpft.model puts peft adapters on the small public GPT-2 (c_attn): the release keeps only
@@ -649,16 +737,32 @@ def test_the_optimiser_refuses_a_noise_scale_for_another_clipping_norm() -> None
 # ------------------------------------------------------------------------------------------------ statement, checks
 
 
-def test_q_from_the_batch_size_lists_n_as_an_assumption(tmp_path: Path, lm_cache: Path) -> None:
-    """Without dpft.sampling_rate, q = B/N: N and what follows from it are listed as assumed public, and the
-    statement holds no other number that depends on N."""
-    root = run_config(make_config(tmp_path / "batch", lm_cache, dpft={"sampling_rate": None, "batch_size": 16,
-                                                                       "epochs": 1}))
-    st = json.loads((root / "privacy.json").read_text())
-    assumed = {a["name"]: a["value"] for a in st["assumed_public"]}
-    assert assumed["private_records"] == 47 and assumed["sampling_rate"] == pytest.approx(16 / 47)
-    assert assumed["steps_per_epoch"] == 3 and "sampling_rate" not in st["parameters"]
-    assert any("treated as public" in a["why"] for a in st["assumed_public"])
+def test_the_default_sampling_rate_is_public_and_no_number_reveals_the_private_count(tmp_path: Path,
+                                                                                    lm_cache: Path) -> None:
+    """Issue 36: without dpft.sampling_rate q was B/N and privacy.json held N (47) exactly, with q and σ that
+    reveal it too. Now q is the public default 1/16 whatever N: two private corpora of 41 and 58 records give the
+    same q, steps and σ, the statement lists no assumption about N, and the release scan finds no private count
+    in any file outside private/."""
+    from privtext.evaluate.release_scan import scan_release, summary
+    from privtext.methods.dpft.method import DEFAULT_SAMPLING_RATE
+
+    params = []
+    for n, seed in ((41, 1), (58, 2)):
+        priv, pub = corpora(n_private=n, seed=seed)
+        cfg = make_config(tmp_path / f"n{n}", lm_cache, priv=priv, pub=pub, dpft={"epochs": 1})
+        raw = cfg.dump()
+        raw["dpft"].pop("sampling_rate")
+        root = run_config(config_from_dict(raw))
+        st = json.loads((root / "privacy.json").read_text())
+        assert not st["assumed_public"], st["assumed_public"]
+        assert not re.search(rf"(?<![\d.]){n}(?![\d.])", json.dumps(st))
+        found = scan_release(root, min_count=10)
+        assert not found, summary(found)
+        (entry,) = [x for x in ledger_lines(root) if x["key"].startswith("dpsgd/")]
+        assert entry["meta"]["sampling_rate"] == DEFAULT_SAMPLING_RATE and entry["meta"]["steps"] == 16
+        params.append({k: st["parameters"][k] for k in ("sampling_rate", "steps_per_epoch", "steps",
+                                                         "noise_multiplier")})
+    assert params[0] == params[1] and params[0]["steps_per_epoch"] == 16
 
 
 @pytest.mark.parametrize(("privacy", "dpft", "match"), [
@@ -669,6 +773,8 @@ def test_q_from_the_batch_size_lists_n_as_an_assumption(tmp_path: Path, lm_cache
     ({"epsilon": 4.0, "delta": 1e-5}, {"nonsense": 1}, "nonsense"),
     # plain SGD's step scales with the normaliser: q given without batch_size would divide by the default 64
     ({"epsilon": 4.0, "delta": 1e-5}, {"optimizer": "sgd", "sampling_rate": 0.5}, "batch_size"),
+    # issue 36: batch_size alone read as q = B/N, which makes N public; refused with the way to say it
+    ({"epsilon": 4.0, "delta": 1e-5}, {"sampling_rate": None, "batch_size": 16}, "without dpft.sampling_rate"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"devices": []}, "devices is empty"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"devices": ["cpu", "gpu"]}, "'gpu' is not a device"),
     ({"epsilon": 4.0, "delta": 1e-5}, {"devices": ["cpu", "cuda:0"]}, "mixes CPUs and GPUs"),
@@ -682,8 +788,14 @@ def test_bad_configurations_are_refused_before_anything_is_written(privacy: dict
                                                                    lm_cache: Path) -> None:
     from privtext.errors import BackendError
 
-    cfg = make_config(tmp_path / "bad", lm_cache, privacy=privacy, dpft=dpft)
     with pytest.raises((ConfigError, BackendError), match=match):
+        if dpft.get("sampling_rate", 0) is None:  # the option left out (not given as null)
+            raw = make_config(tmp_path / "ok", lm_cache).dump()
+            raw["dpft"] = {**{k: v for k, v in raw["dpft"].items() if k != "sampling_rate"},
+                           **{k: v for k, v in dpft.items() if k != "sampling_rate"}}
+            cfg = config_from_dict({**raw, "output": str(tmp_path / "bad")})
+        else:
+            cfg = make_config(tmp_path / "bad", lm_cache, privacy=privacy, dpft=dpft)
         run_config(cfg)
     assert not (tmp_path / "bad").exists()
 

@@ -120,6 +120,13 @@ CASES: list[Case] = [
                                    "lm": {"size": "tiny", "max_length": 48, "epochs": 2.0, "train_tokens": None,
                                           "validation": 0, "precision": "fp32"}}},
          {"labels/histogram": 1.0, "dpsgd/": 0.5}, "adding or removing one private record"),
+    # dpft as users run it (issue 36): every dpft option at its default — the sampling rate q, C, the epochs,
+    # the lengths — but the small LM's pretraining size (test time); Δ = C = 1
+    Case("dpft_default", "dpft", {"privacy": {"epsilon": 4.0, "delta": 1e-5},
+                                  "dpft": {"torch_threads": 1, "lm": {"size": "tiny", "max_length": 48, "epochs": 2.0,
+                                                                      "train_tokens": None, "validation": 0,
+                                                                      "precision": "fp32"}}},
+         {"dpsgd/": 1.0}, "adding or removing one private record"),
 ]
 CASE = {c.name: c for c in CASES}
 
@@ -321,6 +328,9 @@ def _first_release(ran: Ran) -> tuple[str, np.ndarray]:
     labels, the vocabulary are all made before any noisy value is used)."""
     e = ran.ledger()[0]
     vals = ran.kept(e["key"])
+    if any(k.startswith("model/") for k in vals):  # DP-SGD: the parameters after the epoch (not additive noise)
+        return e["key"], np.concatenate([np.asarray(vals[k], dtype=np.float64).ravel() for k in sorted(vals)
+                                         if k.startswith("model/")])
     if "nearest" in vals:
         return e["key"], np.concatenate([vals["nearest"], vals["furthest"]]).astype(np.float64)
     for k in ("raw_noisy", "counts", "noisy", "noisy_counts"):
@@ -345,7 +355,12 @@ def test_noise_is_in_the_path_users_run_and_comes_from_os_entropy(name: str, run
     key, va = _first_release(a)
     key_b, vb = _first_release(b)
     assert key == key_b
-    if va.ndim == 2:
+    if key.startswith("dpsgd/"):
+        # DP-SGD's kept value is the parameters after an epoch of AdamW steps, a non-linear function of the noise:
+        # no χ² here (tests/test_dpft.py checks one SGD step's noise coordinate by coordinate); two runs with the
+        # same seed must still end at different parameters, by more than float rounding
+        assert va.shape == vb.shape and float(np.max(np.abs(va - vb))) > 1e-4, f"{key}: the same parameters twice"
+    elif va.ndim == 2:
         # the DP vocabulary keeps its top noisy counts only; the exact counts are integers, the released ones
         # carry Laplace noise of scale ≥ 1: without noise every kept value would be a whole number
         frac = np.abs(va[1] - np.round(va[1]))
@@ -506,7 +521,7 @@ def _masked_skeleton(st: dict[str, Any], also: set[float] = frozenset()) -> Any:
 
 
 @pytest.mark.parametrize("name", ["augpe_dp_labels", "augpe_group_vocab", "secpe", "wasp", "wasp_parties",
-                                  "dpkps", "dpkps_replace_one", "dpft"])
+                                  "dpkps", "dpkps_replace_one", "dpft", "dpft_default"])
 def test_the_statement_depends_on_private_data_only_through_released_values(name: str, tmp_path: Path) -> None:
     case = CASE[name]
     raw = []
@@ -632,7 +647,21 @@ def test_a_secret_value_the_detector_missed_elsewhere_still_makes_its_record_a_h
 def test_the_release_scan_finds_nothing_outside_private(name: str, runs_dir: Path) -> None:
     """Every file outside private/ of every method's run: no unrounded noisy value, timing, time stamp,
     absolute path or exact private count (privtext.evaluate.release_scan; its own tests plant each fault)."""
-    from privtext.evaluate.release_scan import scan_release, summary
+    from privtext.evaluate.release_scan import private_counts, scan_release, summary
 
-    found = scan_release(_ran(CASE[name], runs_dir).root)
+    root = _ran(CASE[name], runs_dir).root
+    if name.startswith("dpft"):  # issue 36: the scan knows the count it must not find (47 was in privacy.json)
+        assert CASE[name].n_private in private_counts(root)
+    found = scan_release(root)
     assert not found, summary(found)
+
+
+def test_the_default_dpft_configuration_is_the_one_users_get() -> None:
+    """The dpft_default case sets no dpft option that changes the privacy path (only the pretraining size and the
+    thread count), so the contract — the release scan included — runs on dpft's defaults."""
+    from privtext.methods.dpft import DPFTOptions
+
+    given = CASE["dpft_default"].sections["dpft"]
+    assert set(given) == {"torch_threads", "lm"}
+    o = DPFTOptions(**given)
+    assert o.sampling_rate == DPFTOptions().sampling_rate and o.epochs == DPFTOptions().epochs

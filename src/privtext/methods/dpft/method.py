@@ -28,9 +28,13 @@ from it; everything after the fine-tuning is post-processing.
 4. **sampling** — ``evolution.num_samples`` records, each label group's share from step 2, each drawn from the
    fine-tuned model given its label's codes (non-private randomness: post-processing).
 
-The sampling rate: ``dpft.sampling_rate`` (q, a public parameter), else q = B/N with N the number of private
-records treated as public, as DP-SGD implementations do (Opacus' ``make_private``, dp-transformers); the
-statement then lists N and what follows from it (q, the steps, σ) as assumptions. Steps per epoch: round(1/q).
+The sampling rate q = ``dpft.sampling_rate`` is a public parameter (default :data:`DEFAULT_SAMPLING_RATE` =
+1/16), and steps per epoch = round(1/q): q, the steps and σ are functions of the configuration and the budget
+alone. Under add/remove one record the number of private records N is itself private, so q is never derived from
+it — DP-SGD implementations' q = B/N (Opacus' ``make_private``, dp-transformers) makes N public, and privacy.json
+then held N exactly (issue 36). A run expects q·N records per step; B = ``dpft.batch_size`` only divides the noisy
+sum (AdamW is invariant to it; plain SGD needs it set, to a public estimate of q·N), and giving ``batch_size``
+without ``sampling_rate`` is refused: it reads as the former q = B/N.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ from ...config import Config
 from ...errors import ConfigError, MissingDependencyError
 from ...progress import progress
 from ..base import LabelNoise, MethodRun, RunContext, Synthetic
+
+#: q when dpft.sampling_rate is not given: 16 steps per epoch, an expected q·N records each (public: no N)
+DEFAULT_SAMPLING_RATE = 1 / 16
 
 
 class LoRAOptions(BackendOptions):
@@ -80,10 +87,12 @@ class DPFTOptions(BackendOptions):
                               "the codes and not only learn to read them; full fine-tuning trains them anyway")
     max_grad_norm: float = Field(default=1.0, gt=0, description="C: every record's gradient is clipped to L2 "
                                  "norm C (the sensitivity of a step's gradient sum)")
-    sampling_rate: float | None = Field(default=None, gt=0, le=1, description="q: each record is in a step's "
-                                        "batch with probability q (default batch_size / N, N treated as public)")
-    batch_size: int = Field(default=64, ge=1, description="B, the expected batch size: the noisy gradient sum is "
-                            "divided by B; q = B/N when sampling_rate is not given")
+    sampling_rate: float = Field(default=DEFAULT_SAMPLING_RATE, gt=0, le=1, description="q, public: each record "
+                                 "is in a step's batch with probability q; an epoch is round(1/q) steps (default "
+                                 "1/16: 16 steps, q·N records expected in each; never derived from the private N)")
+    batch_size: int = Field(default=64, ge=1, description="B, the normaliser: the noisy gradient sum is divided by "
+                            "B (AdamW is invariant to it; with optimizer sgd set it to your public estimate of the "
+                            "expected batch q·N). It does not set q: give sampling_rate with it")
     epochs: int = Field(default=3, ge=0, description="passes of round(1/q) steps each; 0 samples the public "
                         "model without fine-tuning (the no-signal control)")
     lr: float = Field(default=5e-4, gt=0)
@@ -138,10 +147,21 @@ class DPFTOptions(BackendOptions):
         return self
 
     @model_validator(mode="after")
+    def _public_sampling(self) -> DPFTOptions:
+        # q = batch_size / N would make the private record count N public (issue 36): batch_size alone is refused
+        # rather than silently read as a normaliser with the default q
+        if "batch_size" in self.model_fields_set and "sampling_rate" not in self.model_fields_set:
+            raise ValueError(f"dpft.batch_size {self.batch_size} without dpft.sampling_rate: q is not batch_size / N "
+                             "(N, the number of private records, is private); give the sampling rate q as "
+                             f"dpft.sampling_rate (public; default {DEFAULT_SAMPLING_RATE:g}), and batch_size as "
+                             "your public estimate of the expected batch q·N")
+        return self
+
+    @model_validator(mode="after")
     def _sgd_normaliser(self) -> DPFTOptions:
         # The noisy sum is divided by batch_size. AdamW is invariant to that constant; plain SGD's step is not, so
-        # with q given and batch_size left at its default 64 an SGD run would take steps q·N/64 times too large.
-        if self.optimizer == "sgd" and self.sampling_rate is not None and "batch_size" not in self.model_fields_set:
+        # with batch_size left at its default 64 an SGD run would take steps q·N/64 times too large.
+        if self.optimizer == "sgd" and "batch_size" not in self.model_fields_set:
             raise ValueError(f"optimizer 'sgd' with sampling_rate {self.sampling_rate:g}: the noisy gradient sum "
                              "is divided by batch_size, which is not set (default 64); set dpft.batch_size to your "
                              "public estimate of the expected batch q·N")
@@ -150,22 +170,26 @@ class DPFTOptions(BackendOptions):
 
 @dataclass(frozen=True)
 class DPFTPlan:
-    """The run's DP-SGD parameters (module docstring)."""
+    """The run's DP-SGD parameters (module docstring): functions of the configuration and the budget only."""
 
     sampling_rate: float
     steps_per_epoch: int
     epochs: int
     noise_multiplier: float | None  # None: no fine-tuning
     label_sigma: float | None  # None: no DP label histogram
-    n_assumed: int | None  # N when q = B/N (treated as public), else None
 
     @property
     def steps(self) -> int:
         return self.steps_per_epoch * self.epochs
 
 
-def dpft_plan(config: Config, options: DPFTOptions, n_private: int | None) -> DPFTPlan:
-    """q, steps, σ and σ_L (module docstring). ``n_private`` is needed only when q = B/N."""
+def dpft_plan(config: Config, options: DPFTOptions) -> DPFTPlan:
+    """q, steps, σ and σ_L (module docstring), from the configuration and the budget: no private value enters.
+
+    σ_L = 1/μ_L with μ_L² = f·μ², μ the GDP level of (ε, δ) (Dong et al. 2019, Cor 2.13, privtext's
+    :func:`~privtext.privacy.conversions.gdp_mu_for_dp`) and f = ``budget_fraction``; σ the smallest noise
+    multiplier with ε(δ) ≤ ε for [Gaussian(σ_L), SelfComposed(PoissonSampled(q, Gaussian(σ)), epochs·round(1/q))]
+    (Abadi et al. 2016 Alg 1; the sampled Gaussian's PLD, Koskela et al. 2020 / dp_accounting)."""
     from ...privacy import dpsgd_event, gaussian_event
     from ...privacy.budget import BudgetSplit
     from ...privacy.calibration import DpTarget, calibrate
@@ -173,19 +197,14 @@ def dpft_plan(config: Config, options: DPFTOptions, n_private: int | None) -> DP
     from ...privacy.events import ComposedDpEvent
 
     p = config.privacy
-    if options.sampling_rate is not None:
-        q, n_assumed = float(options.sampling_rate), None
-    else:
-        if n_private is None:
-            raise ConfigError("dpft: q = batch_size / N needs the number of private records")
-        q, n_assumed = min(1.0, options.batch_size / max(n_private, 1)), int(n_private)
+    q = float(options.sampling_rate)
     per_epoch = max(1, round(1.0 / q))
     epochs = options.epochs
     ld = config.evolution.label_distribution
     labels = ld.kind == "dp" and bool(config.data.label_columns)
     if p.kind == "noise":
         sigma = float(p.noise_multiplier)  # type: ignore[arg-type]
-        return DPFTPlan(q, per_epoch, epochs, sigma if epochs else None, sigma if labels else None, n_assumed)
+        return DPFTPlan(q, per_epoch, epochs, sigma if epochs else None, sigma if labels else None)
     if p.kind != "dp":
         raise ConfigError(f"method dpft needs privacy: {{epsilon, delta}} (or a fixed noise_multiplier); a "
                           f"{p.kind!r} budget cannot account for Poisson-subsampled DP-SGD")
@@ -195,7 +214,7 @@ def dpft_plan(config: Config, options: DPFTOptions, n_private: int | None) -> DP
         split = BudgetSplit.gdp(float(gdp_mu_for_dp(eps, delta)), {"labels": ld.budget_fraction})
         label_sigma = 1.0 / split.mu("labels")
     if not epochs:
-        return DPFTPlan(q, per_epoch, 0, None, label_sigma, n_assumed)
+        return DPFTPlan(q, per_epoch, 0, None, label_sigma)
     steps = per_epoch * epochs
 
     def event(s: float) -> Any:
@@ -203,7 +222,7 @@ def dpft_plan(config: Config, options: DPFTOptions, n_private: int | None) -> DP
         return e if label_sigma is None else ComposedDpEvent([gaussian_event(label_sigma), e])
 
     sigma = calibrate(event, DpTarget(eps, delta), lower=0.05, upper=1e3)
-    return DPFTPlan(q, per_epoch, epochs, sigma, label_sigma, n_assumed)
+    return DPFTPlan(q, per_epoch, epochs, sigma, label_sigma)
 
 
 class DPFT(MethodRun):
@@ -235,8 +254,7 @@ class DPFT(MethodRun):
             from ...mechanisms.dpsgd_workers import check_devices_available
 
             check_devices_available(options.devices)
-        if options.sampling_rate is not None:
-            dpft_plan(config, options, None)  # an unreachable budget fails before a run directory exists
+        dpft_plan(config, options)  # an unreachable budget fails before a run directory exists
 
     uses_embedder: ClassVar[bool] = False  # no votes, no keyphrase density: nothing is embedded
 
@@ -379,7 +397,7 @@ class DPFT(MethodRun):
     def generate(self, ctx: RunContext) -> Synthetic:
         o = self.options
         priv, space = ctx.inputs.private, ctx.space
-        self.plan = plan = dpft_plan(self.config, o, len(priv))
+        self.plan = plan = dpft_plan(self.config, o)
         counts = ctx.label_counts(LabelNoise("gaussian", sigma=plan.label_sigma)
                                   if plan.label_sigma is not None else None)
         with self._threads():
@@ -437,27 +455,14 @@ class DPFT(MethodRun):
         return {"num_samples": self.config.evolution.num_samples, "label_distribution": ld.kind}
 
     def statement_parts(self, ledger: Any) -> dict[str, Any]:
-        """The guarantee in words. Numbers: the configuration, the budget, ε spent (a function of the events);
-        with q = B/N, N and what follows from it (q, steps, σ, the noise std) are listed as assumptions."""
-        from ...privacy.statement import Assumption
-
+        """The guarantee in words. Numbers: the configuration, the budget, ε spent (a function of the events), and
+        q, the steps and σ — functions of the configuration and the budget (module docstring): no number here
+        depends on the private data, its record count included."""
         o, plan, b = self.options, self.plan, self.budget
         s = ledger.spent()
         unit = self.relation.words()
         n = len(ledger)
         assumed: list[Any] = []
-        if plan.n_assumed is not None:
-            why = (f"q = B/N with B = {o.batch_size} (dpft.batch_size): N, the number of private records, is "
-                   "treated as public, as DP-SGD implementations do (give dpft.sampling_rate to avoid it)")
-            assumed.append(Assumption(name="private_records", value=plan.n_assumed, why=why))
-            assumed.append(Assumption(name="sampling_rate", value=plan.sampling_rate, why="q = B/N"))
-            assumed.append(Assumption(name="steps_per_epoch", value=plan.steps_per_epoch, why="round(1/q)"))
-            assumed.append(Assumption(name="steps", value=plan.steps, why="epochs × round(1/q)"))
-            if plan.noise_multiplier is not None and self.config.privacy.kind == "dp":
-                assumed.append(Assumption(name="noise_multiplier", value=plan.noise_multiplier,
-                                          why="σ calibrated for q and the steps"))
-                assumed.append(Assumption(name="noise_std", value=plan.noise_multiplier * o.max_grad_norm,
-                                          why="σ·C, the noise std of each step's gradient sum"))
         if b.kind == "dp":
             guarantee: dict[str, Any] = {"kind": "dp", "budget": b.to_dict(), "neighbouring_relation": unit,
                                          "releases": n, "spent": {"epsilon": s["epsilon"], "delta": b.delta}}
@@ -482,10 +487,9 @@ class DPFT(MethodRun):
             "model": o.model or "lm (trained here on the public corpus)", "lora": o.lora.model_dump() if o.lora
             else None, "max_grad_norm": o.max_grad_norm, "epochs": o.epochs, "batch_size": o.batch_size,
             "optimizer": o.optimizer, "lr": o.lr, "weight_decay": o.weight_decay, "max_length": o.max_length,
-            "noise_source": o.noise_source, "temperature": o.temperature, "top_p": o.top_p}
-        if plan.n_assumed is None:
-            params.update(sampling_rate=plan.sampling_rate, steps_per_epoch=plan.steps_per_epoch, steps=plan.steps,
-                          noise_multiplier=plan.noise_multiplier)
+            "noise_source": o.noise_source, "temperature": o.temperature, "top_p": o.top_p,
+            "sampling_rate": plan.sampling_rate, "steps_per_epoch": plan.steps_per_epoch, "steps": plan.steps,
+            "noise_multiplier": plan.noise_multiplier}
         if plan.label_sigma is not None:
             params["label_noise_multiplier"] = plan.label_sigma
         ld = self.config.evolution.label_distribution
@@ -505,4 +509,4 @@ class DPFT(MethodRun):
                 "treated_as_public": public, "coverage": coverage}
 
 
-__all__ = ["DPFT", "DPFTOptions", "DPFTPlan", "LoRAOptions", "dpft_plan"]
+__all__ = ["DEFAULT_SAMPLING_RATE", "DPFT", "DPFTOptions", "DPFTPlan", "LoRAOptions", "dpft_plan"]
