@@ -221,10 +221,14 @@ class HFCausalLM:
         self.max_length = min(int(max_length), int(n_pos)) if n_pos else int(max_length)
         n_params = sum(p.numel() for p in model.parameters())
         self.origin = f"the Hugging Face causal LM {name!r} ({n_params / 1e6:.3g} M parameters), as published"
+        # on its device BEFORE peft wraps it (Opacus issue #820: with peft ≥ 0.14, a model moved after
+        # get_peft_model could train LoRA weights that inference then could not use; the small public LM is built
+        # on its device too). tests/test_dpft.py checks the adapters' update against per-record gradients.
+        model = model.to(device)
         if lora is not None:
             model = _with_lora(model, lora, init_seed)
             self.origin += f", with LoRA adapters (rank {lora['r']}) initialised as peft does"
-        self.model = model.to(device)
+        self.model = model
         self.gen_kw = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k,
                        "max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens,
                        "pad_token_id": self.pad_id, "eos_token_id": self.eos_id}
@@ -295,7 +299,8 @@ def _with_lora(model: Any, lora: Mapping[str, Any], init_seed: int | None = None
                           lora_dropout=0.0, bias="none", target_modules=lora.get("target_modules"),
                           task_type="CAUSAL_LM")
     try:
-        with contextlib.nullcontext() if init_seed is None else _seeded_torch(init_seed, None):
+        device = next(model.parameters()).device  # a CUDA model's adapters draw from the CUDA generator
+        with contextlib.nullcontext() if init_seed is None else _seeded_torch(init_seed, device):
             return peft.get_peft_model(model, cfg)
     except ValueError as e:
         raise ConfigError(f"dpft.lora: {e} (set dpft.lora.target_modules to the model's attention/MLP module "
