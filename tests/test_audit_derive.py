@@ -57,6 +57,9 @@ K5, USER8, NORM = Relation("secret_group", group=5), Relation("user", cap=8), Re
     ("topq", _config("wasp", q=4), USER8, 8 * math.sqrt(2 * (1 + 1 / 4 + 1 / 16 + 1 / 64))),
     ("topq", _config("wasp", q=4), NORM, 1.0),
     ("labels_gaussian", _config("augpe"), K5, 5.0),
+    # issue 36: normalised votes do not normalise the other releases: m (the cap) for them, not 1
+    ("labels_gaussian", _config("augpe"), Relation("user", cap=8, normalised=True), 8.0),
+    ("vocabulary", _config("augpe", vocabulary_r=5), Relation("user", cap=8, normalised=True), 40.0),
     ("labels_gaussian", _config("augpe"), REP, SQ2),
     ("labels_laplace", _config("dpkps"), ADD, 1.0),
     ("labels_laplace", _config("dpkps"), REP, 2.0),  # issue 21, item 2: the replace-one label shares
@@ -75,6 +78,12 @@ K5, USER8, NORM = Relation("secret_group", group=5), Relation("user", cap=8), Re
 ])
 def test_the_derivation_table(kind: str, config: Any, relation: Relation, want: float) -> None:
     assert expected(kind, config, relation).sensitivity == pytest.approx(want, rel=1e-12)
+
+
+def test_a_release_the_parties_do_not_normalise_needs_the_cap() -> None:
+    for kind in ("labels_gaussian", "labels_laplace", "vocabulary"):
+        with pytest.raises(ConfigError, match="no record cap"):
+            expected(kind, _config("augpe"), NORM)
 
 
 def test_topq_sensitivity_known_values_and_limit() -> None:
@@ -168,7 +177,7 @@ def test_issue21_broken_configurations_fail_the_derivation(tmp_path: Path) -> No
     run = tiny_run(tmp_path / "sg", private=priv, public=pub, iterations=2, privacy={"epsilon": 4.0, "delta": 1e-5},
                    augpe={"sensitivity": "secret_group", "vocabulary_prompts": True, "vocabulary_r": 3})
     assert plant_old_vocabulary_sensitivity(run) == 1
-    res = {r.mechanism.split(" ")[0]: r for r in audit_run(run, attack=False)}
+    res = {r.mechanism.split(" ")[0]: r for r in audit_run(run, attack=False) if r.check == "derivation"}
     assert not res["vocabulary"].passed and res["vocabulary"].claim == pytest.approx(3 * 3)
     assert res["votes"].passed
 
@@ -179,7 +188,7 @@ def test_issue21_broken_configurations_fail_the_derivation(tmp_path: Path) -> No
                     evolution={"label_distribution": {"kind": "dp", "budget_fraction": 0.1}},
                     dpkps={"vocab_size": 20, "length": 4, "vocabulary_min_count": 3, "neighbouring": "replace_one"})
     assert plant_old_label_sensitivity(run2) == 1
-    res2 = {r.mechanism.split(" ")[0]: r for r in audit_run(run2, attack=False)}
+    res2 = {r.mechanism.split(" ")[0]: r for r in audit_run(run2, attack=False) if r.check == "derivation"}
     assert not res2["labels_laplace"].passed and res2["labels_laplace"].claim == 2.0
     assert res2["vocabulary"].passed and res2["term_histogram"].passed
 
@@ -190,9 +199,9 @@ def test_correct_runs_pass_the_derivation(tmp_path: Path) -> None:
     priv, pub = _corpora()
     run = tiny_run(tmp_path / "a", private=priv, public=pub, iterations=2, privacy={"epsilon": 4.0, "delta": 1e-5},
                    augpe={"sensitivity": "secret_group"}, evolution={"label_distribution": {"kind": "dp"}})
-    res = audit_run(run, attack=False)
+    res = audit_run(run, attack=False)  # the derivation and the calibration, no attack
     assert {r.mechanism.split(" ")[0] for r in res} == {"votes", "labels_gaussian"} and all(r.passed for r in res)
-    assert all(r.check == "derivation" for r in res)
+    assert sorted(r.check for r in res) == ["calibration", "calibration", "derivation", "derivation"]
 
 
 def test_a_clustering_without_noise_or_secret_records_nothing_to_compare() -> None:

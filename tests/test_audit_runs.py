@@ -179,4 +179,5 @@ def test_audit_json_and_exit_code(tmp_path: Path) -> None:
     run = tiny_run(tmp_path / "r", private=priv, public=pub, iterations=2, privacy={"epsilon": 4.0, "delta": 1e-5})
     res = _cli(run, "--json", "--seed", "6")
     out = json.loads(res.output)
-    assert res.exit_code == 0 and out["passed"] and {a["check"] for a in out["audits"]} == {"derivation", "attack"}
+    assert res.exit_code == 0 and out["passed"]
+    assert {a["check"] for a in out["audits"]} == {"derivation", "calibration", "attack"}

@@ -2,6 +2,8 @@
 
 * :mod:`.derive` — a second derivation of every release's sensitivity from the configuration and the
   neighbouring relation (never from the method code);
+* :mod:`.calibrate` — a second calibration of every release's noise from the configuration and the budget;
+* :mod:`.dpsgd` — a one-run audit of DP-SGD (dpft): canary gradients through the library's DP-SGD step;
 * :mod:`.mechanisms` — attacks on each mechanism as the methods run it, with canaries of g neighbours sized from
   the claim and trial counts that catch halved noise with probability ≥ 0.95;
 * :mod:`.run` — ``privtext audit RUN_DIR``: the derivation checks and the attacks of a run;
@@ -16,7 +18,9 @@ See docs/audit.md.
 
 from __future__ import annotations
 
+from .calibrate import check_noise, noise_plan
 from .derive import Derivation, Relation, check_release, relation_of
+from .dpsgd import audit_dpsgd_run
 from .mechanisms import (
     POWER,
     TARGET_CLAIM,
@@ -50,6 +54,7 @@ __all__ = [
     "_public_code_topq_sensitivity",
     "audit_dp_term_histogram",
     "audit_dp_vocabulary",
+    "audit_dpsgd_run",
     "audit_federated_sum",
     "audit_gaussian_release",
     "audit_label_histogram",
@@ -62,10 +67,12 @@ __all__ = [
     "audit_topq_histograms",
     "audit_vote_histogram",
     "canaries_needed",
+    "check_noise",
     "check_release",
     "clopper_pearson",
     "epsilon_lower_bound",
     "group_size",
+    "noise_plan",
     "p_value",
     "plan_laplace",
     "relation_of",

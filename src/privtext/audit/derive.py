@@ -25,10 +25,10 @@ votes (Aug-PE, PrE-Text) one bin by 1 (one vote for its nearest           1     
 Top-Q pair (WASP Eq 4-5) Q distinct bins of Hⁿ by 1, ½, …, 2^−(Q−1) and   Δ_Q    √2Δ_Q  kΔ_Q    mΔ_Q / 1
                          Q of Hᶠ likewise: Δ_Q = √(2Σ_{q<Q} 4^−q)
 labels, Gaussian         one label bin by 1                               1      √2     k       m
-labels, Laplace          one label bin by 1                               1      2      k       –
-DP vocabulary (DP-KPS    ≤ r bins by 1 (its first r distinct terms;       r      2r     kr      –
+labels, Laplace          one label bin by 1                               1      2      k       m
+DP vocabulary (DP-KPS    ≤ r bins by 1 (its first r distinct terms;       r      2r     kr      mr
   App A.1)               "the ℓ1-sensitivity of the histogram is S")
-term histogram (DP-KPS)  mass c_w spread over its class row's bins        c_w    2c_w   kc_w    –
+term histogram (DP-KPS)  mass c_w spread over its class row's bins        c_w    2c_w   kc_w    mc_w
 RFF sketch (DP-KPS A.2)  its class row by φ ∈ [−√2, √2]^I with weights    √2c_wI 2√2c_wI k√2c_wI –
                          summing to c_w (c_w = 1: weighting mean;
                          ``noise: paper``, the class mean: 2√2·I)
@@ -37,6 +37,10 @@ SecPE clustering (Eq 7)  per sampled holder: a count by 1 and a centre    1 per 
 DP-SGD step (dpft;       one clipped gradient, of L2 norm ≤ C, in or out  C      –      –       –
   Abadi et al. Alg 1)    of a step's sum (C = ``dpft.max_grad_norm``)
 =====================  ==============================================  ======  =====  ======  ===============
+
+User level with normalised votes (``normalise``): only the vote releases are normalised per party (Δ = 1); every
+other release sums a party's raw records, so its Δ is m times the record's (and needs the cap m; without one the
+derivation refuses it) — :mod:`privtext.privacy.relation` derives the same.
 
 The Gaussian releases are Gaussian mechanisms with noise multiplier z = noise std / Δ₂ (claim: μ = 1/z-GDP per
 release); the Laplace ones have scale b = Δ₁/ε (claim: pure ε-DP). :func:`check_release` turns a ledger entry,
@@ -98,18 +102,19 @@ def _per_record(d_record: float, rel: Relation, norm: str, *, user_unit: float |
     """A release whose per-record change has norm ``d_record``: replace one record is at most twice that in L1
     and √2 times in L2 (the two changes sit in different coordinates at worst, by the triangle inequality and the
     parallelogram bound); a group of k, or a party of m, is k (m) times (all may land on the same coordinates);
-    a party's normalised vote vector moves the sum by ``user_unit``."""
+    a party's normalised vote vector moves the sum by ``user_unit`` (None: the release is not normalised per
+    party, so it is m times, and needs the cap even when the votes are normalised — issue 36)."""
     if rel.kind == "add_remove":
         return d_record
     if rel.kind == "replace_one":
         return (2.0 if norm == "L1" else SQRT2) * d_record
     if rel.kind == "secret_group":
         return rel.group * d_record
-    if rel.normalised:
-        if user_unit is None:
-            raise ConfigError("this release has no normalised user-level form")
+    if rel.normalised and user_unit is not None:
         return user_unit
-    assert rel.cap is not None
+    if rel.cap is None:  # normalised votes only: a release the parties do not normalise sums raw records
+        raise ConfigError("this release is not normalised per party, and the user-level relation has no record "
+                          "cap m: its sensitivity is unbounded")
     return rel.cap * d_record
 
 

@@ -76,7 +76,8 @@ class AuditResult:
     (μ for Gaussian releases, ε for Laplace ones, the posterior for secret protection), ``interval`` its
     two-sided (1 − alpha) interval, ``claim`` the value the accounting promises; ``passed`` is ``estimate ≤
     claim``. ``check="derivation"``: the recorded sensitivity (``estimate``) against the derived one (``claim``);
-    ``passed`` is ``ok``."""
+    ``check="calibration"``: the recorded noise (``estimate``) against the one the audit calibrates from the
+    configuration and the budget (``claim``, :mod:`privtext.audit.calibrate`); ``passed`` is ``ok`` for both."""
 
     mechanism: str
     quantity: str
@@ -107,6 +108,11 @@ class AuditResult:
             return (f"{self.mechanism:34} {d['norm']} sensitivity: recorded {self.estimate:.6g}, derived "
                     f"{self.claim:.6g} ({d['why']}); recorded noise gives {d['quantity']} {d['implied']:.4g} "
                     f"per neighbour, claim {d['claim']:.4g}: {verdict}")
+        if self.check == "calibration":
+            d = self.details
+            note = f"; {d['note']}" if d.get("note") else ""
+            return (f"{self.mechanism:34} {self.quantity}: recorded {self.estimate:.6g}, derived {self.claim:.6g} "
+                    f"from the configuration and the budget ({d['why']}; tolerance {d['rtol']:g}){note}: {verdict}")
         lo, hi = self.interval
         return (f"{self.mechanism:34} claim {self.quantity} ≤ {self.claim:.4g}; attack {self.estimate:.4g} "
                 f"({100 * (1 - self.alpha):g}% CI {lo:.4g}–{hi:.4g}), {self.trials} trials: {verdict}")

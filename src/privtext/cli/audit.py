@@ -1,5 +1,6 @@
 """``privtext audit RUN_DIR``: every release a run recorded checked against an independent derivation of its
-sensitivity and attacked at its recorded noise; ``privtext audit --end-to-end CONFIG``: canaries planted in the
+sensitivity and of its noise (from the configuration and the budget), and attacked at that noise (DP-SGD: a
+one-run canary audit); ``privtext audit --end-to-end CONFIG``: canaries planted in the
 private data, the whole method run once, the shareable outputs attacked (docs/audit.md)."""
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def register(app: typer.Typer) -> None:
         secret_trials: Annotated[int, typer.Option("--secret-trials", min=100,
                                                    help="trials per side for SecPE clusterings")] = 20000,
         canaries: Annotated[int | None, typer.Option("--canaries", min=1, help="end-to-end: canaries (membership) "
-                                                     "or secrets (SecPE); default from the claim")] = None,
+                                                     "or secrets (SecPE); a run's DP-SGD: the most canary "
+                                                     "gradients; default from the claim")] = None,
         confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999999,
                                                   help="end-to-end: confidence of the bound")] = 0.95,
         workdir: Annotated[Path | None, typer.Option("--workdir", help="end-to-end: folder for the audit's "
@@ -39,7 +41,7 @@ def register(app: typer.Typer) -> None:
                                                  "reproducible audit; the run is not touched)")] = None,
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
-        """Exit 1 if a recorded sensitivity differs from the derived one, or an attack beats its claim."""
+        """Exit 1 if a recorded sensitivity or noise differs from the derived one, or an attack beats its claim."""
         if end_to_end:
             from ..audit.endtoend import audit_end_to_end
 
@@ -63,7 +65,7 @@ def register(app: typer.Typer) -> None:
         from ..audit import audit_run
 
         results = audit_run(target, trials=trials, secret_trials=secret_trials, alpha=alpha,
-                            rng=None if seed is None else np.random.default_rng(seed))
+                            rng=None if seed is None else np.random.default_rng(seed), dpsgd_canaries=canaries)
         if as_json:
             print_json({"audits": [r.to_dict() for r in results], "passed": all(r.passed for r in results)})
         else:

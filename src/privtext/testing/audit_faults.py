@@ -14,7 +14,13 @@ fixture keeps the old wrong record whatever the code does now.
   (those records become public: they train the generator and vote without noise);
 * :func:`plant_recorded_release` — rewrite a finished run's ledger entries to an old, wrong sensitivity and the
   noise it implied (issue 21: Aug-PE's secret-group vocabulary at Δ₁ = r, DP-KPS's replace-one label shares at
-  Δ₁ = 1).
+  Δ₁ = 1);
+* :func:`dpsgd_noise_removed`, :func:`dpsgd_clipping_removed` — DP-SGD (dpft) adds no noise to the clipped sum, or
+  clips no record, while its ledger and statement still record σ and C (issue 36: such a run said ``private:
+  true`` and passed ``privtext audit``);
+* :func:`plant_noise_claim` — rewrite a finished run's ledger so that its entries claim ``factor`` × the noise the
+  code drew (event, noise std, secret events): issue 36's "ledger claims twice the vote noise", which an audit that
+  re-runs each mechanism at the ledger's σ passes.
 """
 
 from __future__ import annotations
@@ -201,6 +207,81 @@ def plant_recorded_release(run_dir: str | Path, match: Callable[[dict[str, Any]]
     return n
 
 
+@contextlib.contextmanager
+def dpsgd_noise_removed() -> Iterator[None]:
+    """Planted fault: DP-SGD's noise draw returns the clipped sum unchanged (both noise sources), while every
+    event, ledger entry and statement still records the noise."""
+    from ..mechanisms import dpsgd
+
+    def identity(v: Any, std: Any, rng: Any, **kw: Any) -> Any:
+        return np.asarray(v, dtype=np.float64)
+
+    def identity_torch(t: Any, std: Any, generator: Any = None, **kw: Any) -> Any:
+        return t.clone()
+
+    real = dpsgd.add_gaussian, dpsgd.add_gaussian_torch
+    dpsgd.add_gaussian, dpsgd.add_gaussian_torch = identity, identity_torch  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        dpsgd.add_gaussian, dpsgd.add_gaussian_torch = real  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def dpsgd_clipping_removed() -> Iterator[None]:
+    """Planted fault: Opacus' per-record clipping runs with a norm of 10¹², so every record's gradient enters the
+    sum whole, while the ledger records Δ = C and the noise σC."""
+    from opacus.optimizers import DPOptimizer
+
+    real = DPOptimizer.clip_and_accumulate
+
+    def unclipped(self: Any) -> None:
+        c = self.max_grad_norm
+        self.max_grad_norm = 1e12
+        try:
+            real(self)
+        finally:
+            self.max_grad_norm = c
+
+    DPOptimizer.clip_and_accumulate = unclipped  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DPOptimizer.clip_and_accumulate = real  # type: ignore[method-assign]
+
+
+def plant_noise_claim(run_dir: str | Path, factor: float, match: Callable[[dict[str, Any]], bool] | None = None
+                      ) -> int:
+    """Rewrite the ledger entries of a finished run that ``match`` (default: every entry) to claim ``factor`` × the
+    noise they drew: the event's noise multiplier (a Laplace event's scale, a DP-SGD step's σ, SecPE's mixtures),
+    the recorded noise std and Laplace scale. Δ is kept, so the entry is self-consistent and its implied privacy
+    equals its claim — what a method that records one σ and draws another writes. Returns the entries changed."""
+    from ..rundir import RunDir
+
+    def scaled(d: Any) -> Any:
+        if isinstance(d, dict):
+            return {k: (float(v) * factor if k in ("noise_multiplier", "standard_deviation", "laplace_scale",
+                                                     "noise_std") and isinstance(v, (int, float)) else scaled(v))
+                    for k, v in d.items()}
+        if isinstance(d, list):
+            return [scaled(v) for v in d]
+        return d
+
+    ledger = RunDir(run_dir).require().ledger
+    out, n = [], 0
+    for line in ledger.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        e = json.loads(line)
+        if match is None or match(e):
+            e = {k: (scaled(v) if k in ("event", "meta", "secret_events") else v) for k, v in e.items()}
+            e["noise_std"] = float(e["noise_std"]) * factor
+            n += 1
+        out.append(json.dumps(e, sort_keys=False))
+    ledger.write_text("".join(x + "\n" for x in out), encoding="utf-8")
+    return n
+
+
 def _entry(run_dir: str | Path, key: str) -> dict[str, Any]:
     from ..rundir import RunDir
 
@@ -259,6 +340,6 @@ def with_rare_terms(public: Any, n_terms: int, *, per_term: int = 3, seed: int =
                   name=f"{public.name} + {n_terms} rare terms")
 
 
-__all__ = ["DetectorMisses", "PrivateTextInPrompts", "patched_everywhere", "plant_old_label_sensitivity",
-           "plant_old_vocabulary_sensitivity", "plant_recorded_release", "private_texts_of", "scaled_noise",
-           "with_rare_terms"]
+__all__ = ["DetectorMisses", "PrivateTextInPrompts", "dpsgd_clipping_removed", "dpsgd_noise_removed",
+           "patched_everywhere", "plant_noise_claim", "plant_old_label_sensitivity", "plant_old_vocabulary_sensitivity",
+           "plant_recorded_release", "private_texts_of", "scaled_noise", "with_rare_terms"]
