@@ -342,3 +342,18 @@ def test_sections_join_phrases_and_sentences_without_a_dot_before_a_semicolon() 
     words = statement_words(st)
     assert ".;" not in words and "Not covered" not in words and "Scope and limits: It covers the samples." in words
     assert words.index("What ε = 4 means") < words.index("Treated as public")
+
+
+def test_the_mu_thresholds_are_the_epsilon_thresholds_at_the_report_delta() -> None:
+    """config.WEAK_MU / REFUSE_MU (config cannot import the privacy layer) are the μ whose ε at δ = 1e-5 is 10
+    and 20 (GDP Remark C.1), so a μ budget is refused exactly where its (ε, 1e-5) form is."""
+    from privtext.config import REFUSE_EPSILON, REFUSE_MU, WEAK_EPSILON, WEAK_MU, config_from_dict
+    from privtext.errors import ConfigError
+    from privtext.privacy.conversions import gdp_mu_for_dp
+
+    assert math.isclose(WEAK_MU, gdp_mu_for_dp(WEAK_EPSILON, 1e-5), rel_tol=1e-6)
+    assert math.isclose(REFUSE_MU, gdp_mu_for_dp(REFUSE_EPSILON, 1e-5), rel_tol=1e-6)
+    base = {"data": {"private": "p.csv"}}
+    assert config_from_dict({**base, "privacy": {"mu": REFUSE_MU * 0.999}}).privacy.strength()[0] == "weak"
+    with pytest.raises(ConfigError, match=r"μ = 3\.451 \(its ε at δ = 1e-05 is above 20\)"):
+        config_from_dict({**base, "privacy": {"mu": REFUSE_MU * 1.001}})

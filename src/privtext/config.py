@@ -10,6 +10,7 @@ backend's own options model when the backend is built, with the same kind of err
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -182,13 +183,11 @@ class PrivacyConfig(Section):
             raise ValueError("privacy.secure and privacy.reproducible_noise contradict each other: choose one")
         level, why = self.strength()
         if level == "void" and not self.allow_weak:
-            from .privacy.statement import REFUSE_EPSILON, REFUSE_R, _factor
-
             limit = (f"r above {REFUSE_R:g} or r/p above e^{REFUSE_EPSILON:g}: an attacker may recover a declared "
                      "secret at least as often as a coin flip, or hundreds of millions of times more often than "
                      "they could guess it" if self.kind == "secret" else
                      f"ε above {REFUSE_EPSILON:g}: the chance of any conclusion about one record may change by a "
-                     f"factor above e^{REFUSE_EPSILON:g} ≈ {_factor(REFUSE_EPSILON)}")
+                     f"factor above e^{REFUSE_EPSILON:g} ≈ {math.exp(REFUSE_EPSILON):.3g}")
             raise ValueError(
                 f"privacy budget {why} is too large to protect anything meaningful ({limit}); lower it, or set "
                 "privacy.allow_weak: true to run it anyway as an experiment (the statement will say it protects "
@@ -196,16 +195,14 @@ class PrivacyConfig(Section):
         return self
 
     def strength(self) -> tuple[str, str]:
-        """``("ok" | "weak" | "void", the figure)`` of this budget (privtext.privacy.statement.budget_strength): weak
-        above ε = 10, void (refused without ``allow_weak``) above ε = 20; the fixed-noise form has no target and is
-        judged in the statement from the ε its releases reach."""
-        from .privacy.statement import budget_strength
-
+        """``("ok" | "weak" | "void", the figure)`` of this budget (:func:`budget_level`): weak above ε = 10, void
+        (refused without ``allow_weak``) above ε = 20; the fixed-noise form has no target and is judged in the
+        statement from the ε its releases reach (privtext.privacy.statement.plain_meaning)."""
         if self.secret is not None:
-            return budget_strength("secret", p=self.secret.p, r=self.secret.r)
+            return budget_level("secret", p=self.secret.p, r=self.secret.r)
         if self.noise_multiplier is not None:
             return "ok", ""
-        return budget_strength(self.kind, epsilon=self.epsilon, delta=self.delta, mu=self.mu)
+        return budget_level(self.kind, epsilon=self.epsilon, mu=self.mu)
 
     @property
     def kind(self) -> str:
@@ -217,6 +214,46 @@ class PrivacyConfig(Section):
         if self.secret is not None:
             return "secret"
         return "noise"
+
+
+#: above this ε (of (ε, δ)-DP or pure ε-DP) a guarantee is called weak (privacy.json's plain words, a warning)
+WEAK_EPSILON = 10.0
+#: above this ε a configuration is refused unless ``privacy.allow_weak: true`` (a factor e^20 ≈ 4.9e8)
+REFUSE_EPSILON = 20.0
+#: μ whose ε at δ = 1e-5 is WEAK_EPSILON / REFUSE_EPSILON (GDP Remark C.1: privtext.privacy.conversions.
+#: gdp_mu_for_dp(10 and 20, 1e-5); tests/test_privacy_statement.py recomputes them)
+WEAK_MU = 2.000446
+REFUSE_MU = 3.447783
+#: SecPE's (p, r): a reconstruction chance r above WEAK_R (or r/p above e^WEAK_EPSILON) is weak; above REFUSE_R (a
+#: coin flip) or r/p above e^REFUSE_EPSILON refused without ``allow_weak``
+WEAK_R = 0.1
+REFUSE_R = 0.5
+
+
+def budget_level(kind: str, *, epsilon: float | None = None, mu: float | None = None, p: Any = None,
+                 r: Any = None) -> tuple[str, str]:
+    """``("ok" | "weak" | "void", why)`` for a budget as configured (``void``: too large to protect anything
+    meaningful; ``why`` names the figure). μ is judged by the ε it gives at δ = 1e-5 (:data:`WEAK_MU`,
+    :data:`REFUSE_MU`)."""
+    if kind == "secret" and p is not None and r is not None:
+        ps = [float(x) for x in (p if isinstance(p, Sequence) else [p])]
+        rs = [float(x) for x in (r if isinstance(r, Sequence) else [r])]
+        ratio = max(b / a for a, b in zip(ps, rs, strict=True)) if len(ps) == len(rs) else max(rs) / min(ps)
+        why = f"r = {max(rs):.4g} (r/p = {ratio:.4g})"
+        if max(rs) > REFUSE_R or ratio > math.exp(REFUSE_EPSILON):
+            return "void", why
+        if max(rs) > WEAK_R or ratio > math.exp(WEAK_EPSILON):
+            return "weak", why
+        return "ok", ""
+    if kind == "gdp" and mu is not None:
+        m = float(mu)
+        why = f"μ = {m:.4g} (its ε at δ = 1e-05 is above {REFUSE_EPSILON if m > REFUSE_MU else WEAK_EPSILON:g})"
+        return ("void", why) if m > REFUSE_MU else ("weak", why) if m > WEAK_MU else ("ok", "")
+    if epsilon is not None:
+        e = float(epsilon)
+        why = f"ε = {e:.4g}"
+        return ("void", why) if e > REFUSE_EPSILON else ("weak", why) if e > WEAK_EPSILON else ("ok", "")
+    return "ok", ""
 
 
 class LabelDistributionConfig(Section):

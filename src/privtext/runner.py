@@ -67,7 +67,8 @@ def preflight(config: Config, cls: type[Any]) -> Config:
     if level != "ok":
         from rich.markup import escape
 
-        from .privacy.statement import WEAK_EPSILON, _factor
+        from .config import WEAK_EPSILON
+        from .privacy.statement import _factor
 
         say(f"[bold yellow]warning:[/] the privacy budget {escape(why)} is "
             + ("too large to protect anything meaningful (accepted because privacy.allow_weak: true)"

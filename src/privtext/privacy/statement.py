@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..config import REFUSE_EPSILON, REFUSE_R, WEAK_EPSILON, WEAK_R, budget_level
 from ..rng import round_release
 
 FORMAT = "privtext.privacy/2"
@@ -166,14 +167,6 @@ def statement_words(st: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------------------ plain-words meaning
 
-#: above this ε (of (ε, δ)-DP, pure ε-DP, or μ-GDP's ε at δ = 1e-5) the plain reading calls the guarantee weak
-WEAK_EPSILON = 10.0
-#: above this ε a configuration is refused unless ``privacy.allow_weak: true`` (the odds factor e^20 ≈ 4.9e8)
-REFUSE_EPSILON = 20.0
-#: SecPE's (p, r): a reconstruction chance r above this is called weak (and r/p above e^WEAK_EPSILON)
-WEAK_R = 0.1
-#: ... and above this (a coin flip) refused unless ``privacy.allow_weak: true`` (and r/p above e^REFUSE_EPSILON)
-REFUSE_R = 0.5
 #: the false-accusation rate of the membership-test example in the plain reading
 EXAMPLE_FALSE_ACCUSATIONS = 0.01
 #: the δ at which a μ-GDP budget is judged against the thresholds when the run states none (the report δ)
@@ -183,34 +176,17 @@ JUDGE_DELTA = 1e-5
 def budget_strength(kind: str, *, epsilon: float | None = None, delta: float | None = None,
                     mu: float | None = None, p: Any = None, r: Any = None,
                     report_delta: float | None = None) -> tuple[str, str]:
-    """``("ok" | "weak" | "void", why)`` for a budget: ``weak`` above :data:`WEAK_EPSILON` (SecPE: r above
-    :data:`WEAK_R` or r/p above e^WEAK_EPSILON), ``void`` above :data:`REFUSE_EPSILON` (r above :data:`REFUSE_R`
-    or r/p above e^REFUSE_EPSILON): a guarantee that protects nothing meaningful. ``why`` names the figure."""
-    if kind in ("dp", "pure", "noise") and epsilon is not None:
-        eps, what = float(epsilon), f"ε = {_num(epsilon)}"
-    elif kind == "gdp" and mu is not None:
+    """``("ok" | "weak" | "void", why)`` for a guarantee: :func:`privtext.config.budget_level` (the thresholds
+    :data:`WEAK_EPSILON`, :data:`REFUSE_EPSILON`, :data:`WEAK_R`, :data:`REFUSE_R` live with the configuration,
+    which refuses a void budget), except that μ-GDP is judged by its ε at the run's report δ, computed here."""
+    if kind == "gdp" and mu is not None:
         from .conversions import gdp_epsilon
 
         d = float(report_delta or JUDGE_DELTA)
         eps = float(gdp_epsilon(d, float(mu)))
-        what = f"μ = {_num(mu)} (ε = {_num(eps)} at δ = {_num(d)})"
-    elif kind == "secret" and p is not None and r is not None:
-        ps = [float(x) for x in (p if isinstance(p, Sequence) else [p])]
-        rs = [float(x) for x in (r if isinstance(r, Sequence) else [r])]
-        worst_r = max(rs)
-        worst_ratio = max(b / a for a, b in zip(ps, rs, strict=True)) if len(ps) == len(rs) else max(rs) / min(ps)
-        if worst_r > REFUSE_R or worst_ratio > math.exp(REFUSE_EPSILON):
-            return "void", f"r = {_num(worst_r)} (r/p = {_num(worst_ratio)})"
-        if worst_r > WEAK_R or worst_ratio > math.exp(WEAK_EPSILON):
-            return "weak", f"r = {_num(worst_r)} (r/p = {_num(worst_ratio)})"
-        return "ok", ""
-    else:
-        return "ok", ""
-    if eps > REFUSE_EPSILON:
-        return "void", what
-    if eps > WEAK_EPSILON:
-        return "weak", what
-    return "ok", ""
+        level, _ = budget_level("dp", epsilon=eps)
+        return level, (f"μ = {_num(mu)} (ε = {_num(eps)} at δ = {_num(d)})" if level != "ok" else "")
+    return budget_level(kind, epsilon=epsilon, p=p, r=r)
 
 
 def detection_bound(alpha: float, *, epsilon: float | None = None, delta: float = 0.0,
