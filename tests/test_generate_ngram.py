@@ -395,13 +395,15 @@ def test_prompt_log_records_what_the_model_conditions_on(corpus: Corpus) -> None
 
 def test_refuses_private_text_in_its_training_corpus(corpus: Corpus) -> None:
     private = ["My name is Alice Example and my card number is 4111 1111 1111 1111.", corpus.texts[5]]
-    guard = PrivateGuard(private, corpus.texts)
+    # private text that no public text holds (a bug handing private records to the generator) is refused
+    guard = PrivateGuard(private, [t for i, t in enumerate(corpus.texts) if i != 5])
     with pytest.raises(PrivacyError, match="ngram training corpus: record 5 equals a private record"):
         build_generator({"backend": "ngram"}, GeneratorContext(public=corpus, guard=guard))
-    # a guard over unrelated private text lets the same public corpus through
-    ok_guard = PrivateGuard(private[:1], corpus.texts)
-    g = build_generator({"backend": "ngram"}, GeneratorContext(public=corpus, guard=ok_guard))
-    assert len(g.random(None, 1, rng=np.random.default_rng(0))) == 1
+    # a record the public corpus holds is public (the run's stated assumption): the public corpus trains the model,
+    # whichever of its texts a private file also holds (no data-dependent abort, issue 36)
+    for ok_guard in (PrivateGuard(private, corpus.texts), PrivateGuard(private[:1], corpus.texts)):
+        g = build_generator({"backend": "ngram"}, GeneratorContext(public=corpus, guard=ok_guard))
+        assert len(g.random(None, 1, rng=np.random.default_rng(0))) == 1
 
 
 def test_refuses_to_build_without_public_text() -> None:

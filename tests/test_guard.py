@@ -334,3 +334,16 @@ def test_a_resumed_runs_guard_knows_what_the_earlier_process_generators_wrote(tm
     # a lost salt invalidates the kept keys instead of misreading them
     (state / "salt").unlink()
     assert not PrivateGuard(PRIVATE, PUBLIC, state_dir=state).scan(prompts).clean
+
+
+def test_the_training_check_refuses_private_text_but_never_the_public_corpus() -> None:
+    """Issue 36 (a data-dependent abort): a public text equal to a private record is public by the run's
+    assumption, so a generator's training check on the public corpus never stops the run (whether it would have
+    said one bit about membership); private text that no public text holds is still refused."""
+    from privtext.errors import PrivacyError
+
+    public = [*PUBLIC, "Lost password"]
+    guard = PrivateGuard(["lost password!", "my very private note"], public)
+    guard.assert_public(public, what="ngram training corpus")
+    with pytest.raises(PrivacyError, match="record 1 equals a private record"):
+        guard.assert_public(["ok", "My very private note."], what="ngram training corpus")

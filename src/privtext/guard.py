@@ -14,9 +14,9 @@ hashes, never text:
 
 Uses:
 
-* :meth:`assert_public` — the offline generators call it on their training corpus and refuse to train on any
-  record equal to a private one (the runner's pre-flight refuses such a public corpus before a run folder exists,
-  so the refusal reaches only the data owner);
+* :meth:`assert_public` — the offline generators call it on their training corpus and refuse to train on a record
+  equal to a private one that no public text holds (a text of the public corpus is public, so it never refuses
+  the public corpus itself: no data-dependent abort);
 * :meth:`scan` — the run audits ``prompts.jsonl`` at the end. A prompt is *flagged* when it holds text that only
   the private data can explain (below). ``privacy.json`` (``prompt_audit``) says whether none was; the counts and,
   for each flagged prompt, what matched go to ``private/diagnostics.json`` (``privtext diagnose RUN --prompts``
@@ -342,9 +342,13 @@ class PrivateGuard:
         return self._h(" ".join(_norm_words(text))) in self._all_records
 
     def assert_public(self, texts: Iterable[str], *, what: str) -> None:
-        """Raise :class:`PrivacyError` if any text equals a private record."""
+        """Raise :class:`PrivacyError` if any text equals a private record that no public source holds (a
+        generator's training text must be public). A text of the public corpus equal to a private record is public
+        by the run's assumption (stated in ``privacy.json``), so it never stops a run: the check catches private
+        text a bug hands to a generator, and whether it fires does not depend on which records are private."""
         for i, t in enumerate(texts):
-            if self.is_private_record(t):
+            h = self._h(" ".join(_norm_words(t)))
+            if h in self._all_records and h not in self._public_records:
                 raise PrivacyError(
                     f"{what}: record {i} equals a private record; a generator must never be trained on or "
                     "prompted with private text"
