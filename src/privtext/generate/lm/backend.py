@@ -63,6 +63,16 @@ class LMOptions(BackendOptions):
     train_tokens: int | None = Field(default=LMSettings.train_tokens, ge=1, description="cap on the tokens trained "
                                      "on (None: no cap): epochs = min(epochs, train_tokens / tokens per epoch); "
                                      "6 M: 16-18 min on 2 CPU cores (docs/dpft.md)")
+    patience: int = Field(default=LMSettings.patience, ge=0, description="stop after this many validation "
+                          "evaluations in a row without an improvement of min_improvement (0: run the whole "
+                          "budget); the best evaluation's weights are kept")
+    eval_every: int | None = Field(default=None, ge=1, description="steps between validation evaluations "
+                                   "(default: an epoch, or a tenth of the budget when sooner)")
+    min_improvement: float = Field(default=LMSettings.min_improvement, ge=0, description="validation loss "
+                                   "drop (nats/token) that counts as an improvement")
+    checkpoint_seconds: float = Field(default=LMSettings.checkpoint_seconds, gt=0, description="a resumable "
+                                      "checkpoint of the training at most this often (an interrupted training "
+                                      "continues from it; Ctrl-C writes one too)")
     batch_size: int = Field(default=32, ge=1)
     lr: float | None = Field(default=None, gt=0, le=1, description="AdamW peak learning rate; default by size: "
                              "2e-3 for tiny and small, 6e-4 for base (2e-3 diverged on base)")
@@ -83,8 +93,9 @@ class LMOptions(BackendOptions):
     cache_dir: str | None = Field(default=None, description="default $PRIVTEXT_CACHE_HOME/lm, else "
                                   "$XDG_CACHE_HOME/privtext/lm, else ~/.cache/privtext/lm")
     device: str = Field(default="auto", description="auto, cpu, cuda, cuda:1")
-    torch_threads: int | None = Field(default=None, ge=1, description="CPU threads for training (default: torch's; "
-                                      "restored afterwards)")
+    torch_threads: int | None = Field(default=None, ge=1, description="CPU threads for training (default: the "
+                                      "cores the load average leaves idle, at most torch's count; restored "
+                                      "afterwards)")
     sample_threads: int | None = Field(default=1, ge=1, description="CPU threads for sampling (None: torch's). One "
                                        "by default: a token step's matmuls are too small to split, and on a shared "
                                        "2-core machine two threads measured 10x slower")
@@ -110,12 +121,14 @@ class LMOptions(BackendOptions):
         return LMSettings(
             size=self.size, n_layer=self.n_layer, n_embd=self.n_embd, n_head=self.n_head,
             vocab_size=self.vocab_size, max_length=self.max_length, dropout=self.dropout, epochs=self.epochs,
-            train_tokens=self.train_tokens, batch_size=self.batch_size, lr=self.lr,
+            train_tokens=self.train_tokens, patience=self.patience, eval_every=self.eval_every,
+            min_improvement=self.min_improvement, batch_size=self.batch_size, lr=self.lr,
             weight_decay=self.weight_decay, warmup=self.warmup, precision=self.precision, seed=self.train_seed,
             validation=self.validation, keyphrase_min_count=self.keyphrase_min_count,
             label_min_texts=self.label_min_texts,
             mix=FormatMix(free=self.free_share, blank=self.blank_share, anchored=self.anchored_share,
-                          label_dropout=self.label_dropout, max_keyphrases=self.max_keyphrases))
+                          label_dropout=self.label_dropout, max_keyphrases=self.max_keyphrases),
+            threads=self.torch_threads, checkpoint_seconds=self.checkpoint_seconds)
 
     def sampling(self) -> SamplingSettings:
         return SamplingSettings(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,

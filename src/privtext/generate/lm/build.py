@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -67,6 +68,10 @@ class LMSettings:
     dropout: float = 0.0
     epochs: float = 20.0
     train_tokens: int | None = 6_000_000
+    patience: int = 3
+    eval_every: int | None = None
+    min_improvement: float = 0.01
+    plateau_decay: float = 0.3
     batch_size: int = 32
     lr: float | None = None  # None: DEFAULT_LR of the resolved size (resolved_lr)
     weight_decay: float = 0.01
@@ -77,6 +82,9 @@ class LMSettings:
     keyphrase_min_count: int = 3
     label_min_texts: int = 5
     mix: FormatMix = field(default_factory=FormatMix)
+    # how the training runs, not what it makes (left out of the cache key)
+    threads: int | None = None  # torch CPU threads while training; None: the idle cores (training_threads)
+    checkpoint_seconds: float = 60.0  # a resumable checkpoint at most this often (checkpoint.py)
 
     def resolved(self, *, cuda: bool, bf16: bool) -> tuple[ModelShape, str]:
         shape = model_shape(self.size, n_positions=self.max_length, cuda=cuda, dropout=self.dropout,
@@ -93,7 +101,7 @@ class LMSettings:
     def key_dict(self, shape: ModelShape, precision: str) -> dict[str, Any]:
         d = asdict(self)
         d.update(shape=shape.to_dict(), precision=precision)
-        for k in ("size", "n_layer", "n_embd", "n_head", "vocab_size"):
+        for k in ("size", "n_layer", "n_embd", "n_head", "vocab_size", "threads", "checkpoint_seconds"):
             d.pop(k)
         return d
 
@@ -154,24 +162,132 @@ class PublicLM:
         return evaluate_loss(self.model, seqs, pad_id=PAD)
 
 
-def _epochs(maker: ExampleMaker, idx: np.ndarray, settings: LMSettings, pad_id: int,
-            device: Any) -> Iterator[dict[str, Any]]:
-    e = 0
+def _epoch_batches(maker: ExampleMaker, idx: np.ndarray, settings: LMSettings, epoch: int) -> list[list[list[int]]]:
+    """The batches (token sequences) of epoch ``epoch``: a function of the seed and the epoch alone."""
+    rng = derive(settings.seed, "lm-epoch", epoch)
+    seqs = [maker.example(int(i), rng) for i in idx]
+    return [[seqs[int(i)] for i in b] for b in length_batches([len(x) for x in seqs], settings.batch_size, rng)]
+
+
+def _batches(maker: ExampleMaker, idx: np.ndarray, settings: LMSettings, pad_id: int, device: Any,
+             start: int = 0) -> Iterator[dict[str, Any]]:
+    """The training batches from step ``start`` on (a resumed training skips the steps it did)."""
+    e, skip = 0, start
     while True:
-        rng = derive(settings.seed, "lm-epoch", e)
-        seqs = [maker.example(int(i), rng) for i in idx]
-        for b in length_batches([len(s) for s in seqs], settings.batch_size, rng):
-            yield collate([seqs[int(i)] for i in b], pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE)
+        epoch = _epoch_batches(maker, idx, settings, e)
+        for b in epoch[skip:]:
+            yield collate(b, pad_id=pad_id, device=device, pad_to_multiple=PAD_MULTIPLE)
+        skip = max(0, skip - len(epoch))
         e += 1
 
 
-def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: ModelShape,
-           precision: str, device: Any, describe: str, codebook: CodeBook | None = None) -> PublicLM:
+def training_threads(requested: int | None) -> int:
+    """Torch CPU threads for a training: ``requested``, else the cores the 1-minute load average leaves idle
+    (at least 1, at most torch's count). On the shared 2-core machine at load 7-10, one step of the small model
+    on 32 short messages took 5.5 s wall (1.8 CPU-s) on two threads and 0.55 s (0.24 CPU-s) on one: two
+    threads that do not get both cores wait on each other; idle, two threads are ~1.8× one (docs/dpft.md)."""
     import torch
+
+    if requested:
+        return int(requested)
+    n = torch.get_num_threads()
+    try:
+        idle = (os.cpu_count() or 1) - int(os.getloadavg()[0] + 0.5)
+    except (AttributeError, OSError):  # no load average (Windows)
+        return n
+    return max(1, min(n, idle))
+
+
+@dataclass
+class _Budget:
+    """How long a pretraining lasts (:func:`plan_budget`)."""
+
+    steps_per_epoch: int
+    epochs: float  # the most passes: min(settings.epochs, train_tokens / tokens per epoch)
+    steps: int  # the most steps
+    eval_every: int  # steps between validation evaluations (early stopping)
+    tokens_per_epoch: float
+
+
+def plan_budget(n_train: int, tokens_per_text: float, settings: LMSettings) -> _Budget:
+    """The step budget: ``min(epochs, train_tokens / tokens per epoch)`` passes over the ``n_train`` training
+    texts (an epoch's tokens estimated as its text tokens + 10 % for the control codes), and a validation
+    evaluation every epoch, or every tenth of the budget when that is sooner (at least 10 chances to stop)."""
+    per_epoch = n_train * tokens_per_text * 1.1
+    spe = max(1, math.ceil(n_train / settings.batch_size))
+    epochs = settings.epochs if settings.train_tokens is None else min(settings.epochs,
+                                                                        settings.train_tokens / max(per_epoch, 1.0))
+    steps = max(1, math.ceil(epochs * spe))
+    every = settings.eval_every or max(1, min(spe, math.ceil(steps / 10)))
+    return _Budget(spe, epochs, steps, int(every), per_epoch)
+
+
+def _read_checkpoint(root: Path, key: str | None) -> dict[str, Any] | None:
+    """The newest whole checkpoint of this training (its files loaded), else None: none there, another key's,
+    or unreadable (the training then starts over, and its first checkpoint replaces it)."""
+    from safetensors.torch import load_file
+
+    from . import checkpoint as ckpt
+
+    found = ckpt.latest(root)
+    if found is None:
+        return None
+    folder = found[1]
+    try:
+        saved = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        if saved.get("key") != key:
+            return None
+        saved.update(folder=str(folder), tokenizer=load_tokenizer(folder / "tokenizer.json"),
+                     model=load_file(str(folder / "model.safetensors")),
+                     optimizer=load_file(str(folder / "optimizer.safetensors")),
+                     optimizer_meta=saved["optimizer"],
+                     best=load_file(str(folder / "best.safetensors")) if (folder / "best.safetensors").exists()
+                     else None)
+    except Exception:  # a checkpoint is an optimisation: any damage means starting over
+        return None
+    return dict(saved)
+
+
+class _State:
+    """What a pretraining carries from step to step (and a checkpoint holds): the validation history, the best
+    loss and its weights, and the evaluations since the last improvement."""
+
+    def __init__(self) -> None:
+        self.history: list[list[float]] = []  # [step, validation loss]
+        self.best_loss = math.inf
+        self.best_step = 0
+        self.best: dict[str, Any] | None = None  # parameters at the best validation loss (CPU copies)
+        self.bad = 0
+        self.lr_scale = 1.0  # × plateau_decay at each evaluation without an improvement
+        self.stopped = "budget"
+        self.resumed_from = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"history": self.history, "best_loss": self.best_loss if math.isfinite(self.best_loss) else None,
+                "best_step": self.best_step, "bad": self.bad, "lr_scale": self.lr_scale, "stopped": self.stopped}
+
+    def load(self, d: dict[str, Any]) -> None:
+        self.history = [list(x) for x in d["history"]]
+        self.best_loss = math.inf if d["best_loss"] is None else float(d["best_loss"])
+        self.best_step, self.bad, self.stopped = int(d["best_step"]), int(d["bad"]), str(d["stopped"])
+        self.lr_scale = float(d["lr_scale"])
+
+
+def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: ModelShape,
+           precision: str, device: Any, describe: str, codebook: CodeBook | None = None,
+           checkpoints: Path | None = None, key: str | None = None) -> PublicLM:
+    """Train a new model (module docstring). ``checkpoints``: the folder of this training's checkpoints
+    (:mod:`.checkpoint`); a whole checkpoint there is continued from, and new ones are written as it goes."""
+    import torch
+    from safetensors.torch import save_file
+
+    from . import checkpoint as ckpt
 
     base = CodeBook.from_labels(labels, min_texts=settings.label_min_texts)
     codebook = codebook or base
-    tk = train_tokenizer(texts, vocab_size=shape.vocab_size, special_tokens=codebook.special_tokens())
+    saved = _read_checkpoint(checkpoints, key) if checkpoints is not None else None
+    tk = saved["tokenizer"] if saved is not None else train_tokenizer(
+        texts, vocab_size=shape.vocab_size, special_tokens=codebook.special_tokens())
     encoder = ControlEncoder(tk, codebook)
     extractor = KeyphraseExtractor.from_public(texts, min_count=settings.keyphrase_min_count)
     maker = ExampleMaker(encoder, extractor, texts, labels, max_length=shape.n_positions, mix=settings.mix)
@@ -180,30 +296,111 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
     val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
     val_rng = derive(settings.seed, "lm-validation-formats")
     val = [maker.example(int(i), val_rng) for i in val_idx]
-    per_epoch = len(train_idx) * (maker.tokens / max(len(maker), 1)) * 1.1  # text tokens + codes, roughly
-    epochs = settings.epochs if settings.train_tokens is None else min(settings.epochs,
-                                                                        settings.train_tokens / max(per_epoch, 1.0))
-    steps = max(1, math.ceil(epochs * math.ceil(len(train_idx) / settings.batch_size)))
+    budget = plan_budget(len(train_idx), maker.tokens / max(len(maker), 1), settings)
+    steps = budget.steps
     autocast = {"bf16": torch.bfloat16, "fp32": None}[precision]
-    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if device.type == "cuda" else []):
+    state = _State()
+    result = TrainResult()
+    devices = list(range(torch.cuda.device_count())) if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
         torch.manual_seed(int(derive(settings.seed, "lm-init").integers(2**62)))
         model = build_model(shape, vocab_size=encoder.vocab_size, bos_id=BOS, eos_id=EOS, pad_id=PAD).to(device)
-        before = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
         opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay,
                                 betas=(0.9, 0.98))
-        sched = warmup_cosine(opt, steps=steps, warmup=min(settings.warmup, max(1, steps // 10)))
-        result: TrainResult = train_loop(model, opt, _epochs(maker, train_idx, settings, PAD, device), steps=steps,
-                                         scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast,
-                                         reduction="token", description=describe)
+        sched = warmup_cosine(opt, steps=steps, warmup=min(settings.warmup, max(1, steps // 10)),
+                              scale=lambda: state.lr_scale)
+        if saved is not None:
+            ckpt.load_parameters(model, saved["model"])
+            ckpt.load_optimizer(opt, saved["optimizer"], saved["optimizer_meta"])
+            sched.load_state_dict(saved["scheduler"])
+            torch.set_rng_state(torch.tensor(saved["torch_rng"], dtype=torch.uint8))
+            state.load(saved["state"])
+            state.best = saved["best"]
+            r = saved["result"]
+            result = TrainResult(steps=int(r["steps"]), tokens=int(r["tokens"]), seconds=float(r["seconds"]),
+                                 cpu_seconds=float(r["cpu_seconds"]), losses=[float(x) for x in r["losses"]])
+            before = saved["validation_loss_before"]
+            state.resumed_from = result.steps
+            from ...progress import say
+
+            say(f"lm generator: continuing the interrupted training at step {result.steps} of {steps} "
+                f"({saved['folder']})")
+        else:
+            before = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
+        start = result.steps
+        last_save = [time.perf_counter()]
+
+        def save(step_done: int) -> None:
+            if checkpoints is None:
+                return
+
+            def write(tmp: Path) -> dict[str, Any]:
+                tk.save(str(tmp / "tokenizer.json"))
+                save_file(ckpt.named_parameters(model), str(tmp / "model.safetensors"))
+                if state.best is not None:
+                    save_file(state.best, str(tmp / "best.safetensors"))
+                tensors, meta = ckpt.optimizer_tensors(opt)
+                save_file(tensors, str(tmp / "optimizer.safetensors"))
+                sd = sched.state_dict()  # lr_lambdas: [None] (a plain function is not saved)
+                ckpt.write_json(tmp / "state.json", {
+                    "key": key, "step": step_done, "planned_steps": steps, "optimizer": meta, "scheduler": sd,
+                    "torch_rng": torch.get_rng_state().tolist(), "state": state.to_dict(),
+                    "validation_loss_before": before,
+                    "result": {"steps": result.steps, "tokens": result.tokens, "seconds": result.seconds,
+                               "cpu_seconds": result.cpu_seconds, "losses": result.losses}})
+                return {"step": step_done}
+
+            ckpt.save(checkpoints, step_done, write)
+            last_save[0] = time.perf_counter()
+
+        def on_step(step: int, loss: float) -> bool:
+            done = step + 1
+            stop = False
+            if val and settings.patience > 0 and (done % budget.eval_every == 0 or done == steps):
+                v = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast)
+                state.history.append([done, round(v, 5)])
+                if v < state.best_loss - settings.min_improvement:
+                    state.best_loss, state.best_step, state.bad = v, done, 0
+                    state.best = ckpt.named_parameters(model)
+                else:
+                    if v < state.best_loss:  # better, by less than min_improvement: keep these weights
+                        state.best_loss, state.best_step = v, done
+                        state.best = ckpt.named_parameters(model)
+                    state.bad += 1
+                    state.lr_scale *= settings.plateau_decay
+                    if state.bad >= settings.patience and done < steps:
+                        state.stopped = "early"
+                        stop = True
+            if ckpt.fault(done):
+                save(done)
+                ckpt.kill()
+            if not stop and done < steps and time.perf_counter() - last_save[0] >= settings.checkpoint_seconds:
+                save(done)
+            return stop
+
+        try:
+            result = train_loop(model, opt, _batches(maker, train_idx, settings, PAD, device, start), steps=steps,
+                                scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast, reduction="token",
+                                description=describe, on_step=on_step, start=start, result=result)
+        except KeyboardInterrupt:
+            if result.steps > start:  # Ctrl-C: keep what was trained, then stop as asked
+                save(result.steps)
+            raise
+        if state.best is not None and state.best_step != result.steps:
+            ckpt.load_parameters(model, state.best)  # early stopping keeps the best validation loss's weights
         model.eval()
         if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
             raise TrainingDiverged(f"training diverged: the weights are no longer finite after {result.steps} "
                                    "steps; lower the learning rate")
         after = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
     info = {"parameters": count_parameters(model), "shape": shape.to_dict(), "precision": precision, "lr": settings.lr,
-            "device": str(device), "public_texts": len(texts), "train_texts": len(train_idx),
-            "validation_texts": int(n_val), "epochs": round(result.tokens / max(per_epoch, 1.0), 3),
-            "planned_steps": steps, "train": result.to_dict(), "validation_loss_before": before,
+            "device": str(device), "threads": torch.get_num_threads(), "public_texts": len(texts),
+            "train_texts": len(train_idx), "validation_texts": int(n_val),
+            "epochs": round(result.steps / budget.steps_per_epoch, 3),
+            "planned_steps": steps, "planned_epochs": round(budget.epochs, 3), "eval_every": budget.eval_every,
+            "stopped": state.stopped, "best_step": state.best_step if state.best is not None else result.steps,
+            "resumed_from_step": state.resumed_from, "validation_history": state.history,
+            "train": result.to_dict(), "validation_loss_before": before,
             "validation_loss_after": after, "label_columns": list(codebook.columns),
             "untrained_codes": codebook.added_by(base),
             "keyphrase_terms": len(extractor.vocabulary)}
@@ -298,14 +495,23 @@ def _cached(folder: Path, settings: LMSettings, tdev: Any, key: str) -> PublicLM
 def _train_new(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: Any,
                precision: str, tdev: Any, key: str, folder: Path | None, status: str,
                codebook: CodeBook | None = None) -> PublicLM:
+    from ...backends.hardware import torch_threads
     from ...progress import say
+    from . import checkpoint as ckpt
 
+    threads = training_threads(settings.threads) if tdev.type == "cpu" else None
     say(f"training the lm generator on {len(texts)} public texts ({shape.n_layer} layers × {shape.n_embd}, "
-        f"{precision}, {tdev})" + (f"; cached in {folder}" if folder is not None else ""))
+        f"{precision}, {tdev}" + (f", {threads} thread(s)" if threads else "") + ")"
+        + (f"; cached in {folder}" if folder is not None else ""))
     t0 = time.perf_counter()
+    checkpoints = ckpt.checkpoint_root(folder) if folder is not None else None
     try:
-        lm = _train(texts, labels, settings, shape, precision, tdev, "lm generator: training", codebook)
+        with torch_threads(threads):
+            lm = _train(texts, labels, settings, shape, precision, tdev, "lm generator: training", codebook,
+                        checkpoints=checkpoints, key=key)
     except TrainingDiverged as e:
+        if checkpoints is not None:  # its checkpoints lead to the same divergence
+            ckpt.clear(checkpoints)
         raise BackendError(f"training the lm generator failed: {e} (lm.lr, now {settings.lr:g}); nothing was "
                            "cached") from e
     except (ValueError, RuntimeError) as e:
@@ -314,6 +520,8 @@ def _train_new(texts: list[str], labels: dict[str, list[str]] | None, settings: 
     if folder is not None:
         lm.info["cache_dir"] = str(folder)
         lm_cache.write_entry(folder, lambda tmp: _save(lm, tmp))
+        if checkpoints is not None:
+            ckpt.clear(checkpoints)
     return lm
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from ...data.labels import LabelInfo
 from ...errors import ConfigError
 from .keyphrases import KeyphraseExtractor, Occurrence
-from .tokenizer import normalize
+from .tokenizer import decode_bytes, normalize, token_bytes
 
 SPECIALS = ("<|bos|>", "<|eos|>", "<|pad|>", "<|text|>", "<|infill|>", "<|blank|>", "<|sep|>", "<|answer|>")
 BOS, EOS, PAD, TEXT, INFILL, BLANK, SEP, ANSWER = range(len(SPECIALS))
@@ -124,6 +124,7 @@ class ControlEncoder:
                 i += 1
         self.n_special = i
         self._words: dict[str, list[int]] = {}
+        self._bytes: list[bytes] | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -192,9 +193,12 @@ class ControlEncoder:
 
     # ------------------------------------------------------------------------------------------- decoding
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` without control codes."""
-        return str(self.tokenizer.decode([int(i) for i in ids if int(i) >= self.n_special],
-                                         skip_special_tokens=False)).strip()
+        """Text of ``ids`` without control codes: the bytes of the whole sequence decoded at once, invalid UTF-8
+        dropped (:func:`.tokenizer.decode_bytes`), so no U+FFFD ever reaches a record."""
+        if self._bytes is None:
+            self._bytes = token_bytes(self.tokenizer)
+        table = self._bytes
+        return decode_bytes(b"".join(table[int(i)] for i in ids if self.n_special <= int(i) < len(table)))
 
     def render(self, ids: Sequence[int]) -> str:
         """``ids`` as text with the control codes written out (what the prompt log records)."""

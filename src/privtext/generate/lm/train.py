@@ -152,15 +152,19 @@ def length_batches(lengths: Sequence[int], batch_size: int, rng: np.random.Gener
     return [out[int(i)] for i in perm]
 
 
-def warmup_cosine(optimizer: Any, *, steps: int, warmup: int, floor: float = 0.1) -> Any:
-    """Linear warm-up over ``warmup`` steps, then cosine decay to ``floor`` × the base learning rate."""
+def warmup_cosine(optimizer: Any, *, steps: int, warmup: int, floor: float = 0.1,
+                  scale: Callable[[], float] | None = None) -> Any:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to ``floor`` × the base learning rate; times
+    ``scale()`` when given (read at every step: the pretraining's cut on a validation plateau)."""
     import torch
 
     def factor(step: int) -> float:
         if step < warmup:
-            return (step + 1) / warmup
-        t = (step - warmup) / max(1, steps - warmup)
-        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+            f = (step + 1) / warmup
+        else:
+            t = (step - warmup) / max(1, steps - warmup)
+            f = floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+        return f * (scale() if scale is not None else 1.0)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
@@ -192,35 +196,45 @@ class TrainingDiverged(RuntimeError):
 def train_loop(model: Any, optimizer: Any, batches: Iterable[dict[str, Any]], *, steps: int,
                scheduler: Any = None, max_grad_norm: float | None = 1.0, autocast_dtype: Any = None,
                reduction: Literal["sequence", "token"] = "sequence", description: str = "training",
-               on_step: Callable[[int, float], None] | None = None) -> TrainResult:
-    """Run :func:`train_step` on up to ``steps`` batches with a progress bar (ETA, loss, tokens/s)."""
+               on_step: Callable[[int, float], bool | None] | None = None, start: int = 0,
+               result: TrainResult | None = None) -> TrainResult:
+    """Run :func:`train_step` on the batches of steps ``start`` .. ``steps - 1`` (``batches`` yields step
+    ``start``'s batch first) with a progress bar (ETA, loss, tokens/s). ``on_step(step, loss)`` runs after each
+    step; when it returns True the loop stops there (early stopping). ``result``: a resumed run's tallies,
+    added to (the wall and CPU seconds count this call's time on top of them)."""
     from ...progress import progress
 
-    res = TrainResult()
+    res = result if result is not None else TrainResult()
+    seconds0, cpu0, tokens0 = res.seconds, res.cpu_seconds, res.tokens
     t0, c0 = time.perf_counter(), time.process_time()
     it: Iterator[dict[str, Any]] = iter(batches)
-    with progress(description, steps, eta=True) as bar:
-        for step in range(steps):
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            loss = train_step(model, batch, optimizer, scheduler=scheduler, max_grad_norm=max_grad_norm,
-                              autocast_dtype=autocast_dtype, reduction=reduction)
-            if not math.isfinite(loss):  # the weights are no longer finite: every later step and sample is garbage
-                raise TrainingDiverged(f"training diverged: the loss is {loss} at step {step + 1} of {steps}, so "
-                                       "the weights are no longer finite; lower the learning rate")
-            res.steps += 1
-            res.tokens += int(batch["attention_mask"].sum())
-            res.losses.append(loss)
-            if on_step is not None:
-                on_step(step, loss)
-            bar.advance(1)
-            if step % 10 == 0 or step == steps - 1:
-                el = time.perf_counter() - t0
-                bar.note(f"loss {np.mean(res.losses[-10:]):.3f} · {res.tokens / max(el, 1e-9):,.0f} tok/s")
-    res.seconds = time.perf_counter() - t0
-    res.cpu_seconds = time.process_time() - c0
+    try:
+        with progress(description, max(steps - start, 0), eta=True) as bar:
+            for step in range(start, steps):
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                loss = train_step(model, batch, optimizer, scheduler=scheduler, max_grad_norm=max_grad_norm,
+                                  autocast_dtype=autocast_dtype, reduction=reduction)
+                if not math.isfinite(loss):  # the weights are no longer finite: every later step is garbage
+                    raise TrainingDiverged(f"training diverged: the loss is {loss} at step {step + 1} of {steps}, "
+                                           "so the weights are no longer finite; lower the learning rate")
+                res.steps += 1
+                res.tokens += int(batch["attention_mask"].sum())
+                res.losses.append(loss)
+                res.seconds = seconds0 + time.perf_counter() - t0
+                res.cpu_seconds = cpu0 + time.process_time() - c0
+                bar.advance(1)
+                if step % 10 == 0 or step == steps - 1:
+                    el = time.perf_counter() - t0
+                    bar.note(f"loss {np.mean(res.losses[-10:]):.3f} · {(res.tokens - tokens0) / max(el, 1e-9):,.0f} "
+                             "tok/s")
+                if on_step is not None and on_step(step, loss):
+                    break
+    finally:
+        res.seconds = seconds0 + time.perf_counter() - t0
+        res.cpu_seconds = cpu0 + time.process_time() - c0
     return res
 
 
