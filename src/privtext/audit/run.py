@@ -134,7 +134,7 @@ def audit_run(run_dir: Any, *, trials: int | None = None, secret_trials: int = 2
     try:
         plan = noise_plan(config, releases)
         cal: dict[tuple[Any, ...], tuple[NoiseCheck, list[str]]] = {}
-        for c in check_noise(config, releases):
+        for c in check_noise(config, releases, plan):
             k = (c.kind, round(c.recorded, 9) if math.isfinite(c.recorded) else "nan", round(c.derived, 9),
                  c.passed, c.note)
             cal.setdefault(k, (c, []))[1].append(c.key)
