@@ -28,6 +28,7 @@ from privtext.privacy import (
 )
 from privtext.privacy.accounting import (
     FastMixtureGaussianPrivacyLoss,
+    FastSampledGaussianPrivacyLoss,
     blowup_argmin,
     blowup_from_pld,
     pld_remove_arrays,
@@ -99,6 +100,39 @@ def test_mixture_pld_matches_library_deltas() -> None:
             true = float(ref.get_delta_for_epsilon([e])[0])  # (the scalar path fails on numpy 2)
             got = side.get_delta_for_epsilon(e)
             assert true - 1e-12 <= got <= true * (1 + 1e-4) + 1e-12  # pessimistic, tight
+
+
+# ---------------------------------------------------------------------------- subsampled Gaussian PLD (fast)
+
+
+@pytest.mark.parametrize(("sigma", "q"), [(1.0, 0.01), (0.5, 1e-4), (5.0, 0.25), (0.8, 0.5), (2.0, 1.0)])
+def test_fast_sampled_gaussian_equals_the_library(sigma: float, q: float) -> None:
+    """The vectorised inverse and δ(ε) are dp_accounting's scalar ones (to round-off), across and beyond the
+    loss's range (below log(1 − q) on REMOVE, above −log(1 − q) on ADD)."""
+    for adj in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD):
+        ref = plm.GaussianPrivacyLoss(sigma, sampling_prob=q, adjacency_type=adj)
+        fast = FastSampledGaussianPrivacyLoss(sigma, sampling_prob=q, adjacency_type=adj)
+        b = ref.connect_dots_bounds()
+        eps = np.linspace(b.epsilon_lower - 0.1, b.epsilon_upper + 0.1, 2001)
+        np.testing.assert_allclose(fast.get_delta_for_epsilon(eps), ref.get_delta_for_epsilon(eps), rtol=0, atol=1e-15)
+        asymptote = math.log1p(-q) if q < 1 else -math.inf
+        inside = eps[eps > asymptote + 1e-6] if adj == plm.AdjacencyType.REMOVE else eps[eps < -asymptote - 1e-6]
+        np.testing.assert_allclose(fast.inverse_privacy_losses(inside[::20]),
+                                   [ref.inverse_privacy_loss(e) for e in inside[::20]], rtol=1e-11, atol=1e-11)
+
+
+def test_subsampled_pld_is_the_librarys_on_an_adaptive_grid() -> None:
+    """One DP-SGD step's PLD: at every ε its δ is at least dp_accounting's on the full grid of the same interval
+    minus round-off (pessimistic: the adaptive grid only drops points) and within 1e-4 of it, relative."""
+    from privtext.privacy.accounting import _subsampled_pld
+
+    for sigma, q, h in [(1.0, 0.01, 1e-3), (0.5, 1e-3, 1e-4), (2.0, 1e-4, 5e-6)]:
+        ours = _subsampled_pld(dp_accounting.PoissonSampledDpEvent(q, G(sigma)), 1, h)
+        ref = dp_accounting.pld.privacy_loss_distribution.from_gaussian_mechanism(
+            sigma, value_discretization_interval=h, sampling_prob=q)
+        for e in (0.0, 0.01, 0.1, 0.5, 1.0):
+            got, want = ours.get_delta_for_epsilon(e), ref.get_delta_for_epsilon(e)
+            assert want - 1e-12 <= got <= want * (1 + 1e-4) + 1e-12, (sigma, q, e, got, want)
 
 
 def _hockey_stick(sigma: float, sens: list[float], probs: list[float], eps: float, *, p_wrt_q: bool) -> float:
@@ -245,6 +279,7 @@ def test_near_zero_noise_coarsens_the_pld_and_stays_an_upper_bound(monkeypatch: 
     assert coarse_h > acc.DEFAULT_DISCRETIZATION
     coarse = acc.epsilon_for_delta(ev, 1e-5)
     monkeypatch.setattr(acc, "MAX_PLD_POINTS", 10**12)
+    monkeypatch.setattr(acc, "FAST_PLD_POINTS", 10**12)
     assert acc.pld_interval(acc.flatten(ev)) == acc.DEFAULT_DISCRETIZATION
     fine = acc.epsilon_for_delta(ev, 1e-5)
     assert fine <= coarse <= fine * (1 + 1e-4)
