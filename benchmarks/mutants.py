@@ -184,6 +184,13 @@ MUTANTS: list[Mutant] = [
       [D + "test_augpe_vote_noise_is_sigma_times_the_relations_delta",
        D + "test_gaussian_label_histogram_noise"],
       "a secret's group of k records (or a user's m) accounted as one record"),
+    M("normalised-user-delta-one-for-everything", "sensitivity", P + "privacy/relation.py",
+      "        if self.kind == \"user\" and not self.capped:\n",
+      "        if self.kind == \"user\" and self.normalised:\n            return 1.0\n"
+      "        if self.kind == \"user\" and not self.capped:\n",
+      ["tests/test_privacy_relation.py::"
+       "test_normalised_user_level_is_m_times_the_bound_for_releases_the_parties_do_not_normalise"],
+      "issue 36 (also found): normalised user level gave Δ = 1 to label histograms and vocabularies too (Δ = m)"),
     M("gaussian-release-std-without-delta", "sensitivity", P + "privacy/release.py",
       "event=gaussian_event(sigma), noise_std=sigma * delta,", "event=gaussian_event(sigma), noise_std=sigma,",
       [D + "test_augpe_vote_noise_is_sigma_times_the_relations_delta"]),
