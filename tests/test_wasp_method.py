@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from privtext.data import Corpus
-from privtext.errors import ConfigError
+from privtext.errors import ConfigError, RunError
 from privtext.mechanisms.topq import topq_histograms
 from privtext.methods.wasp import generator_counts, generator_weights, round_sizes, select_examples
 from privtext.privacy.calibration import wasp_noise_multiplier
@@ -303,7 +303,7 @@ def test_shared_pool_arithmetic_known_values() -> None:
     kept = {int(assign_shared(keys, tied, rng=np.random.default_rng(s))[0]) for s in range(40)}
     assert kept == {0, 1}
     # a pool text beyond the released histogram was never voted on: it cannot be labelled
-    with pytest.raises(ConfigError, match="r0-k0-p1"):
+    with pytest.raises(RunError, match="r0-k0-p1"):
         assign_shared(keys, hn[:4], rng=np.random.default_rng(0))
     # Eq 8 counts a pool text once: gen 0 holds the two pool texts (copies' votes 0.5−1+3.5+2+1−4 = 2 over 2
     # texts: mean 1), gen 1 the two others (9 + 0 over 2: mean 4.5) → 1 : 4.5; per copy it would be 1/3 : 4.5
@@ -489,3 +489,62 @@ def test_shared_pool_with_the_zero_shot_mix_and_output_nearest(tmp_path: Path) -
             assert r3 and not any("-p" in i and "@" in i for i in r3)
         else:
             assert any("@" in i for i in r3)
+
+
+def test_shared_pool_run_resumed_after_a_kill_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    """SIGKILL after the last vote's value reached disk (the pool's labels come from it), after an earlier one, and
+    after the last round's checkpoint: ``privtext resume`` then writes the same synthetic set, labels included,
+    as an uninterrupted run (reproducible noise, NOT private: for the comparison only)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+
+    from privtext.data import write_corpus
+
+    priv, pub, _ = toy_corpora(rng=np.random.default_rng(0), n_private=60, n_pool=200,
+                               topics=("food", "hotel", "shop"))
+    write_corpus(Corpus.from_texts(list(priv.texts), {"category": list(priv.labels["category"])}, name="priv"),
+                 tmp_path / "private.csv")
+    write_corpus(Corpus.from_texts(list(pub.texts), name="pool"), tmp_path / "public.csv")
+
+    def cli(*args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PRIVTEXT_QUIET": "1", **({"PRIVTEXT_FAULT": fault} if fault else {})}
+        return subprocess.run([sys.executable, "-m", "privtext", *args], capture_output=True, text=True, env=env)
+
+    def config(name: str) -> str:
+        cfg = {"method": "wasp", "seed": 3,
+               "data": {"private": str(tmp_path / "private.csv"), "public": str(tmp_path / "public.csv"),
+                        "label_columns": ["category"], "label_values": {"category": ["food", "hotel", "shop"]}},
+               "generator": {"backend": "ngram"}, "embedder": {"backend": "hashing", "dim": 64, "cache": False},
+               "privacy": {"epsilon": 4.0, "delta": 1e-5, "reproducible_noise": True},
+               "evolution": {"num_samples": 60, "iterations": 4, "label_distribution": {"kind": "uniform"}},
+               "wasp": {"q": 3, "in_context": 4}, "output": str(tmp_path / name)}
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+        return str(p)
+
+    r = cli("run", config("ref"))
+    assert r.returncode == 0, r.stderr
+    ref = RunDir(tmp_path / "ref").synthetic.read_bytes()
+    for fault in ("after_save:votes/round_002", "after_save:votes/round_001"):
+        name = "killed-" + fault.rsplit("_", 1)[-1]
+        r = cli("run", config(name), fault=fault)
+        assert r.returncode == -signal.SIGKILL, r.stderr
+        assert not RunDir(tmp_path / name).synthetic.exists()
+        r = cli("resume", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr
+        assert RunDir(tmp_path / name).synthetic.read_bytes() == ref
+    # killed after the last round's checkpoint, before the output: every round is loaded, the pool's labels
+    # come from the last voted round's kept histogram
+    import shutil
+
+    shutil.copytree(tmp_path / "ref", tmp_path / "late")
+    late = RunDir(tmp_path / "late")
+    late.synthetic.unlink()
+    late.privacy.unlink()
+    r = cli("resume", str(tmp_path / "late"))
+    assert r.returncode == 0, r.stderr
+    assert late.synthetic.read_bytes() == ref

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, RunError
 from ...mechanisms.labels import allocate
 
 
@@ -71,7 +71,8 @@ def assign_shared(keys: list[str | None], nearest: np.ndarray, *, rng: np.random
     pool text's copies (one per label group, each voted on by that label's private samples only), the copy with
     the largest released H̃ⁿ — the label whose private samples are nearest to it (ties at random). ``nearest``
     covers the first ``len(nearest)`` samples; a pool text whose copies lie beyond it was never voted on and
-    cannot be labelled: :class:`ConfigError`. Post-processing of a released histogram. Returns sorted indices."""
+    cannot be labelled: :class:`RunError` (the rounds never write one). Post-processing of a released histogram.
+    Returns sorted indices."""
     h = np.asarray(nearest, dtype=np.float64)
     jit = rng.random(len(keys))
     best: dict[str, int] = {}
@@ -81,7 +82,7 @@ def assign_shared(keys: list[str | None], nearest: np.ndarray, *, rng: np.random
             keep.append(i)
             continue
         if i >= len(h):
-            raise ConfigError(f"the shared-pool text {k!r} was never voted on, so no label can be given to it")
+            raise RunError(f"the shared-pool text {k!r} was never voted on, so no label can be given to it")
         j = best.get(k)
         if j is None or (h[i], jit[i]) > (h[j], jit[j]):
             best[k] = i
