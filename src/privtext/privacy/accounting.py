@@ -437,8 +437,9 @@ def loss_span(leaves: Leaves) -> float:
 
     This is the width of the sum of the supports, not of the PMF dp_accounting keeps: its self-composition
     truncates both tails at 1e-15 of mass (Chernoff bounds), so T steps of a subsampled Gaussian span about
-    √T·(the spread of one step) rather than T·(one step's support). Only the blow-up PLDs (:func:`blowup_of`,
-    a handful of compositions) are sized with it; (ε, δ) PLDs are sized by :func:`pld_interval`."""
+    √T·(the spread of one step) rather than T·(one step's support). Only the blow-up PLDs (:func:`blowup_of`)
+    and compositions holding mixture-of-Gaussians events (a handful of compositions each) are sized with it; other
+    (ε, δ) PLDs are sized by the rules of :func:`pld_interval`."""
     span = 0.0 if math.isinf(leaves.gaussian_z) else _gaussian_loss_span(1.0 / leaves.gaussian_z)
     for e, c in leaves.others:
         span += _one_span(e) * int(c)
@@ -545,9 +546,11 @@ def pld_interval(leaves: Leaves, requested: float = DEFAULT_DISCRETIZATION, *, r
     """The value discretisation interval :func:`composed_pld` uses for ``leaves`` (a deterministic function of the
     events and ``requested``, so calibration and the ledger build the same PLD).
 
-    With ``refine=False`` (blow-up PLDs): ``requested``, or the coarser interval at which the support of the
-    untruncated composition (:func:`loss_span`) has :data:`MAX_PLD_POINTS` points. That happens only for near-zero
-    noise or long compositions, where a coarser pessimistic PLD stays an upper bound.
+    With ``refine=False`` (blow-up PLDs), and for compositions holding a mixture-of-Gaussians leaf (secret-level
+    events: a handful of wide compositions, whose PLD builds cost up to seconds each): ``requested``, or the
+    coarser interval at which the support of the untruncated composition (:func:`loss_span`) has
+    :data:`MAX_PLD_POINTS` points. That happens only for near-zero noise or long compositions, where a coarser
+    pessimistic PLD stays an upper bound.
 
     With ``refine=True`` ((ε, δ) PLDs), starting from ``requested`` (coarser only where one application of each
     leaf would not fit in :data:`MAX_PLD_POINTS` points: near-zero noise, e.g. σ ≈ 0.001), three rules, applied
@@ -572,7 +575,7 @@ def pld_interval(leaves: Leaves, requested: float = DEFAULT_DISCRETIZATION, *, r
     Intervals are rounded down to 3 significant digits. Every interval gives a pessimistic PLD (an upper bound
     on ε): the rules only trade tightness against time and memory."""
     h = float(requested)
-    if not refine:
+    if not refine or any(isinstance(e, _dpe.MixtureOfGaussiansDpEvent) for e, _ in leaves.others):
         return max(h, loss_span(leaves) / MAX_PLD_POINTS)
     one = (0.0 if math.isinf(leaves.gaussian_z) else _gaussian_loss_span(1.0 / leaves.gaussian_z)) + sum(
         _one_span(e) for e, _ in leaves.others)
