@@ -8,9 +8,14 @@ Steps on a cache miss (all seeded by ``settings.seed``; torch's global RNG is fo
 3. a GPT-2 of the configured size (:mod:`.model`);
 4. training (:mod:`.train`): AdamW, linear warm-up then cosine decay, gradient-norm clipping at 1, token-weighted
    loss; every epoch each public text gives one sequence in a format drawn from the :class:`~.codes.FormatMix`.
-   The run lasts ``min(epochs, train_tokens / tokens per epoch)`` epochs; ``validation`` public texts (a seeded
-   slice) are held out and their loss is measured before and after training (``PublicLM.info``);
-5. the files are written to the cache (:mod:`.cache`).
+   The budget is ``min(epochs, train_tokens / tokens per epoch)`` epochs (:func:`plan_budget`); ``validation``
+   public texts (a seeded slice) are held out and evaluated every epoch (or every tenth of the budget when
+   sooner): an evaluation that does not improve by ``min_improvement`` cuts the learning rate by
+   ``plateau_decay``, ``patience`` of them in a row stop the training, and the best evaluation's weights are
+   kept (``PublicLM.info``: ``stopped``, ``best_step``, ``validation_history``). Torch threads: ``threads``, else
+   the idle cores (:func:`training_threads`). When the model is cached, checkpoints (:mod:`.checkpoint`) let an
+   interrupted training continue where it stopped;
+5. the files are written to the cache (:mod:`.cache`), and the checkpoints removed.
 
 bf16 autocast (``precision: auto`` where the CPU has native bf16 — AVX512-BF16 or AMX — or the GPU supports it)
 roughly halves the CPU time of a step on such CPUs; the weights stay fp32.
@@ -68,7 +73,7 @@ class LMSettings:
     dropout: float = 0.0
     epochs: float = 20.0
     train_tokens: int | None = 6_000_000
-    patience: int = 3
+    patience: int = 2
     eval_every: int | None = None
     min_improvement: float = 0.01
     plateau_decay: float = 0.3

@@ -91,9 +91,14 @@ def token_bytes(tk: Any) -> list[bytes]:
 _BANNED = dict.fromkeys([0xFFFD, *range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)])
 
 
+def strip_invalid(text: str) -> str:
+    """``text`` without U+FFFD and the control characters other than whitespace."""
+    return text.translate(_BANNED)
+
+
 def clean_text(text: str) -> str:
-    """``text`` without U+FFFD and control characters, whitespace normalised (:func:`normalize`)."""
-    return normalize(text.translate(_BANNED))
+    """:func:`strip_invalid`, whitespace normalised (:func:`normalize`)."""
+    return normalize(strip_invalid(text))
 
 
 def decode_bytes(data: bytes) -> str:
@@ -116,5 +121,5 @@ def hf_tokenizer(tk: Any, *, bos: str, eos: str, pad: str) -> Any:
                                    unk_token=None)
 
 
-__all__ = ["BYTE_OF_CHAR", "clean_text", "decode_bytes", "hf_tokenizer", "load_tokenizer", "normalize", "token_bytes",
-           "train_tokenizer"]
+__all__ = ["BYTE_OF_CHAR", "clean_text", "decode_bytes", "hf_tokenizer", "load_tokenizer", "normalize", "strip_invalid",
+           "token_bytes", "train_tokenizer"]

@@ -254,6 +254,8 @@ class HFCausalLM:
     def sample(self, prompts: Sequence[Sequence[int]], rng: np.random.Generator, stats: dict[str, int]) -> list[str]:
         import torch
 
+        from ...generate.lm.tokenizer import strip_invalid
+
         device = next(self.model.parameters()).device
         out: list[str] = []
         was = self.model.training
@@ -274,8 +276,9 @@ class HFCausalLM:
                 for row in new:
                     if self.eos_id in row:
                         row = row[:row.index(self.eos_id)]
-                    out.append(str(self.tokenizer.decode([t for t in row if t != self.pad_id],
-                                                         skip_special_tokens=True)).strip())
+                    # a row cut inside a multi-byte character decodes to U+FFFD: never written to a record
+                    out.append(strip_invalid(str(self.tokenizer.decode([t for t in row if t != self.pad_id],
+                                                                       skip_special_tokens=True))).strip())
                 stats["calls"] = stats.get("calls", 0) + 1
                 stats["prompt_tokens"] = stats.get("prompt_tokens", 0) + sum(len(r) for r in rows)
                 stats["completion_tokens"] = stats.get("completion_tokens", 0) + sum(len(r) for r in new)
