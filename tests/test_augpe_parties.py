@@ -219,7 +219,7 @@ def test_audit_of_a_federated_run_audits_the_central_event(tmp_path: Path) -> No
 
     run = _run(tmp_path, "audit", {"count": 3, "aggregation": "plain"})
     res = audit_run(run, trials=400, rng=np.random.default_rng(0), alpha=1e-3)
-    assert [r.check for r in res] == ["derivation", "attack"] and all(r.passed for r in res), res
-    assert res[1].mechanism.split(" ")[0] == "federated_nn_vote_sum"
+    assert [r.check for r in res] == ["derivation", "calibration", "attack"] and all(r.passed for r in res), res
+    assert res[2].mechanism.split(" ")[0] == "federated_nn_vote_sum"
     rec = _ledger(run)[0]
     assert res[0].estimate == res[0].claim == rec["sensitivity"] == 1.0

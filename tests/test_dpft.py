@@ -164,7 +164,8 @@ def test_a_run_records_the_events_it_calibrated_and_spends_its_budget(tmp_path: 
 
     audited = audit_run(root, attack=False)
     assert {r.mechanism.split(" ")[0] for r in audited} == {"dpsgd", "labels_gaussian"}
-    assert all(r.passed and r.check == "derivation" for r in audited)
+    assert all(r.passed for r in audited), audited
+    assert {r.check for r in audited} == {"derivation", "calibration"}  # Δ and σ derived from the configuration
 
 
 def test_an_unlabelled_public_corpus_gets_the_declared_codes_for_fine_tuning_to_learn(tmp_path: Path,
