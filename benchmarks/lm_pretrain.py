@@ -118,14 +118,18 @@ def main(argv: list[str] | None = None) -> int:
         tpath.write_text(json.dumps(texts), encoding="utf-8")
         payload = json.dumps({"texts": str(tpath), "options": options, "cache_dir": str(cache_dir)})
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        child = subprocess.Popen([sys.executable, "-c", CHILD, payload], env=env)
+        # SIGINT back to its default in the child: a shell that starts this in the background ignores it, the
+        # child would inherit that and Python would then never raise KeyboardInterrupt
+        child = subprocess.Popen([sys.executable, "-c", CHILD, payload], env=env,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             child.wait(timeout=args.interrupt_after)
             print("the training ended before the interrupt")
         except subprocess.TimeoutExpired:
             child.send_signal(signal.SIGINT)
             child.wait()
-            print(f"interrupted (SIGINT) after {args.interrupt_after:.0f} s; exit code {child.returncode}")
+            print(f"interrupted (SIGINT) after {args.interrupt_after:.0f} s; exit code {child.returncode}; "
+                  f"checkpoints: {[p.name for p in sorted(cache_dir.glob('.*.partial/step_*'))]}")
         child_cpu = _children_cpu()
     lm = build_public_lm(texts, settings=o.settings(), cache_dir=cache_dir)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0 + child_cpu

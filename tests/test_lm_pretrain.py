@@ -225,6 +225,34 @@ def test_early_stopping_state_survives_a_resume(public: Corpus, tmp_path: Path) 
     assert_same_weights(weights(lm), weights(ref))
 
 
+def test_ctrl_c_during_an_evaluation_resumes_with_that_evaluation(public: Corpus, tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """Ctrl-C while step 45's validation loss is computed: the checkpoint holds step 45 without its evaluation,
+    and the resumed training evaluates it first, so the history, the plateau cuts and the weights are those of
+    the uninterrupted training (without that evaluation the history would lack step 45)."""
+    s = {**TINY, "epochs": 40.0, "patience": 2, "min_improvement": 0.02, "eval_every": 15}
+    ref = build_public_lm(public.texts, settings=LMSettings(**s), cache=False)
+    assert [st for st, _ in ref.info["validation_history"][:3]] == [15, 30, 45]
+    real, calls = lm_build.evaluate_loss, []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 4:  # the loss before training, then steps 15, 30 and 45
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(lm_build, "evaluate_loss", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_public_lm(public.texts, settings=LMSettings(**s), cache_dir=tmp_path)
+    monkeypatch.setattr(lm_build, "evaluate_loss", real)
+    (ck,) = _checkpoints(tmp_path)
+    assert ck.name == "step_00000045"
+    lm = build_public_lm(public.texts, settings=LMSettings(**s), cache_dir=tmp_path)
+    assert lm.info["resumed_from_step"] == 45
+    assert lm.info["validation_history"] == ref.info["validation_history"]
+    assert_same_weights(weights(lm), weights(ref))
+
+
 # -------------------------------------------------------------------------------------------------- decoding
 
 

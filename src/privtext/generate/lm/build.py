@@ -358,24 +358,29 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
             ckpt.save(checkpoints, step_done, write)
             last_save[0] = time.perf_counter()
 
+        def evaluate(done: int) -> bool:
+            """The validation evaluation after step ``done``, where one is due; True: stop (early)."""
+            if not (val and settings.patience > 0 and (done % budget.eval_every == 0 or done == steps)):
+                return False
+            v = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast)
+            state.history.append([done, round(v, 5)])
+            if v < state.best_loss - settings.min_improvement:
+                state.best_loss, state.best_step, state.bad = v, done, 0
+                state.best = ckpt.named_parameters(model)
+                return False
+            if v < state.best_loss:  # better, by less than min_improvement: keep these weights
+                state.best_loss, state.best_step = v, done
+                state.best = ckpt.named_parameters(model)
+            state.bad += 1
+            state.lr_scale *= settings.plateau_decay
+            if state.bad >= settings.patience and done < steps:
+                state.stopped = "early"
+                return True
+            return False
+
         def on_step(step: int, loss: float) -> bool:
             done = step + 1
-            stop = False
-            if val and settings.patience > 0 and (done % budget.eval_every == 0 or done == steps):
-                v = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast)
-                state.history.append([done, round(v, 5)])
-                if v < state.best_loss - settings.min_improvement:
-                    state.best_loss, state.best_step, state.bad = v, done, 0
-                    state.best = ckpt.named_parameters(model)
-                else:
-                    if v < state.best_loss:  # better, by less than min_improvement: keep these weights
-                        state.best_loss, state.best_step = v, done
-                        state.best = ckpt.named_parameters(model)
-                    state.bad += 1
-                    state.lr_scale *= settings.plateau_decay
-                    if state.bad >= settings.patience and done < steps:
-                        state.stopped = "early"
-                        stop = True
+            stop = evaluate(done)
             if ckpt.fault(done):
                 save(done)
                 ckpt.kill()
@@ -383,10 +388,15 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
                 save(done)
             return stop
 
+        stopped = False
+        if start and not (state.history and state.history[-1][0] == start):
+            stopped = evaluate(start)  # Ctrl-C came during this step's evaluation: it was not done
         try:
-            result = train_loop(model, opt, _batches(maker, train_idx, settings, PAD, device, start), steps=steps,
-                                scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast, reduction="token",
-                                description=describe, on_step=on_step, start=start, result=result)
+            if not stopped:
+                result = train_loop(model, opt, _batches(maker, train_idx, settings, PAD, device, start),
+                                    steps=steps, scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast,
+                                    reduction="token", description=describe, on_step=on_step, start=start,
+                                    result=result)
         except KeyboardInterrupt:
             if result.steps > start:  # Ctrl-C: keep what was trained, then stop as asked
                 save(result.steps)
