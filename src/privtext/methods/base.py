@@ -606,13 +606,16 @@ class MethodRun:
             private = False
         if not audit.clean:
             private = False
-            headline = ("NOT PRIVATE: the prompt audit found private text in prompts sent to a generator "
-                        f"(details in private/diagnostics.json). {headline}")
+            headline = ("NOT PRIVATE: the prompt audit found private text that no public source explains in prompts "
+                        "sent to a generator (`privtext diagnose RUN --prompts` shows it; docs/privacy.md says what "
+                        "to do). No guarantee holds for this run; without that text its noisy releases would give: "
+                        f"{headline}")
         output_clean = output_audit is None or output_audit.clean
         if not output_clean:
             private = False
-            headline = ("NOT PRIVATE: a detected secret value (or a whole private record) appears in the synthetic "
-                        f"output (details in private/diagnostics.json). {headline}")
+            headline = ("NOT PRIVATE: a detected secret value that no public text holds appears in the synthetic "
+                        "output (counts in private/diagnostics.json). No guarantee holds for this run; without it "
+                        f"its noisy releases would give: {headline}")
         noise = {
             "source": ("derived from the seed (reproducible, NOT private)" if reproducible else
                        "ChaCha20 CSPRNG keyed with 256 bits of OS entropy per release; keys are never stored"),
@@ -621,8 +624,9 @@ class MethodRun:
                       "every release; neither key nor raw draws leave private/." if not reproducible else ""),
         }
         audit_words = parts.get("audit_words") or (
-            "Every prompt sent to a generator was checked against the private records (whole records and "
-            "private-only 8-word sequences): none was found." if audit.clean else
+            "Every prompt sent to a generator was checked for private text that no public source explains (whole "
+            "private records, 8-word sequences of a private record, detected secret values): none was found."
+            if audit.clean else
             "The prompt audit FOUND private text in prompts (counts and lines in private/diagnostics.json).")
         if not audit.clean and parts.get("audit_words"):
             audit_words = "The prompt audit FOUND private text in prompts (counts and lines in private/diagnostics.json)."
@@ -648,10 +652,10 @@ class MethodRun:
             releases=releases, noise=noise,
             prompt_audit={"passed": audit.clean, "words": audit_words,
                           "output_passed": output_clean,
-                          "output_words": ("The synthetic text was checked for every detected secret value and "
-                                           "every whole private record: none was found." if output_clean else
-                                           "The synthetic text HOLDS a detected secret value or a whole private "
-                                           "record (counts in private/diagnostics.json).")},
+                          "output_words": ("The synthetic text was checked for every detected secret value that no "
+                                           "public text holds: none was found." if output_clean else
+                                           "The synthetic text HOLDS a detected secret value that no public text "
+                                           "holds (counts in private/diagnostics.json).")},
             files={**RUN_FILES_RELEASE, "private/": PRIVATE_FOLDER_WORDS},
         )
         return st.to_dict()
