@@ -133,7 +133,7 @@ def run_cell(corpus: str, setup: str, method: str, *, evaluate: bool = True) -> 
     wall = time.perf_counter() - t0
     rec: dict[str, Any] = {"corpus": corpus, "setup": setup, "method": method, "wall_seconds": round(wall, 1),
                            "load": round((load0 + os.getloadavg()[0]) / 2, 1), "exit_code": proc.returncode}
-    if proc.returncode != 0 or not (out / "privacy.json").exists():
+    if proc.returncode not in (0, 3) or not (out / "privacy.json").exists():  # 3: finished, an audit failed
         msg = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["(no message)"])[-1]
         rec.update(outcome="refused" if proc.returncode == 2 else "failed", message=msg[:400],
                    folder_left=out.exists())
