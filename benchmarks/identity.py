@@ -12,7 +12,8 @@ digest of each run's ``synthetic.jsonl`` and ``privacy.json``:
     python benchmarks/identity.py --check artifacts/identity/before.json         # after: exit 1 on any difference
 
 ``--setups tiny`` or ``--methods augpe,wasp`` run a part. The run folders stay under ``artifacts/identity/runs``
-for a diff when a digest differs.
+(``--runs DIR`` elsewhere, so that two people checking at once do not remove each other's runs) for a diff when a
+digest differs.
 """
 
 from __future__ import annotations
@@ -115,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--out", type=Path, help="write the digests here")
     ap.add_argument("--check", type=Path, help="compare with digests written before; exit 1 on a difference")
+    ap.add_argument("--runs", type=Path, default=WORK / "runs", help="where the run folders go (default %(default)s)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     digests: dict[str, dict[str, str]] = {}
     for setup in args.setups.split(","):
         for method in args.methods.split(","):
-            root = WORK / "runs" / setup / method
+            root = args.runs.resolve() / setup / method
             if root.exists():
                 shutil.rmtree(root)
             root.parent.mkdir(parents=True, exist_ok=True)
