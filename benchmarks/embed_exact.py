@@ -84,9 +84,8 @@ def _variant(name: str) -> Any:
 def _vote(emb: Any, private: list[str], cands: list[str], center: bool, metric: str
           ) -> tuple[np.ndarray, float, float]:
     from privtext.embed.tiers import TieredEmbedder
-    from privtext.mechanisms.exact_votes import exact_nearest
-    from privtext.mechanisms.nn import nearest
     from privtext.mechanisms.voting import center_rows
+    from privtext.search import exact_nearest, nearest
 
     t0 = time.perf_counter()
     p, c = emb.embed(private), emb.embed(cands)

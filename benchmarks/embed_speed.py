@@ -22,7 +22,7 @@ the first ``--n`` as "private", the next ``--n`` as "candidates". Variants, time
   FullyConnected, and Python cannot set that mark at all: it must come from an IR file's rt_info.)
 
 Prints throughput (texts/s) and its ratio to fp32, mean and minimum cosine to the fp32 vectors, and vote agreement:
-the fraction of private texts whose nearest candidate (exact search, privtext.mechanisms.nn) is the same with the
+the fraction of private texts whose nearest candidate (exact search, privtext.search) is the same with the
 variant's vectors as with fp32's, and the flip margin: the largest fp32 similarity gap between a changed vote's fp32
 winner and the variant's choice (how near a tie the changed votes were). Goal for a fast path: ≥ 2× at mean cosine
 ≥ 0.999 and agreement ≥ 99 %. One sample's agreement is a noisy figure (its changed votes are a handful of
@@ -142,7 +142,7 @@ def main() -> None:
 
     from privtext.embed.st import SentenceTransformerEmbedder
     from privtext.embed.st_export import _preprocess
-    from privtext.mechanisms.nn import nearest
+    from privtext.search import nearest
 
     texts = pd.read_csv(DATA / "dev.csv")["text"].astype(str).tolist()[a.offset: a.offset + 2 * a.n]
     common = {"batch_size": a.batch_size, "torch_threads": a.threads}

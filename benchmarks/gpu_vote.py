@@ -4,7 +4,7 @@ ties re-decided in fp32 (then float64), so the votes are exact.
     python benchmarks/gpu_vote.py [--private 1900000] [--candidates 35000] [--dim 384] [--precisions fp16,bf16,fp32]
         [--sample 2000] [--device cuda]
 
-Needs only numpy and torch: it imports ``privtext.mechanisms.nn`` (numpy/torch only; faiss is imported there only
+Needs only numpy and torch: it imports ``privtext.search`` (numpy/torch only; faiss is imported there only
 by the faiss backends) from ``src/`` next to this file, so the code timed is the library's own. Data: the
 embedding-like unit vectors of benchmarks/voting.py (topics, sub-topics, a shared direction), drawn on the
 device. Prints, per precision: wall seconds of the whole vote, effective TFLOP/s (2·d flops per private ×
@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from privtext.mechanisms import nn
+from privtext.search import gemm_nearest, gemm_torch
 
 
 def make_data(n_priv: int, n_cand: int, d: int, device: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +86,7 @@ def main() -> None:
     results = []
     for prec in a.precisions.split(","):
         calls = {"dense_rows": 0, "float64_pairs": 0}
-        real_dense, real64 = nn._decide_dense_torch, nn._decide64_pairs
+        real_dense, real64 = gemm_torch._decide_dense_torch, gemm_torch._decide64_pairs
 
         def dense(s, *args, _real=real_dense, _calls=calls, **kw):  # type: ignore[no-untyped-def]
             _calls["dense_rows"] += len(s)
@@ -96,17 +96,17 @@ def main() -> None:
             _calls["float64_pairs"] += len(rows)
             return _real(qq, bb, rows, *args, **kw)
 
-        nn._decide_dense_torch, nn._decide64_pairs = dense, d64
+        gemm_torch._decide_dense_torch, gemm_torch._decide64_pairs = dense, d64
         try:
             if dev == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            got = nn.gemm_nearest(q, b, "l2", device=dev, precision=prec, chunk_size=a.chunk)  # type: ignore[arg-type]
+            got = gemm_nearest(q, b, "l2", device=dev, precision=prec, chunk_size=a.chunk)  # type: ignore[arg-type]
             if dev == "cuda":
                 torch.cuda.synchronize()
             dt = time.perf_counter() - t0
         finally:
-            nn._decide_dense_torch, nn._decide64_pairs = real_dense, real64
+            gemm_torch._decide_dense_torch, gemm_torch._decide64_pairs = real_dense, real64
         agree = float((got[sample] == ref).mean())
         res = {"precision": prec, "seconds": round(dt, 3), "tflops": round(flops / dt / 1e12, 2),
                "agreement_vs_float64": agree, **calls}
@@ -117,7 +117,7 @@ def main() -> None:
     if dev == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    assign = nn.gemm_nearest(q, cen, "l2", device=dev, precision="auto")
+    assign = gemm_nearest(q, cen, "l2", device=dev, precision="auto")
     dt = time.perf_counter() - t0
     ref_c = reference64(q[sample], cen, dev)
     print(json.dumps({"step": "cluster_assignment", "centres": len(cen), "seconds": round(dt, 3),

@@ -162,7 +162,7 @@ MUTANTS: list[Mutant] = [
       "add_gaussian(counts, float(noise_multiplier or 0.0) * float(sensitivity), rng)",
       "add_gaussian(counts, float(noise_multiplier or 0.0), rng)",
       [D + "test_dp_length_histogram_noise"]),
-    M("exact-votes-no-safety-factor", "noise", P + "mechanisms/exact_votes.py",
+    M("exact-votes-no-safety-factor", "noise", P + "search/exact_votes.py",
       "    window = safety * raw + FLOOR\n", "    window = raw + FLOOR\n",
       ["tests/test_exact_votes.py::test_votes_equal_the_reference_votes_on_every_record",
        "tests/test_exact_votes.py::test_the_bound_is_calibrated_on_candidates_only"],

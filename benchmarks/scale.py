@@ -78,7 +78,7 @@ def _cpu() -> float:
 
 
 def child(method: str, n_priv: int, n_cand: int, d: int, out_path: str, n_sample: int) -> None:
-    from privtext.mechanisms.nn import ann_nearest, gemm_nearest, ivf_sizes, nearest
+    from privtext.search import ann_nearest, gemm_nearest, ivf_sizes, nearest
 
     q, b = make_data(n_priv, n_cand, d)
     sample = np.sort(np.random.default_rng(1).choice(n_priv, size=min(n_sample, n_priv), replace=False))

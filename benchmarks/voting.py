@@ -51,7 +51,7 @@ def make_data(n_priv: int, n_cand: int, d: int, seed: int = 0) -> tuple[np.ndarr
 
 
 def child(spec: str, n_priv: int, n_cand: int, d: int) -> None:
-    from privtext.mechanisms.nn import brute_force_nn, nearest
+    from privtext.search import brute_force_nn, nearest
 
     backend, _, precision = spec.partition(":")
     q, b = make_data(n_priv, n_cand, d)
@@ -85,7 +85,7 @@ def ann_configs(n_cand: int) -> list[tuple[str, dict]]:
 
 
 def run_ann(kind: str, p: dict, q: np.ndarray, b: np.ndarray) -> np.ndarray:
-    from privtext.mechanisms.nn import ann_nearest
+    from privtext.search import ann_nearest
 
     return ann_nearest(q, b, "l2", kind, **p)
 
@@ -93,7 +93,7 @@ def run_ann(kind: str, p: dict, q: np.ndarray, b: np.ndarray) -> np.ndarray:
 def pareto(a: argparse.Namespace) -> None:
     import faiss
 
-    from privtext.mechanisms.nn import nearest
+    from privtext.search import nearest
 
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     q, b = make_data(a.private, a.candidates, a.dim)

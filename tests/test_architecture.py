@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "privtext"
 LAYERS: list[set[str]] = [
     {"errors", "rng", "registry", "atomicio", "progress", "__init__"},
     {"data", "config", "backends"},
-    {"secrets", "embed", "generate", "guard"},
+    {"secrets", "embed", "generate", "guard", "search"},  # search/: nearest-neighbour backends, below mechanisms/
     {"privacy"},
     {"mechanisms", "federated"},
     {"engine", "rundir"},

@@ -1,4 +1,4 @@
-"""Exact votes from fast embeddings (privtext.embed.tiers, privtext.mechanisms.exact_votes): the votes equal the
+"""Exact votes from fast embeddings (privtext.embed.tiers, privtext.search.exact_votes): the votes equal the
 reference vectors' votes on every record, each record's vote depends on that record alone, and a bound that is too
 small is caught (planted faults). The last tests do it on real text with MiniLM: ``runtime: auto``'s OpenVINO tiers
 (fp32; bf16 on a bf16 CPU only) re-decided with torch fp32."""
@@ -21,10 +21,9 @@ from privtext.embed.tiers import (
     with_source,
 )
 from privtext.errors import ConfigError
-from privtext.mechanisms import exact_votes
-from privtext.mechanisms.exact_votes import calibrate, exact_nearest, vote_space
-from privtext.mechanisms.nn import nearest
 from privtext.mechanisms.voting import center_rows, nearest_votes
+from privtext.search import exact_votes, nearest
+from privtext.search.exact_votes import calibrate, exact_nearest, vote_space
 
 from .conftest import needs_bf16, shared_file
 

@@ -18,7 +18,7 @@ from privtext.mechanisms.clustering import (
     public_kmeans,
     secret_clustering,
 )
-from privtext.mechanisms.nn import brute_force_nn
+from privtext.search import brute_force_nn
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -7,8 +7,9 @@ import pytest
 from scipy import stats
 
 from privtext.errors import ConfigError
-from privtext.mechanisms.nn import _prep, ann_nearest, brute_force_nn, gemm_nearest, nearest
 from privtext.mechanisms.voting import dp_vote_histogram, nearest_votes, threshold_histogram
+from privtext.search import ann_nearest, brute_force_nn, gemm_nearest, nearest
+from privtext.search.reference import _prep
 
 
 def _clustered(rng: np.random.Generator, n: int, d: int = 48, k: int = 40) -> np.ndarray:
@@ -68,16 +69,16 @@ def test_bf16_rows_without_a_positive_maximum_go_dense() -> None:
 
 def test_gemm_blocks_are_chunk_rows_by_all_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
     """The numpy backend multiplies chunk × d by d × N_base blocks: memory O(chunk · N_syn)."""
-    import privtext.mechanisms.nn as nn
+    import privtext.search.gemm as gemm
 
     seen: list[tuple[int, int]] = []
-    real = nn._decide_dense
+    real = gemm._decide_dense
 
     def spy(s, *a, **kw):  # type: ignore[no-untyped-def]
         seen.append(s.shape)
         return real(s, *a, **kw)
 
-    monkeypatch.setattr(nn, "_decide_dense", spy)
+    monkeypatch.setattr(gemm, "_decide_dense", spy)
     rng = np.random.default_rng(0)
     nearest(rng.normal(size=(1000, 8)), rng.normal(size=(900, 8)), backend="numpy", chunk_size=100)
     assert len(seen) == 10 and all(shape == (100, 900) for shape in seen)
@@ -223,7 +224,7 @@ def test_centering_keeps_one_vote_per_record_and_breaks_hubs(any_seed: int) -> N
 def test_fast_bf16_is_read_from_the_cpu_flags() -> None:
     """AMX-BF16 or AVX-512-BF16 (a bf16 GEMM at twice fp32 or better) picks bf16 for ``precision='auto'``; a
     CPU with neither stays fp32; a flag must match whole (``avx512_bf16x`` is not ``avx512_bf16``)."""
-    from privtext.mechanisms.nn import cpu_has_fast_bf16
+    from privtext.search import cpu_has_fast_bf16
 
     assert cpu_has_fast_bf16("flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")
     assert cpu_has_fast_bf16("flags\t\t: fpu avx2 amx_bf16 amx_tile\n")
@@ -242,7 +243,7 @@ def test_bad_ivf_sizes_are_typed_errors_naming_the_value(kind: str, nlist: int, 
 
 def test_ivf_gemm_query_blocks_do_not_change_votes() -> None:
     """The search runs query block by query block (memory O(block)): any block size gives the same votes."""
-    from privtext.mechanisms.nn import _ivf_gemm
+    from privtext.search.ivf_gemm import _ivf_gemm
 
     rng = np.random.default_rng(2)
     q, b = _prep(_clustered(rng, 2500), "l2", "q"), _prep(_clustered(rng, 3000), "l2", "b")

@@ -134,7 +134,7 @@ def test_secpe_counts_and_centres_carry_the_recorded_noise(tmp_path: Path) -> No
     """ρ = 1 (one holder per secret and η ≥ 1, sampling 'max'), so the exact statistics are known: recompute the
     public clusters as the method does and the holders' assignment, then test both noises."""
     from privtext.mechanisms.clustering import clip_rows, public_kmeans
-    from privtext.mechanisms.nn import brute_force_nn
+    from privtext.search import brute_force_nn
     from privtext.secrets import build_detector
 
     priv, pub = _corpora(seed=3, n_private=90)

@@ -10,11 +10,11 @@ import pytest
 
 from privtext.data.population import Population
 from privtext.mechanisms.clustering import public_kmeans
-from privtext.mechanisms.nn import brute_force_nn
 from privtext.methods.secpe import ClusterScorer, SecPEOptions, _NoSecrets, auto_clusters
 from privtext.privacy import Budget, Ledger, ReleaseKeeper
 from privtext.privacy.relation import NeighbouringRelation
 from privtext.rng import derive
+from privtext.search import brute_force_nn
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

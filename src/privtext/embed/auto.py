@@ -3,7 +3,7 @@
 With OpenVINO installed, on the CPU: a :class:`~privtext.embed.tiers.TieredEmbedder` whose fast tier is OpenVINO
 fp32 running the model's own ONNX export (:mod:`privtext.embed.st_export`) one text per request, several requests
 in flight on OpenVINO's throughput streams, and whose reference is torch fp32, one text per pass; the voting layer
-re-decides the votes within the fast tier's error bound with reference vectors (:mod:`privtext.mechanisms.exact_votes`).
+re-decides the votes within the fast tier's error bound with reference vectors (:mod:`privtext.search.exact_votes`).
 The fast tier's vectors are torch's to float rounding (≤ 1.3e-6 in norm, measured), so its bound is tiny and
 almost no vote is re-decided — and the centre a centred vote uses (the candidates' mean) is the fp32 one to
 float rounding too, so centred votes are exact as well.

@@ -3,7 +3,7 @@
 A :class:`TieredEmbedder` returns the vectors of its first, fastest tier (e.g. OpenVINO bf16) for every text, and
 with them a *source*: which text each row is, and how to get that text's vector at any slower tier, down to the
 last one — the **reference**, fp32 torch, one text per forward pass (:func:`reference_embedder`). The voting layer
-(:mod:`privtext.mechanisms.exact_votes`) uses the source to re-decide, with reference vectors of just the records
+(:mod:`privtext.search.exact_votes`) uses the source to re-decide, with reference vectors of just the records
 and candidates involved, every vote whose margin is within the fast tier's error bound; the other votes need no
 reference vector at all. Votes then equal the votes of the reference vectors.
 
@@ -94,7 +94,7 @@ def attach_texts(vectors: np.ndarray, embedder: Any, texts: Sequence[str]) -> np
 @dataclass
 class TierCounters:
     """What the tiers computed: texts embedded per tier (cache misses), seconds per tier, and the votes'
-    re-decision figures the voting layer adds (:mod:`privtext.mechanisms.exact_votes`)."""
+    re-decision figures the voting layer adds (:mod:`privtext.search.exact_votes`)."""
 
     values: dict[str, float] = field(default_factory=dict)
 

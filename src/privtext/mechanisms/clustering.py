@@ -66,8 +66,8 @@ from ..privacy.events import gaussian_event
 from ..privacy.noise import add_gaussian
 from ..privacy.relation import Contribution, NeighbouringRelation
 from ..privacy.release import Release
+from ..search import Backend, Metric, nearest
 from .labels import allocate
-from .nn import Backend, Metric, nearest
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def public_kmeans(
 
     Speed (public data, no privacy constraint): ``sample_per_centre`` fits the k-means on a seeded sample of at
     most that many points per centre (None: every point); ``assign_backend`` is the final assignment's search
-    (:func:`~privtext.mechanisms.nn.nearest`; an approximate one such as ``ivf-gemm`` changes which public
+    (:func:`~privtext.search.nearest`; an approximate one such as ``ivf-gemm`` changes which public
     points a centre averages, never the validity of Eq 7: e_k and n_k are computed from the assignment made).
     """
     if sample_per_centre is not None and sample_per_centre < 1:
@@ -283,7 +283,7 @@ def assign_records(
     """The nearest public centre of each clipped private record in ``search`` (default: every record), ``chunk``
     rows at a time (the clipped copy is O(chunk), never a second copy of the private set).
 
-    ``backend``/``nprobe``: the search (:func:`~privtext.mechanisms.nn.nearest`; default exact). An approximate
+    ``backend``/``nprobe``: the search (:func:`~privtext.search.nearest`; default exact). An approximate
     one (``ivf-gemm``) still puts each record in exactly one cluster, which is all the sensitivity analysis
     assumes (module docstring): privacy is unchanged, utility changes with the agreement (benchmarks/scale.py)."""
     if radius <= 0:

@@ -43,8 +43,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..privacy.events import gaussian_event
 from ..privacy.noise import add_gaussian
-from .exact_votes import row_source
-from .nn import APPROX, Backend, Metric, center_rows, nearest
+from ..search import APPROX, Backend, Metric, center_rows, nearest, row_source
 
 _log = logging.getLogger("privtext.embed")
 _WARNED: set[str] = set()
@@ -156,9 +155,9 @@ def exact_nearest_votes(
 ) -> tuple[np.ndarray, int]:
     """:func:`nearest_votes` for tiered embeddings: the votes of the reference (fp32) vectors, computed from the
     fast ones and the reference vectors of re-decided records and their contenders only
-    (:mod:`privtext.mechanisms.exact_votes`: the bound, the stages, why Δ = 1 holds). The bound is calibrated on
+    (:mod:`privtext.search.exact_votes`: the bound, the stages, why Δ = 1 holds). The bound is calibrated on
     candidates (public) once per call."""
-    from .exact_votes import calibrated, refine_group
+    from ..search.exact_votes import calibrated, refine_group
 
     ps, cs = row_source(private_emb), row_source(candidate_emb)
     assert ps is not None and cs is not None

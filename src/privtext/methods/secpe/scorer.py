@@ -17,10 +17,10 @@ from ...mechanisms.clustering import (
     clustering_release,
     secret_clustering,
 )
-from ...mechanisms.nn import Metric
 from ...mechanisms.voting import center_rows, nearest_votes, threshold_histogram
 from ...privacy.relation import NeighbouringRelation
 from ...privacy.release import Release, ReleaseKeeper
+from ...search import Metric
 
 
 class ClusterScorer:

@@ -4,7 +4,7 @@ records and candidates involved, every vote whose margin is within the fast vect
 Used by :func:`privtext.mechanisms.voting.nearest_votes` when its embeddings come from a
 :class:`~privtext.embed.tiers.TieredEmbedder` (``embedder: {runtime: auto}`` on a bf16 CPU): each row then knows
 its text and can be fetched at any slower tier, the last being the reference. The votes equal those of the
-reference vectors — what :func:`~privtext.mechanisms.nn.nearest` returns on them, float64 decisions, ties to the
+reference vectors — what :func:`~privtext.search.nearest` returns on them, float64 decisions, ties to the
 lowest index — whenever the error bounds below hold.
 
 The bound
@@ -45,7 +45,7 @@ A. fast records × fast candidates (one fp32 matrix product, fp32 rounding added
 B. those records' reference vectors (from the private cache after the first time) × fast candidates: contenders
    within E(ref, 0).
 C. for each intermediate tier t: the remaining records' contenders at tier t; contenders within E(ref, t).
-D. the last contenders at the reference tier: decided in float64 like :func:`~privtext.mechanisms.nn.brute_force_nn`
+D. the last contenders at the reference tier: decided in float64 like :func:`~privtext.search.brute_force_nn`
    (ties to the lowest index).
 
 Privacy (record-level, add/remove one private record)
@@ -74,7 +74,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .nn import _U32, Metric, _decide64_pairs, _prep, center_rows
+from .decide import _U32
+from .reference import Metric, _decide64_pairs, _prep, center_rows
 
 log = logging.getLogger("privtext.embed")
 
@@ -91,7 +92,7 @@ _BLOCK = 1 << 24
 
 class VectorSource(Protocol):
     """Where the rows of an embeddings array came from, so a vote can fetch any row at a slower, more exact tier
-    (:class:`privtext.embed.tiers.RowSource` is the implementation; mechanisms import no embedder, so it is named
+    (:class:`privtext.embed.tiers.RowSource` is the implementation; search/ imports no embedder, so it is named
     here by what it does). ``embedder`` has ``tier_vectors(texts, tier)`` and may have ``counters`` and
     ``calibration``."""
 
@@ -114,8 +115,8 @@ def row_source(x: Any) -> VectorSource | None:
 
 
 def vote_space(x: np.ndarray, center: np.ndarray | None, metric: Metric) -> np.ndarray:
-    """The rows as the vote compares them: centred on ``center`` and renormalised (:func:`~.nn.center_rows`),
-    then prepared as :func:`~privtext.mechanisms.nn.nearest` prepares them (float32; unit rows for cosine)."""
+    """The rows as the vote compares them: centred on ``center`` and renormalised (:func:`~.reference.center_rows`),
+    then prepared as :func:`~privtext.search.nearest` prepares them (float32; unit rows for cosine)."""
     x = np.asarray(x, dtype=np.float32)
     if center is not None:
         x = center_rows(x, center)
@@ -316,7 +317,7 @@ def refine_group(psrc: Any, prow: np.ndarray, pfast: np.ndarray, csrc: Any, crow
     for t in range(1, ref + 1):
         uc, inv = np.unique(cols, return_inverse=True)
         ct = vote_space(csrc.vectors(crow[uc], t), center, metric)
-        if t == ref:  # D: float64, ties to the lowest index (as nn.brute_force_nn)
+        if t == ref:  # D: float64, ties to the lowest index (as reference.brute_force_nn)
             urec, rinv = np.unique(rec, return_inverse=True)
             best = _decide64_pairs(pref[local[urec]], ct, rinv, inv, metric, len(urec))
             win[urec] = uc[best]
@@ -339,7 +340,7 @@ def refine_group(psrc: Any, prow: np.ndarray, pfast: np.ndarray, csrc: Any, crow
 def exact_nearest(private_emb: np.ndarray, candidate_emb: np.ndarray, *, metric: Metric = "l2",
                   center: np.ndarray | None = None) -> np.ndarray:
     """Each record's reference vote (an index into the candidates), no label groups: what
-    :func:`~privtext.mechanisms.nn.nearest` returns on the reference vectors (centred on ``center``). Both arrays
+    :func:`~privtext.search.nearest` returns on the reference vectors (centred on ``center``). Both arrays
     must come from one :class:`~privtext.embed.tiers.TieredEmbedder`."""
     ps, cs = row_source(private_emb), row_source(candidate_emb)
     if ps is None or cs is None:
