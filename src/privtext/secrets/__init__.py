@@ -23,10 +23,11 @@ from .base import (
     describe_detector,
     detector_options,
 )
+from .holders import propagate_holders
 from .matrix import MatrixBuilder, SecretMatrix, Span
 from .split import detect_and_split, split_public_private
 from .structure import guarantee_structure
-from .values import SecretValueIndex, propagate_holders
+from .values import SecretValueIndex
 
 __all__ = [
     "SECRET_DETECTORS",

@@ -9,7 +9,7 @@ A detector turns texts into a :class:`~privtext.secrets.matrix.SecretMatrix`. De
   ``{"name": "random_words", "quantile": 0.2, "num_secrets": 50}``; ``{"name": "union", "detectors": [...]}`` is
   the explicit form of a list;
 * an object that already implements :class:`SecretDetector` (a built-in is returned as is; any other object is
-  wrapped in :class:`~privtext.secrets.values.PropagatedDetector`, so that its ``detect`` too makes every record
+  wrapped in :class:`~privtext.secrets.holders.PropagatedDetector`, so that its ``detect`` too makes every record
   that contains a found value a holder).
 
 Unknown names raise :class:`~privtext.errors.UnknownNameError` (listing the valid names); unknown options raise
@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
 from ..registry import Registry
+from .holders import HoldersFromValues, PropagatedDetector, accepted_values
 from .matrix import SecretMatrix, as_texts
-from .values import HoldersFromValues, PropagatedDetector, accepted_values
 
 
 @runtime_checkable

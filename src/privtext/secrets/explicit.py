@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError
+from .holders import HoldersFromValues
 from .matrix import MatrixBuilder, SecretMatrix, as_texts
-from .values import HoldersFromValues
 
 
 def trie_regex(words: Iterable[str]) -> str:

@@ -28,8 +28,8 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from .canonical import canonicalize
+from .holders import HoldersFromValues
 from .matrix import SecretMatrix, as_texts, from_mentions
-from .values import HoldersFromValues
 
 DEFAULT_LABEL_MAP: dict[str, str] = {
     "PER": "PERSON", "PERSON": "PERSON", "NAME": "PERSON", "FIRSTNAME": "PERSON", "LASTNAME": "PERSON",

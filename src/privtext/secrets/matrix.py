@@ -24,15 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError
-
-if TYPE_CHECKING:
-    from .values import SecretValueIndex
+from .values import SecretValueIndex
 
 
 class Span(NamedTuple):
@@ -329,10 +327,8 @@ class SecretMatrix:
 
     def with_all_holders(self, texts: Sequence[str]) -> SecretMatrix:
         """Every record of ``texts`` (this matrix's records) that contains a secret's value made a holder of it
-        (:func:`privtext.secrets.values.propagate_holders`: canonical matching, digits-only numbers, case-folded
+        (:func:`privtext.secrets.holders.propagate_holders`; canonical matching, digits-only numbers, case-folded
         words)."""
-        from .values import SecretValueIndex
-
         texts = as_texts(texts)
         if len(texts) != self.n_records:
             raise DataError(f"secret matrix has {self.n_records} records but {len(texts)} texts were given")
@@ -352,8 +348,6 @@ class SecretMatrix:
     def value_index(self) -> SecretValueIndex:
         """A :class:`~privtext.secrets.values.SecretValueIndex` of this matrix's values (hashed, no text): finds
         them in any text, e.g. the prompts and synthetic texts the run's guard scans."""
-        from .values import SecretValueIndex
-
         return SecretValueIndex(self.secrets, self.types)
 
     def by_type(self) -> SecretMatrix:

@@ -63,8 +63,8 @@ from .canonical import (
     parse_date,
     ssn_valid,
 )
+from .holders import HoldersFromValues
 from .matrix import SecretMatrix, as_texts, from_mentions
-from .values import HoldersFromValues
 
 ENTITY_TYPES = (
     "EMAIL", "URL", "IBAN", "IP_ADDRESS", "CREDIT_CARD", "US_SSN", "DATE_OF_BIRTH", "PHONE",

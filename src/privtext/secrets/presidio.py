@@ -32,8 +32,8 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
 from .canonical import canonicalize
+from .holders import HoldersFromValues
 from .matrix import SecretMatrix, as_texts, from_mentions
-from .values import HoldersFromValues
 
 PRESIDIO_TO_PRIVTEXT = {
     "EMAIL_ADDRESS": "EMAIL",

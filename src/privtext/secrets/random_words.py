@@ -42,8 +42,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from .holders import HoldersFromValues
 from .matrix import MatrixBuilder, SecretMatrix, as_texts
-from .values import HoldersFromValues
 
 WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 TYPE = "RANDOM_WORD"

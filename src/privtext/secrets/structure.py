@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import build_detector
-from .values import accepted_values
+from .holders import accepted_values
 
 HOLDER_SENTENCE = (
     "Which records hold which secret (the holder structure) sets the sampling rates ρ and the noise σ of SecretNoise "

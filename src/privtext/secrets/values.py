@@ -5,8 +5,9 @@ model's score). Once a value is known to be a secret, every record that contains
 context there: with the regex detector ``"Please call me on 467 3395"`` is a holder, and so is ``"Locker code
 467 3395"``, where no phone cue is near. Were the second record left public, SecPE would train the generator on
 it, vote with it exactly and show it in prompts, and Aug-PE's secret-group size k would count one holder too few.
-:func:`propagate_holders` (and :meth:`SecretMatrix.with_all_holders`) make every such record a holder; every
-built-in detector's ``detect`` returns its matrix through it.
+:meth:`SecretMatrix.with_all_holders <privtext.secrets.matrix.SecretMatrix.with_all_holders>` (and
+:func:`privtext.secrets.holders.propagate_holders`) make every such record a holder; every built-in detector's
+``detect`` returns its matrix through it.
 
 Matching is on canonical forms (:mod:`privtext.secrets.canonical`), in three families chosen by the value:
 
@@ -45,15 +46,12 @@ import hashlib
 import re
 import secrets as _secrets
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from .canonical import DATE_PATTERN, parse_date
-
-if TYPE_CHECKING:
-    from .matrix import SecretMatrix
 
 #: types whose values are dates (canonical ``YYYY-MM-DD``)
 DATE_TYPES = frozenset({"DATE", "DATE_OF_BIRTH"})
@@ -269,58 +267,4 @@ class SecretValueIndex:
         return sp.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(texts), self.n_secrets))
 
 
-def propagate_holders(matrix: SecretMatrix, texts: Sequence[str]) -> SecretMatrix:
-    """``matrix`` with every record of ``texts`` that contains a detected value made a holder of it
-    (:meth:`SecretMatrix.with_all_holders <privtext.secrets.matrix.SecretMatrix.with_all_holders>`)."""
-    return matrix.with_all_holders(texts)
-
-
-def accepted_values(detector: object) -> list[str]:
-    """A detector's acceptance rules in words (its ``structure()``), or a sentence saying it states none."""
-    fn = getattr(detector, "structure", None)
-    if callable(fn):
-        return [str(x) for x in fn()]
-    name = getattr(detector, "name", type(detector).__name__)
-    return [f"{name}: a user-supplied detector; its acceptance rules are whatever its code finds (not stated by "
-            "privtext)."]
-
-
-class HoldersFromValues:
-    """Mixed into every built-in detector: :meth:`detect_raw` is what the detector itself finds, :meth:`detect`
-    the secret matrix a method uses — the raw one with every record that contains a found value made a holder
-    (:func:`propagate_holders`)."""
-
-    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
-
-    def detect(self, texts: Sequence[str]) -> SecretMatrix:
-        """The ``len(texts) × n_secrets`` membership matrix: what :meth:`detect_raw` finds, plus every record
-        that contains a found value (canonical matching, :mod:`privtext.secrets.values`)."""
-        if not isinstance(texts, str):  # a single string: detect_raw refuses it by name
-            texts = list(getattr(texts, "texts", texts))
-        return self.detect_raw(texts).with_all_holders(texts)
-
-
-class PropagatedDetector(HoldersFromValues):
-    """A detector object from outside privtext (anything with ``name`` and ``detect``), with its matrix
-    propagated like the built-ins' (:func:`privtext.secrets.build_detector` wraps such objects in it)."""
-
-    def __init__(self, inner: object):
-        self.inner = inner
-        self.name = str(getattr(inner, "name", type(inner).__name__))
-
-    def detect_raw(self, texts: Sequence[str]) -> SecretMatrix:
-        raw = getattr(self.inner, "detect_raw", None)
-        return raw(texts) if callable(raw) else self.inner.detect(texts)  # type: ignore[attr-defined,no-any-return]
-
-    def structure(self) -> list[str]:
-        return accepted_values(self.inner)
-
-    def __getattr__(self, attr: str) -> object:
-        if attr == "inner":
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-
-__all__ = ["DATE_TYPES", "FREE_DIGITS", "HoldersFromValues", "PropagatedDetector", "SecretValueIndex", "ValueHit",
-           "accepted_values", "propagate_holders", "value_family"]
+__all__ = ["DATE_TYPES", "FREE_DIGITS", "SecretValueIndex", "ValueHit", "value_family"]
