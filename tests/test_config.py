@@ -18,19 +18,47 @@ def _raw(**kw):
     return d
 
 
+def _resolve(raw: dict, **kw):
+    """What a run checks before anything is written: the configuration, then the method sections and the budget
+    form against the registered methods (privtext.runner.resolve_config)."""
+    from privtext.runner import resolve_config
+
+    return resolve_config(config_from_dict(raw, **kw))
+
+
 @pytest.mark.parametrize(
     "raw,needle",
     [
         (_raw(evolutoin={}), "unknown key 'evolutoin' (did you mean 'evolution'?)"),
         (_raw(evolution={"num_sample": 3}), "unknown key 'evolution.num_sample' (did you mean 'evolution.num_samples'?)"),
         (_raw(privacy={"epsilon": 4.0, "delta": 1e-5, "dleta": 1}), "unknown key 'privacy.dleta'"),
-        (_raw(zzz=1), "unknown key 'zzz'"),
+        (_raw(zzz=1), "unknown key 'zzz' (valid keys here: method, seed,"),
+        # method sections: config.py knows no method, the runner checks them against the registered ones
+        (_raw(agupe={"q": 1}), "unknown key 'agupe' (did you mean 'augpe'?)"),
+        (_raw(method="dpft", dfpt={}), "unknown key 'dfpt' (did you mean 'dpft'?)"),
+        (_raw(zzz={}), "unknown key 'zzz' (valid keys here: method, seed, name, data, generator, generators, "
+                       "embedder, privacy, evolution, voting, cluster, output, augpe, dpft, dpkps, secpe, wasp)"),
     ],
 )
 def test_typo_is_named(raw: dict, needle: str) -> None:
     with pytest.raises(ConfigError) as e:
-        config_from_dict(raw)
+        _resolve(raw)
     assert needle in str(e.value)
+
+
+def test_a_section_is_checked_against_the_registered_methods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A section is a method's when a registered method declares it: the same key is refused, then accepted once
+    a method of that name is registered (config.py holds no list of methods), and its options reach the method."""
+    from privtext.methods import METHODS
+    from privtext.methods.augpe import AugPE
+
+    raw = _raw(method="augpe", newmethod={"k": 1})
+    with pytest.raises(ConfigError, match="unknown key 'newmethod'"):
+        _resolve(raw)
+    monkeypatch.setitem(METHODS._entries, "newmethod", AugPE)
+    cfg, _ = _resolve(raw)
+    assert cfg.section("newmethod") == {"k": 1} and cfg.section("augpe")["sensitivity"] == "record"
+    assert config_from_dict(cfg.dump()).sections().keys() == {"newmethod", "augpe"}
 
 
 @pytest.mark.parametrize(
@@ -58,10 +86,20 @@ def test_method_sections_are_checked_by_their_method_before_a_run_starts(raw: di
     assert ok.secpe.options()["clusters"] == 7 and ok.secpe.options()["sample"] == "independent"
 
 
+def test_pure_epsilon_follows_the_method_description() -> None:
+    """``privacy: {epsilon}`` alone (pure ε-DP) runs only for a method whose description says its guarantee is
+    pure ε-DP (DP-KPS), refused for the others before anything is written, with the list of pure-DP methods."""
+    with pytest.raises(ConfigError, match=r"needs privacy\.delta.*\(dpkps\); method augpe's guarantee is approximate"):
+        _resolve(_raw(privacy={"epsilon": 4.0}))
+    with pytest.raises(ConfigError, match=r"method secpe's guarantee is secret"):
+        _resolve(_raw(method="secpe", privacy={"epsilon": 4.0}))
+    cfg, cls = _resolve(_raw(method="dp-kps", privacy={"epsilon": 4.0}))
+    assert cls.description.guarantee == "pure" and cfg.privacy.kind == "pure"
+
+
 @pytest.mark.parametrize(
     "privacy,needle",
     [
-        ({"epsilon": 4.0}, "needs privacy.delta"),
         ({"epsilon": 4.0, "delta": 1e-5, "mu": 1.0}, "exactly one"),
         ({}, "exactly one"),
         ({"secret": {"p": 0.2, "r": 0.1}}, "must exceed p"),
@@ -102,7 +140,15 @@ def test_secure_mode_refuses_seed() -> None:
 def test_load_yaml_file(tmp_path: Path) -> None:
     p = tmp_path / "c.yaml"
     p.write_text("method: augpe\ndata: {private: x.csv}\nprivacy: {mu: 1}\nevolutoin: {}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"c.yaml: unknown key 'evolutoin'"):
+    from privtext.runner import resolve_config
+
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown key 'evolutoin' \(line 4, column 1\) \(did you mean "
+                                          r"'evolution'\?\)"):
+        resolve_config(load_config(p))
+    with pytest.raises(ConfigError, match=r"unknown key 'evolutoin' \(from --set evolutoin.iterations=2\)"):
+        resolve_config(load_config(tmp_path / "c.yaml", overrides=["evolutoin.iterations=2"]))
+    p.write_text("method: augpe\ndata: {private: x.csv}\nprivacy: {mu: 1}\nevolutoin: 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown key 'evolutoin' \(line 4, column 1\) \(did you mean"):
         load_config(p)
     p.write_text("- not a mapping\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="mapping"):

@@ -5,6 +5,13 @@ any value from the command line (the value is parsed as YAML, so ``--set privacy
 
 Backend sections (``generator``, ``embedder``) carry backend-specific keys; they are checked against the chosen
 backend's own options model when the backend is built, with the same kind of error.
+
+A method's own section (``augpe:``, ``dpft:``, ...) is any other top-level mapping (:class:`MethodSection`). This
+module sits below the methods and knows none of them: when a run is resolved (``privtext.runner.resolve_config``,
+before anything is written) every such section must name a registered method's section
+(:meth:`Config.check_sections`: an unknown one is an error with a suggestion among the keys below and the
+registered sections), the run's own section is validated by its method's ``Options`` model, and a budget form the
+method cannot account for (``privacy: {epsilon}`` without δ, pure ε-DP) is refused by its description.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -26,6 +33,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError
 
@@ -206,7 +214,8 @@ class PrivacyConfig(Section):
 
     @property
     def kind(self) -> str:
-        """``dp`` (ε, δ), ``pure`` (ε alone: pure ε-DP, DP-KPS only), ``gdp``, ``secret`` or ``noise``."""
+        """``dp`` (ε, δ), ``pure`` (ε alone: pure ε-DP, for a method whose description says so), ``gdp``,
+        ``secret`` or ``noise``."""
         if self.epsilon is not None:
             return "dp" if self.delta is not None else "pure"
         if self.mu is not None:
@@ -328,7 +337,6 @@ class VotingConfig(Section):
     ef_search: int = Field(default=256, gt=0)
 
 
-#: methods (and their aliases) whose guarantee is pure ε-DP: ``privacy: {epsilon}`` without delta
 class ClusterConfig(Section):
     """Where exact vote counts are computed: in this process, or shard by shard on a Ray cluster the data holder
     controls (``privtext.mechanisms.distributed``); noise is added once, centrally, either way. With ``embed:
@@ -353,17 +361,25 @@ class ClusterConfig(Section):
         return self
 
 
-PURE_DP_METHODS: tuple[str, ...] = ("dpkps", "dp-kps")
-
-
 class MethodSection(OpenSection):
-    """A method's own options (``augpe:``, ``secpe:``, ...): validated by the method's ``Options`` model when the
-    run starts (unknown keys are errors naming the key), so a new method needs no field here beyond its section."""
+    """A method's own options (``augpe:``, ``secpe:``, ...): every top-level mapping that is not one of
+    :class:`Config`'s sections. Validated by the method's ``Options`` model when the run is resolved (unknown keys
+    are errors naming the key), so a new method needs no line here (module docstring)."""
 
 
 class Config(Section):
+    #: top-level keys besides the fields below are method sections (:class:`MethodSection`), checked against the
+    #: registered methods when the run is resolved (:meth:`check_sections`)
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    __pydantic_extra__: dict[str, MethodSection] = Field(init=False)
+
     #: the YAML file this configuration was read from (None when built in code); never dumped
     _source_path: str | None = PrivateAttr(default=None)
+    #: where the configuration came from and where its keys were (file positions, ``--set`` overrides), so an error
+    #: found when the run is resolved points where a validation error would
+    _source: str = PrivateAttr(default="config")
+    _positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = PrivateAttr(default=None)
+    _overrides: Mapping[tuple[str, ...], str] | None = PrivateAttr(default=None)
 
     method: str = "augpe"
     seed: int | None = 0
@@ -376,12 +392,17 @@ class Config(Section):
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
     voting: VotingConfig = Field(default_factory=VotingConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
-    augpe: MethodSection = Field(default_factory=MethodSection)
-    secpe: MethodSection = Field(default_factory=MethodSection)
-    dpkps: MethodSection = Field(default_factory=MethodSection)
-    wasp: MethodSection = Field(default_factory=MethodSection)
-    dpft: MethodSection = Field(default_factory=MethodSection)
     output: str = "runs/run"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_are_mappings(cls, d: Any) -> Any:
+        """A top-level key that is not a field is a method's section, so its value must be a mapping."""
+        if isinstance(d, Mapping):
+            for k, v in d.items():
+                if k not in cls.model_fields and not isinstance(v, (Mapping, MethodSection)):
+                    raise PydanticCustomError("unknown_key", "unknown key {key}", {"key": str(k)})
+        return d
 
     @field_validator("method")
     @classmethod
@@ -396,12 +417,30 @@ class Config(Section):
             raise ValueError(
                 f"privacy.secure draws every stream from OS entropy and refuses a seed; set seed: null (got {self.seed})"
             )
-        if self.privacy.kind == "pure" and self.method not in PURE_DP_METHODS:
-            raise ValueError("privacy.epsilon needs privacy.delta (e.g. 1e-5); epsilon alone (pure ε-DP) is only "
-                             f"for the methods {', '.join(PURE_DP_METHODS[::2])}")
         if self.privacy.reproducible_noise and self.seed is None:
             raise ValueError("privacy.reproducible_noise derives the noise from the seed: set a seed")
         return self
+
+    def sections(self) -> dict[str, MethodSection]:
+        """The method sections the configuration holds (top-level mappings that are not a field), by name."""
+        return dict(self.__pydantic_extra__ or {})
+
+    def section(self, name: str) -> dict[str, Any]:
+        """The options of the method section ``name`` as given (empty when the configuration has none)."""
+        sec = (self.__pydantic_extra__ or {}).get(name)
+        return sec.options() if sec is not None else {}
+
+    def check_sections(self, known: Collection[str]) -> None:
+        """Refuse every method section that is not in ``known`` (the registered methods' sections): one
+        :class:`ConfigError` naming each, where the file or ``--set`` holds it, with a suggestion among the
+        top-level keys and ``known``."""
+        unknown = [k for k in self.sections() if k not in known]
+        if not unknown:
+            return
+        valid = [*type(self).model_fields, *sorted(known)]
+        msgs = [_unknown_key((k,), valid, _where((k,), positions=self._positions, overrides=self._overrides))
+                for k in unknown]
+        raise ConfigError(f"{self._source}: " + "; ".join(msgs))
 
     def with_absolute_paths(self, base_dir: str | os.PathLike[str] | None = None) -> Config:
         """This config with its file paths resolved against ``base_dir`` (default: the working directory), so a
@@ -496,6 +535,34 @@ def _override_for(loc: Sequence[Any], overrides: Mapping[tuple[str, ...], str]) 
     return ", --set ".join(inside) if inside else None
 
 
+def _where(loc: Sequence[Any], *, positions: Mapping[tuple[Any, ...], tuple[int, int]] | None,
+           overrides: Mapping[tuple[str, ...], str] | None) -> str:
+    """The dotted key ``loc`` and where it was given: the ``--set`` that gave it, or the (line, column) of the
+    deepest key of its path that the file holds — never a line of the file that holds something else."""
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    given = _override_for(loc, overrides) if overrides and loc else None
+    if given is not None:
+        return f"{where} (from --set {given})"
+    if positions:
+        for n in range(len(loc), 0, -1):
+            pos = positions.get(tuple(loc[:n]))
+            if pos is not None:
+                return f"{where} (line {pos[0]}, column {pos[1]})"
+    return where
+
+
+def _unknown_key(loc: Sequence[Any], valid: Sequence[str], where: str, *, note: str = "") -> str:
+    """``unknown key 'a.b'`` with where it was given and a suggestion among ``valid`` (else the valid keys)."""
+    dotted = ".".join(map(str, loc))
+    msg = f"unknown key {dotted!r}" + where[len(dotted):]
+    hint = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+    if hint:
+        msg += f" (did you mean {'.'.join([*map(str, loc[:-1]), hint[0]])!r}?)"
+    elif valid:
+        msg += f" (valid keys here: {', '.join(valid)}{'; ' + note if note else ''})"
+    return msg
+
+
 def format_validation_error(err: ValidationError, *, source: str = "config",
                             positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None,
                             overrides: Mapping[tuple[str, ...], str] | None = None) -> str:
@@ -504,27 +571,14 @@ def format_validation_error(err: ValidationError, *, source: str = "config",
     msgs = []
     for e in err.errors():
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        given = _override_for(loc, overrides) if overrides and loc else None
-        if given is not None:
-            where = f"{where} (from --set {given})"
-        elif positions:  # point into the file: the deepest key of the path that the file holds
-            for n in range(len(loc), 0, -1):
-                pos = positions.get(tuple(loc[:n]))
-                if pos is not None:
-                    where = f"{where} (line {pos[0]}, column {pos[1]})"
-                    break
-        if e["type"] == "extra_forbidden":
+        if e["type"] == "unknown_key":  # a top-level key whose value is no section (Config._sections_are_mappings)
+            loc = [*loc, (e.get("ctx") or {}).get("key", "?")]
+        where = _where(loc, positions=positions, overrides=overrides)
+        if e["type"] in ("extra_forbidden", "unknown_key"):
             parent = _model_at(loc[:-1])
             valid = _known_keys(parent) if parent else []
-            key = str(loc[-1])
-            hint = difflib.get_close_matches(key, valid, n=1)
-            msg = f"unknown key {'.'.join(map(str, loc))!r}" + where[len('.'.join(map(str, loc))):]
-            if hint:
-                msg += f" (did you mean {'.'.join([*map(str, loc[:-1]), hint[0]])!r}?)"
-            elif valid:
-                msg += f" (valid keys here: {', '.join(valid)})"
-            msgs.append(msg)
+            note = "a method's own section is a mapping" if e["type"] == "unknown_key" else ""
+            msgs.append(_unknown_key(loc, valid, where, note=note))
         elif e["type"] == "missing":
             msgs.append(f"missing required key {'.'.join(map(str, loc))!r}")
         else:
@@ -593,9 +647,11 @@ def config_from_dict(
     if base_dir is not None:
         _resolve_paths(d, base_dir)
     try:
-        return Config.model_validate(d)
+        cfg = Config.model_validate(d)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source=source, positions=positions, overrides=given)) from None
+    cfg._source, cfg._positions, cfg._overrides = source, positions, given
+    return cfg
 
 
 def _deepcopy(x: Any) -> Any:

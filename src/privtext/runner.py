@@ -16,16 +16,32 @@ from .rundir import RunDir
 
 
 def resolve_config(config: Config) -> tuple[Config, type[Any]]:
-    """``config`` with the method name made canonical, the method's own section validated by its ``Options``
-    model and written out in full (defaults included), and paths made absolute; plus the method class.
-    Raises before anything is written."""
+    """``config`` with the method name made canonical, every method section checked against the registered
+    methods (an unknown one is an error with a suggestion), the method's own section validated by its ``Options``
+    model and written out in full (defaults included), a budget form its description cannot account for refused,
+    and paths made absolute; plus the method class. Raises before anything is written."""
     name = METHODS.canonical(config.method)
     cls = METHODS.get(name)
+    config.check_sections(method_sections())
+    description = cls.description
+    if config.privacy.kind == "pure" and description.guarantee != "pure":
+        pure = [n for n in METHODS.names() if METHODS.get(n).description.guarantee == "pure"]
+        raise ConfigError("privacy.epsilon needs privacy.delta (e.g. 1e-5): epsilon alone (pure ε-DP) is only for "
+                          f"the methods whose guarantee is pure ε-DP ({', '.join(pure) or 'none is registered'}); "
+                          f"method {name}'s guarantee is {description.guarantee} "
+                          + ("(p, r)-secret protection" if description.guarantee == "secret" else "DP"))
     options = cls.parse_options(config)
     d = config.with_absolute_paths().dump()
     d["method"] = name
-    d[name] = options.model_dump(mode="json")
+    d[description.section] = options.model_dump(mode="json")
     return Config.model_validate(d), cls
+
+
+def method_sections() -> list[str]:
+    """The configuration sections of the registered methods: every registered name (a method's description
+    names its section, which is its registered name: tests/test_method_contract.py checks it), so checking a
+    configuration imports no method module."""
+    return METHODS.names()
 
 
 def preflight(config: Config, cls: type[Any]) -> Config:

@@ -209,6 +209,120 @@ def public_label_weights(config: Config, space: LabelSpace, public: Corpus | Non
 # ------------------------------------------------------------------------------------------------ the method API
 
 
+#: the units a method's progress is counted in (the report, the evaluation and the demo word it so)
+ProgressUnit = Literal["iteration", "round", "one shot", "epoch"]
+
+
+@dataclass(frozen=True)
+class MethodDescription:
+    """What the shared code needs to know of a method, declared once on its class (:attr:`MethodRun.description`)
+    so that no code outside ``methods/`` compares a method's name (``tests/test_architecture.py`` checks that).
+    ``privacy.json`` carries it (key ``method_description``); the report, the evaluation, the demo, the audits and
+    the runner read it.
+
+    * **progress** — ``unit``: what one step of the method is (Aug-PE and SecPE iterate, WASP runs rounds, DP-KPS
+      releases once, dpft trains for epochs); ``planned``: the ``privacy.json`` parameter that holds how many units
+      were planned (None for one shot); ``checkpoints``: each unit leaves a complete checkpoint of candidates and
+      votes (``private/checkpoints/iter_NNN``; what ``privtext diagnose`` and the per-iteration evaluation read),
+      else the units done are counted from the statement's releases, one index each; ``output``: the synthetic
+      set is the last unit's selection (``"last"``) or every unit's samples (``"all"``, WASP); ``progress_words``:
+      how a one-shot run's progress reads.
+    * **votes** — whether the method releases vote histograms over candidates; ``release_words`` says what the
+      released votes are, or (no votes) what the method releases instead.
+    * **zero-shot control** — ``zero_shot``: the run itself holds generator output without private feedback (the
+      ``origin == "random"`` candidates of iteration 0), the evaluation's zero-shot baseline; ``zero_shot_words``
+      says why not, where it does not; ``control``: ``--set`` overrides that turn a configuration of this method
+      into its no-private-signal control run (docs/compare.md), and ``control_words`` what that run is.
+    * **guarantee** — ``pure`` (pure ε-DP: ``privacy: {epsilon}`` without δ is its budget), ``approximate``
+      ((ε, δ)-DP or μ-GDP) or ``secret`` ((p, r)-secret protection, SecPE Def 3.1); ``audit_game``: the game
+      ``privtext audit --end-to-end`` plays (``membership``: an ε lower bound from planted canaries;
+      ``reconstruction``: planted secrets).
+    * **section** — the name of the method's own configuration section (``augpe:``), validated by its ``Options``
+      when the run is resolved; ``title`` — the method's name as prose writes it (``Aug-PE``).
+    """
+
+    section: str
+    guarantee: Literal["pure", "approximate", "secret"]
+    audit_game: Literal["membership", "reconstruction"]
+    unit: ProgressUnit
+    planned: str | None = None
+    checkpoints: bool = False
+    output: Literal["last", "all"] = "last"
+    progress_words: str = ""
+    votes: bool = False
+    release_words: str = ""
+    zero_shot: bool = False
+    zero_shot_words: str = ""
+    control: tuple[str, ...] = ()
+    control_words: str = ""
+    title: str = ""
+
+    def __post_init__(self) -> None:
+        for f, allowed in (("guarantee", ("pure", "approximate", "secret")),
+                           ("audit_game", ("membership", "reconstruction")),
+                           ("unit", ("iteration", "round", "one shot", "epoch")), ("output", ("last", "all"))):
+            if getattr(self, f) not in allowed:
+                raise ValueError(f"MethodDescription.{f} must be one of {allowed}, got {getattr(self, f)!r}")
+        if not self.section or not isinstance(self.section, str):
+            raise ValueError(f"MethodDescription.section must name the method's config section, got {self.section!r}")
+        if self.unit == "one shot" and (self.planned is not None or self.checkpoints):
+            raise ValueError("a one-shot method plans no units and leaves no per-unit checkpoints")
+        if isinstance(self.control, str):
+            raise ValueError("MethodDescription.control is a tuple of --set overrides, not one string")
+
+    @property
+    def name(self) -> str:
+        """The method's name in prose: its title, else its section's name."""
+        return self.title or self.section
+
+    @property
+    def iterative(self) -> bool:
+        """Whether the method runs in counted units (everything but one shot)."""
+        return self.unit != "one shot"
+
+    @property
+    def units(self) -> str:
+        """The unit's plural (``iterations``, ``rounds``, ``epochs``)."""
+        return f"{self.unit}s" if self.iterative else self.unit
+
+    def control_command(self, config: str = "CONFIG") -> str:
+        """The command line of the no-private-signal control run of ``config``."""
+        import shlex
+
+        return " ".join(["privtext run", config, *(f"--set {shlex.quote(o)}" for o in self.control)])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The description as ``privacy.json`` holds it (``method_description``): plain JSON values."""
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d["control"] = list(self.control)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> MethodDescription | None:
+        """The description a ``privacy.json`` recorded, or None where it holds none (written before it was
+        recorded) or one this version cannot read."""
+        if not isinstance(d, dict):
+            return None
+        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        if isinstance(kw.get("control"), list):
+            kw["control"] = tuple(kw["control"])
+        try:
+            return cls(**kw)
+        except (TypeError, ValueError):
+            return None
+
+    @classmethod
+    def unknown(cls, name: str) -> MethodDescription:
+        """What the shared code assumes of a method it has no description of (a run of a method that is not
+        installed here, written before descriptions were recorded): an iterative vote method, as the evolution
+        loop's runs are."""
+        return cls(section=name, guarantee="approximate", audit_game="membership", unit="iteration",
+                   planned="iterations", checkpoints=True, votes=True, release_words="the released noisy histogram values",
+                   zero_shot=True)
+
+
 @dataclass(frozen=True)
 class LabelNoise:
     """How a method releases the DP label histogram (``evolution.label_distribution.kind: dp``): a Gaussian with
@@ -356,6 +470,7 @@ class Method(Protocol):
 
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
+    description: ClassVar[MethodDescription]
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None: ...
@@ -373,17 +488,23 @@ class MethodRun:
     :meth:`statement_parts` and, where they need to, the other hooks below; never :meth:`execute`."""
 
     name: ClassVar[str] = "method"
-    #: the model of the method's own config section (``config.<name>``)
+    #: what the shared code needs to know of the method (:class:`MethodDescription`); every method declares one
+    description: ClassVar[MethodDescription]
+    #: the model of the method's own config section (``config.<description.section>``)
     Options: ClassVar[type[BaseModel]] = BackendOptions
     #: whether :meth:`generate` embeds text; the skeleton builds (and loads) the embedder only where it does
     uses_embedder: ClassVar[bool] = True
+    #: the method's settings for ``privtext demo`` (the clinic notes, offline backends): top-level configuration
+    #: sections that replace the demo's (``None`` removes one); ``None``: the demo does not offer the method. The
+    #: budget follows the description's guarantee and a secret-protection method gets the demo's secret lists as
+    #: its detector (privtext.demo)
+    demo: ClassVar[dict[str, Any] | None] = None
 
     @classmethod
     def parse_options(cls, config: Config) -> Any:
         """The method's section of ``config`` validated by :attr:`Options` (errors name the key)."""
-        section = getattr(config, cls.name, None)
-        raw = section.options() if section is not None else {}
-        return parse_options(cls.Options, raw, where=cls.name)
+        section = cls.description.section
+        return parse_options(cls.Options, config.section(section), where=section)
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
@@ -646,7 +767,8 @@ class MethodRun:
         if self.config.data.public:
             treated.append(PUBLIC_CORPUS_ASSUMPTION)
         st = PrivacyStatement(
-            method=self.name, private=private, headline=headline, guarantee=guarantee,
+            method=self.name, method_description=self.description.to_dict(), private=private, headline=headline,
+            guarantee=guarantee,
             parameters=parameters, treated_as_public=treated, coverage=self._coverage(parts),
             assumed_public=list(parts.get("assumed_public", [])), released=dict(self.released),
             releases=releases, noise=noise,

@@ -30,7 +30,7 @@ from ...config import Config
 from ...errors import ConfigError
 from ...mechanisms.distributed import build_counter
 from ...privacy.release import Release
-from ..base import LabelNoise, RunContext
+from ..base import LabelNoise, MethodDescription, RunContext
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
 from .scorers import DPVoteScorer, FederatedVoteScorer
@@ -67,6 +67,13 @@ def label_sigma_ratio(fraction: float, compositions: int) -> float:
 
 class AugPE(DPVoteMethod):
     name: ClassVar[str] = "augpe"
+    description: ClassVar[MethodDescription] = MethodDescription(
+        section="augpe", title="Aug-PE", guarantee="approximate", audit_game="membership", unit="iteration",
+        planned="iterations", checkpoints=True, votes=True, zero_shot=True,
+        release_words="the released noisy histogram values",
+        control=("privacy={noise_multiplier: 1000000.0}",),
+        control_words="the same run with σ = 10⁶ on every release: its votes and label histogram carry nothing")
+    demo: ClassVar[dict[str, Any] | None] = {}
     Options = AugPEOptions
     options: AugPEOptions
 

@@ -50,7 +50,7 @@ from ...backends import BackendOptions
 from ...config import Config
 from ...errors import ConfigError, MissingDependencyError
 from ...progress import progress
-from ..base import LabelNoise, MethodRun, RunContext, Synthetic
+from ..base import LabelNoise, MethodDescription, MethodRun, RunContext, Synthetic
 
 #: q when dpft.sampling_rate is not given: 16 steps per epoch, an expected q·N records each (public: no N)
 DEFAULT_SAMPLING_RATE = 1 / 16
@@ -224,6 +224,12 @@ def dpft_plan(config: Config, options: DPFTOptions) -> DPFTPlan:
     sigma = calibrate(event, DpTarget(eps, delta), lower=0.05, upper=1e3)
     return DPFTPlan(q, per_epoch, epochs, sigma, label_sigma)
 
+    description: ClassVar[MethodDescription] = MethodDescription(
+        section="dpft", title="dpft", guarantee="approximate", audit_game="membership", unit="epoch", planned="epochs",
+        release_words="the fine-tuned model (DP-SGD, one release per epoch)",
+        zero_shot_words="every dpft sample comes from the fine-tuned model; its control is a run of its own",
+        control=("dpft.epochs=0",),
+        control_words="the public model sampled before fine-tuning (its label histogram is still the DP one)")
 
 class DPFT(MethodRun):
     name: ClassVar[str] = "dpft"

@@ -36,7 +36,7 @@ from ...data import Corpus
 from ...errors import ConfigError
 from ...privacy.relation import NeighbouringRelation
 from ...progress import progress
-from ..base import Inputs, LabelNoise, MethodRun, RunContext, Synthetic
+from ..base import Inputs, LabelNoise, MethodDescription, MethodRun, RunContext, Synthetic
 from .core import DPKPSParams, dpkps_plan, dpkps_sequences
 
 
@@ -126,6 +126,15 @@ class DPKPS(MethodRun):
         cls.params_of(config, options)
         if config.evolution.label_distribution.kind == "public" and config.data.label_values is not None:
             pass  # checked against the corpus in label_space
+    description: ClassVar[MethodDescription] = MethodDescription(
+        section="dpkps", title="DP-KPS", guarantee="pure", audit_game="membership", unit="one shot",
+        progress_words="one release, no iterations (one prompt per sampled keyphrase sequence)",
+        release_words="a DP vocabulary and per-class term histograms",
+        zero_shot_words="every DP-KPS prompt holds released keyphrases, so none of its outputs is generator-only",
+        control=("privacy.epsilon=1e-06",),
+        control_words="the same run at ε = 10⁻⁶: the released vocabulary and sketches carry no signal")
+    demo: ClassVar[dict[str, Any] | None] = {"evolution": {"num_samples": 80},
+                                             "dpkps": {"vocab_size": 150, "length": 6}}
 
     @staticmethod
     def params_of(config: Config, options: DPKPSOptions) -> DPKPSParams:

@@ -29,7 +29,7 @@ from ...data import Corpus
 from ...errors import ConfigError, DataError
 from ...mechanisms.clustering import PublicClusters, clustering_plan, public_kmeans
 from ...privacy.relation import NeighbouringRelation
-from ..base import EvolutionMethod, Inputs, LabelNoise, RunContext
+from ..base import EvolutionMethod, Inputs, LabelNoise, MethodDescription, RunContext
 from .scorer import ClusterScorer, auto_clusters
 
 
@@ -80,6 +80,13 @@ class _NoSecrets:
 
 class SecPE(EvolutionMethod):
     name: ClassVar[str] = "secpe"
+    description: ClassVar[MethodDescription] = MethodDescription(
+        section="secpe", title="SecPE", guarantee="secret", audit_game="reconstruction", unit="iteration",
+        planned="iterations", checkpoints=True, votes=True, zero_shot=True,
+        release_words="the released noisy histogram values",
+        control=("method=augpe", "privacy={noise_multiplier: 1000000.0}"),
+        control_words="Aug-PE on the same data and generator with σ = 10⁶ on every release (docs/secpe.md)")
+    demo: ClassVar[dict[str, Any] | None] = {"secpe": {"sampling": "auto", "recluster_each_iteration": True}}
     Options = SecPEOptions
     options: SecPEOptions
 

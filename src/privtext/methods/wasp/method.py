@@ -53,7 +53,7 @@ from ...mechanisms.labels import allocate
 from ...mechanisms.topq import dp_topq_histograms, paper_contribution, topq_contribution, topq_event
 from ...privacy.release import gaussian_release
 from ...progress import progress
-from ..base import RunContext, Synthetic, public_label_weights
+from ..base import MethodDescription, RunContext, Synthetic, public_label_weights
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
 from .rounds import (
@@ -118,6 +118,18 @@ class WASP(DPVoteMethod):
 
     name: ClassVar[str] = "wasp"
     Options = WASPOptions
+    description: ClassVar[MethodDescription] = MethodDescription(
+        section="wasp", title="WASP", guarantee="approximate", audit_game="membership", unit="round",
+        planned="iterations", checkpoints=True, output="all", votes=True, zero_shot=True,
+        release_words="the released nearest-vote histogram (Top-Q, Eq 3-6) of each round's candidates",
+        control=("wasp.feedback=none",),
+        control_words="FuseGen-style zero-shot fusion: every round zero-shot, equal weights, no private data read, "
+                      "no release")
+    #: two offline generators of different strength, weighted by their votes (Eq 8)
+    demo: ClassVar[dict[str, Any] | None] = {
+        "generator": None, "generators": [{"backend": "ngram", "order": 4, "name": "ngram-4"},
+                                          {"backend": "ngram", "order": 2, "name": "ngram-2"}],
+        "evolution": {"num_samples": 80, "iterations": 4}, "wasp": {"q": 4, "in_context": 4}}
     options: WASPOptions
     sigma: float = 0.0  # noise multiplier z of every release
     sensitivity: float = 1.0  # Δ_Q of the run's relation
