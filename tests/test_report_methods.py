@@ -58,7 +58,8 @@ def test_wasp_report_shows_its_rounds_as_a_table_and_the_last_voted_round(report
     assert "WASP rounds" in html and "<h2>WASP generators</h2>" in html
     votes = html.split("<h2>Votes</h2>", 1)[1].split("<h2>", 1)[0]
     assert "data:image/png;base64," in votes  # a plot of a round that took a vote, not empty panels
-    assert "Iteration 1 (the last one with a vote)" in votes and "Later iteration(s) 2 took no vote" in votes
+    assert "Round 1 (the last one with a vote)" in votes and "Later round(s) 2 took no vote" in votes  # its unit
+    assert "<h2>Per round</h2>" in html and ">round</th><th class=\"\">selected</th>" in html
     assert "method <b>wasp</b> · 3 rounds" in html
 
 
@@ -66,7 +67,8 @@ def test_dpkps_report_speaks_of_its_release_not_of_iterations(reports: dict[str,
     html = _html(reports, "dpkps")
     assert "complete iteration" not in html and "0 iterations" not in html
     assert "one release, no iterations" in html and "DP-KPS is not iterative" in html
-    assert "DP-KPS takes no votes" in html and "No vote information" not in html
+    assert "DP-KPS takes no votes: it releases a DP vocabulary and per-class term histograms" in html
+    assert "No vote information" not in html
     assert "<h2>DP-KPS keyphrases</h2>" in html
 
 

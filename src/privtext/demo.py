@@ -18,6 +18,7 @@ embedder.
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -201,9 +202,40 @@ def make_demo_corpora(*, n_private: int = 240, n_public: int = 700, n_patients: 
     return private, public, patients
 
 
-#: the demo's methods: SecPE (the default: the corpus has declared secrets), Aug-PE and WASP at (ε = 4, δ = 1e-5),
-#: DP-KPS at pure ε = 6 (its guarantee has no δ)
-DEMO_METHODS = ("secpe", "augpe", "wasp", "dpkps")
+#: the demo's default method: SecPE (the corpus has declared secrets)
+DEMO_DEFAULT = "secpe"
+#: the demo's budget by the kind of guarantee a method's description declares: (ε = 4, δ = 1e-5) for (ε, δ)-DP,
+#: pure ε = 6 (no δ), and SecPE's (p, r) for secret protection
+DEMO_BUDGETS: dict[str, dict[str, Any]] = {
+    "approximate": {"epsilon": 4.0, "delta": 1e-5},
+    "pure": {"epsilon": 6.0},
+    "secret": {"secret": {"p": 1e-3, "r": 2e-2}},
+}
+
+
+def demo_methods() -> list[str]:
+    """The methods ``privtext demo`` offers: every registered method that declares demo settings
+    (``MethodRun.demo``), in the registry's order. Imports every method's module (a few seconds)."""
+    from .methods import METHODS
+
+    return [n for n in METHODS.names() if METHODS.get(n).demo is not None]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEMO_METHODS":  # computed on use: it imports every method (demo_methods)
+        return tuple(demo_methods())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _demo_method(method: str) -> Any:
+    """The method class of ``method`` when the demo offers it, else a ConfigError naming those it offers."""
+    from .errors import ConfigError
+    from .methods import METHODS
+
+    cls = METHODS.get(method) if method in METHODS else None
+    if cls is None or cls.demo is None:
+        raise ConfigError(f"demo method must be one of {', '.join(demo_methods())}; got {method!r}")
+    return cls
 
 
 def write_demo_files(folder: Path, private: Corpus, public: Corpus, patients: list[dict[str, str]]) -> None:
@@ -215,12 +247,14 @@ def write_demo_files(folder: Path, private: Corpus, public: Corpus, patients: li
     (folder / "record_numbers.txt").write_text("".join(f"{p['mrn']}\n" for p in patients), encoding="utf-8")
 
 
-def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
-    """The demo's run configuration for ``method`` (one of :data:`DEMO_METHODS`); paths are the demo folder's."""
-    privacy: dict[str, Any] = {
-        "secpe": {"secret": {"p": 1e-3, "r": 2e-2}},
-        "dpkps": {"epsilon": 6.0},  # pure ε-DP: DP-KPS's Laplace releases take no δ
-    }.get(method, {"epsilon": 4.0, "delta": 1e-5})
+def demo_config(folder: Path, method: str = DEMO_DEFAULT) -> dict[str, Any]:
+    """The demo's run configuration for ``method`` (one of :func:`demo_methods`); paths are the demo folder's.
+    The budget follows the kind of guarantee the method's description declares (:data:`DEMO_BUDGETS`); the
+    method's own demo settings (``MethodRun.demo``) replace whole sections; a secret-protection method detects the
+    demo's declared secrets (the patient names and record numbers the corpus plants, and regex)."""
+    cls = _demo_method(method)
+    desc = cls.description
+    privacy = dict(DEMO_BUDGETS[desc.guarantee])
     raw: dict[str, Any] = {
         "method": method,
         "seed": 0,
@@ -234,37 +268,30 @@ def demo_config(folder: Path, method: str = "secpe") -> dict[str, Any]:
                       "variation": {"kind": "blank", "mask_prob": 0.5, "mask_prob_schedule": [0.5, 0.35, 0.25, 0.2]}},
         "output": str(folder / f"run-{method}"),
     }
-    if method == "secpe":
-        raw["secpe"] = {"detector": ["regex",
-                                     {"name": "explicit", "file": str(folder / "patient_names.txt"),
-                                      "type": "PATIENT_NAME"},
-                                     {"name": "explicit", "file": str(folder / "record_numbers.txt"), "type": "MRN"}],
-                        "sampling": "auto", "recluster_each_iteration": True}
-    elif method == "wasp":
-        # two offline generators of different strength, weighted by their votes (WASP Eq 8)
-        raw.pop("generator")
-        raw["generators"] = [{"backend": "ngram", "order": 4, "name": "ngram-4"},
-                             {"backend": "ngram", "order": 2, "name": "ngram-2"}]
-        raw["evolution"] = {"num_samples": 80, "iterations": 4}
-        raw["wasp"] = {"q": 4, "in_context": 4}
-    elif method == "dpkps":
-        raw["evolution"] = {"num_samples": 80}
-        raw["dpkps"] = {"vocab_size": 150, "length": 6}
+    if desc.guarantee == "secret":
+        raw[desc.section] = {"detector": [
+            "regex", {"name": "explicit", "file": str(folder / "patient_names.txt"), "type": "PATIENT_NAME"},
+            {"name": "explicit", "file": str(folder / "record_numbers.txt"), "type": "MRN"}]}
+    for key, value in copy.deepcopy(cls.demo).items():
+        if value is None:
+            raw.pop(key, None)
+        elif key == desc.section and isinstance(raw.get(key), dict):
+            raw[key] = {**raw[key], **value}
+        else:
+            raw[key] = value
     return raw
 
 
-def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
+def run_demo(out: str | os.PathLike[str], *, method: str = DEMO_DEFAULT) -> Path:
     """Make the corpora, run ``method`` on them, evaluate the synthetic notes against held-out notes of the
     private clinic, diagnose every iteration (FID to the private notes, share of candidates with a vote) and write
     the report. Returns the run directory; ``demo_summary`` reads what the demo found."""
     import yaml
 
     from .config import config_from_dict
-    from .errors import ConfigError
     from .runner import run_config
 
-    if method not in DEMO_METHODS:
-        raise ConfigError(f"demo method must be one of {', '.join(DEMO_METHODS)}; got {method!r}")
+    desc = _demo_method(method).description
     folder = Path(out).resolve()
     run_dir = folder / f"run-{method}"
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -284,7 +311,7 @@ def run_demo(out: str | os.PathLike[str], *, method: str = "secpe") -> Path:
     from .report import write_report
 
     evaluate_run(root, real=folder / "heldout.csv", quiet=True)
-    if method != "dpkps":  # DP-KPS has no iterations to diagnose
+    if desc.checkpoints:  # per-iteration checkpoints to diagnose (not DP-KPS's one shot)
         diagnose_run(root)
     write_report(root)
     return root
@@ -312,26 +339,29 @@ def demo_summary(root: str | os.PathLike[str]) -> dict[str, Any]:
     its evaluation against the clinic's held-out notes."""
     import json
 
+    from .methods import describe
     from .rundir import RunDir
 
     run = RunDir(root)
-    method = json.loads(run.privacy.read_text(encoding="utf-8")).get("method") if run.privacy.exists() else None
-    if method == "dpkps":
+    statement = json.loads(run.privacy.read_text(encoding="utf-8")) if run.privacy.exists() else {}
+    desc = describe(str(statement.get("method")), statement)
+    if not desc.checkpoints:  # nothing per iteration to diagnose (DP-KPS's one shot)
         ev_path = run.private / "evaluation.json"
         ev = json.loads(ev_path.read_text(encoding="utf-8")) if ev_path.exists() else {}
         f = (ev.get("fid") or {}).get("fid")
         pr = ev.get("precision_recall") or {}
-        words = ("DP-KPS released a DP vocabulary and term histograms once and wrote one note per sampled keyphrase "
-                 "sequence (no iterations). Against the clinic's held-out notes: FID "
+        how = desc.progress_words if not desc.iterative else f"no per-{desc.unit} checkpoints to diagnose"
+        words = (f"{desc.name}: {how}; it released {desc.release_words}. Against the clinic's held-out notes: FID "
                  + ("—" if f is None else f"{f:.3f}")
                  + (f", kNN precision {100 * pr['precision']:.0f} %, recall {100 * pr['recall']:.0f} %." if pr else "."))
         return {"fid_zero_shot": None, "fid_per_iteration": [], "improved": None, "words": words}
     d = json.loads(run.diagnostics.read_text(encoding="utf-8")).get("evolution") or {}
-    key = "fid_candidates" if method == "wasp" else "fid_selected"
+    # the synthetic set is every round's notes (WASP) or the last iteration's selection
+    key = "fid_candidates" if desc.output == "all" else "fid_selected"
     fids = [r[key] for r in d.get("iterations", []) if r.get(key) is not None]
     z = d.get("fid_zero_shot")
     ok = bool(fids) and z is not None and fids[-1] < fids[0] and fids[-1] < z
-    what = "all notes so far, by round" if method == "wasp" else "selected notes by iteration"
+    what = f"all notes so far, by {desc.unit}" if desc.output == "all" else f"selected notes by {desc.unit}"
     words = ("FID to the private notes (lower is closer): zero-shot generator "
              + ("—" if z is None else f"{z:.3f}") + f"; {what} "
              + ", ".join(f"{f:.3f}" for f in fids)

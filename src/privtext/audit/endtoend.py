@@ -42,6 +42,9 @@ attacker reads every phone-like number in the shared text (by exchange and line,
 slot j it guesses the most frequent candidate of that slot it found, or a uniform random candidate when it found
 none. The success rate, with its Clopper-Pearson interval, is compared with r: the audit fails when the
 interval's lower end exceeds r.
+
+Which game a configuration plays is its method's declaration (``MethodDescription.audit_game``), and the options
+read are the method's own section (``MethodDescription.section``).
 """
 
 from __future__ import annotations
@@ -416,6 +419,13 @@ def _load(config: Any) -> Any:
     return resolve_config(cfg)[0]
 
 
+def _description(config: Any) -> Any:
+    """The method description of a resolved configuration's method (its game, its section)."""
+    from ..methods import describe
+
+    return describe(config.method)
+
+
 def planned_claim(config: Any) -> tuple[float, float]:
     """(ε, δ) the configuration targets, before the run (for sizing m): (ε, δ), pure ε (δ = 0), or μ-GDP at
     δ = 1e-5; a fixed noise multiplier has no target (ConfigError: give the number of canaries)."""
@@ -491,8 +501,8 @@ def audit_end_to_end(
     t0 = time.perf_counter()
     cfg = _load(config)
     d = cfg.data
-    sec = getattr(cfg, cfg.method, None)
-    opts = dict(sec.options()) if sec is not None else {}
+    desc = _description(cfg)
+    opts = cfg.section(desc.section)
     if (opts.get("parties") or {}).get("files"):
         raise ConfigError("the end-to-end audit plants canaries in data.private; parties.files is not supported")
     rng = _secrets.SystemRandom()
@@ -500,7 +510,7 @@ def audit_end_to_end(
                           id_column=d.id_column, name="private")
     public = (load_corpus(d.public, text_column=d.public_text_column or d.text_column, name="public")
               if d.public else None)
-    game = "reconstruction" if cfg.method == "secpe" else "membership"
+    game = desc.audit_game  # the method's description: membership (a DP claim) or reconstruction (SecPE's)
     work = Path(workdir) if workdir is not None else Path(cfg.output).parent / "audit-end-to-end"
     work.mkdir(parents=True, exist_ok=True)
     cols = list(d.label_columns)
@@ -619,7 +629,7 @@ def _plant_secrets(config: Any, private: Any, public: Any | None, m: int, holder
                       for pre in _prefixes(private, public, holders, rng))
         cans.append(Canary(index=j, text=texts[0], labels=_labels_like(private, cols, rng), included=True,
                            secret=value, candidates=cands, holders=texts))
-    spec = dict(config.secpe.options()).get("detector", "regex")
+    spec = config.section(_description(config).section).get("detector", "regex")
     det = secrets_mod.build_detector(spec)
     for c in cans:
         mask = np.asarray(det.detect(list(c.holders)).private_mask(), dtype=bool)

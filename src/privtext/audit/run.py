@@ -89,9 +89,12 @@ def _failed(what: str, err: Exception) -> AuditResult:
                        details={"error": str(err)})
 
 
-def _opts(config: Any, section: str) -> dict[str, Any]:
-    sec = getattr(config, section, None)
-    return dict(sec.options()) if sec is not None else {}
+def _opts(config: Any) -> dict[str, Any]:
+    """The options of the run's method as its resolved configuration holds them (the section its description
+    names): every release kind's attack reads the options of the method that made the release."""
+    from ..methods import describe
+
+    return config.section(describe(config.method).section)
 
 
 def audit_run(run_dir: Any, *, trials: int | None = None, secret_trials: int = 20000, alpha: float = 1e-3,
@@ -183,7 +186,7 @@ def _attack(kind: str, r: Any, config: Any, relation: Relation, *, trials: int |
     if kind in ("votes", "topq", "labels_gaussian"):
         z = derived if derived is not None else 1.0 / claim_of(r)
         if r.mechanism in ("federated_nn_vote_sum", "federated_topq_sum"):
-            o = _opts(config, config.method)
+            o = _opts(config)
             pt = o.get("parties") or {}
             level = pt.get("level", "record")
             return [audit_federated_sum(
@@ -220,7 +223,7 @@ def _attack(kind: str, r: Any, config: Any, relation: Relation, *, trials: int |
         if exp.params.get("noise") == "paper" or exp.params.get("c_w", 1) != 1:
             raise ConfigError("the RFF attack covers noise 'sum' with weighting 'mean'; the derivation check still "
                               "applies")
-        bw = float(_opts(config, "dpkps").get("bandwidth", 0.3)) * math.sqrt(_blocks(r.key))
+        bw = float(_opts(config).get("bandwidth", 0.3)) * math.sqrt(_blocks(r.key))
         return [audit_rff_sketch(eps, n_features=int(exp.params["n_features"]), scale=scale,
                                  derived=exp.sensitivity, relation=rel_name, bandwidth=bw, group=group,
                                  trials=trials, rng=rng, alpha=alpha)]
@@ -230,7 +233,7 @@ def _attack(kind: str, r: Any, config: Any, relation: Relation, *, trials: int |
         sigma = derived if derived is not None else r.noise_std
         out = [audit_secret_clustering(rho=rho, sigma=sigma, sample=sample, trials=secret_trials, rng=rng,
                                        alpha=alpha)]
-        if _opts(config, "secpe").get("voting", "hybrid") == "hybrid":
+        if _opts(config).get("voting", "hybrid") == "hybrid":
             out.append(audit_secpe_hybrid(rho=rho, sigma=sigma, sample=sample,
                                           trials=max(secret_trials // 5, 2000), rng=rng, alpha=alpha))
         return out
@@ -243,7 +246,7 @@ def _attack_dpsgd(releases: list[Any], config: Any, slot: Slot | None, ledger: l
     derived σ, q and steps, its claim the ε of the DP-SGD releases alone at the run's δ."""
     from .dpsgd import audit_dpsgd_run
 
-    o = _opts(config, "dpft")
+    o = _opts(config)
     if slot is not None and slot.what == "dpsgd" and math.isfinite(slot.value):
         sigma, q, per_epoch = slot.value, slot.extra["sampling_rate"], slot.extra["steps"]
     else:  # no calibration (it failed above): the ledger's own parameters

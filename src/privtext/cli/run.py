@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
         out_dir: Annotated[Path, typer.Option(
             "--output", "-o", "--out", help="where to write the demo data and run (default runs/demo, under the "
             "current folder; printed at the end)")] = Path(DEMO_FOLDER),
-        method: Annotated[str, typer.Option(help="secpe (default), augpe, wasp or dpkps")] = "secpe",
+        method: Annotated[str, typer.Option(help=DEMO_HELP)] = DEMO_DEFAULT,
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Make a small clinic-notes corpus with planted secrets and run it end to end offline."""
@@ -105,6 +105,13 @@ def register(app: typer.Typer) -> None:
 
         root = run_demo(out_dir, method=method)
         _summary(root, as_json, out, print_json, demo=True)
+
+
+#: the demo's methods for ``privtext demo --help``: the methods that declare demo settings (``MethodRun.demo``;
+#: privtext.demo.demo_methods, which imports every method: too slow for the CLI's start, so written here and
+#: checked against it by tests/test_method_contract.py)
+DEMO_HELP = "augpe, dpkps, secpe (the default) or wasp: a method that declares demo settings"
+DEMO_DEFAULT = "secpe"
 
 
 #: the demo's default folder, under the current one (``runs/`` is where the README's runs go, and git ignores it)

@@ -235,6 +235,13 @@ class Distribution:
         }
 
 
+def _description(view: RunView) -> Any:
+    """The run's method description (:func:`privtext.methods.describe`: privacy.json's, else the registry's)."""
+    from ..methods import describe
+
+    return describe(view.method, view.privacy)
+
+
 class Baselines:
     """The training sets besides the synthetic one: OnlyPrivate (a sample of the private corpus of the synthetic
     set's size) and zero-shot (the generator's iteration-0 random samples), and their FID/lengths; warns when the
@@ -258,12 +265,14 @@ class Baselines:
                 ctx.train_sets["only_private"] = priv
             else:
                 ctx.private_notes.append("OnlyPrivate baseline skipped: private corpus not available")
-            zs = ctx.view.zero_shot(len(ctx.syn), rng=ctx.rng("zero-shot"))
+            desc = _description(ctx.view)
+            zs = ctx.view.zero_shot(len(ctx.syn), rng=ctx.rng("zero-shot")) if desc.zero_shot else None
             if zs is not None:
                 ctx.train_sets["zero_shot"] = zs
-            elif ctx.view.method == "dpkps":
-                ctx.notes.append("no zero-shot baseline: every DP-KPS prompt holds released keyphrases, so none of "
-                                 "its outputs is generator-only")
+            elif not desc.zero_shot:  # the method's own words, and how to run its no-signal control
+                control = (f"; its no-signal control is a run of its own, `{desc.control_command()}`: "
+                           f"{desc.control_words}" if desc.control else "")
+                ctx.notes.append(f"no zero-shot baseline: {desc.zero_shot_words or 'the run holds none'}{control}")
             else:
                 ctx.notes.append("zero-shot baseline skipped: no origin == 'random' rows in iteration 0")
         overlap = _overlap(ctx.real, ctx.train_sets.get("only_private"), ctx.view)
@@ -464,6 +473,7 @@ def evaluate_run(
                            cache_dir=opts.cache_dir if opts.cache_dir is not None else view.dir.embed_cache)
     ms = tuple(metrics) if metrics is not None else DEFAULT_METRICS
     params = (view.privacy.get("parameters") or {})
+    desc = _description(view)
     result: dict[str, Any] = {
         "version": 1,
         "run": str(view.root),
@@ -473,7 +483,9 @@ def evaluate_run(
         "guarantee_text": guarantee_text(view.privacy),
         "statement": privacy_facts(view.privacy)[0],
         "noise_multiplier": params.get("noise_multiplier"),
-        "iterations": params.get("iterations", len(view.iterations())),
+        # the method's units as planned (privacy.json's parameter), or the complete checkpoints of an unfinished run
+        "iterations": params.get(desc.planned or "iterations", len(view.iterations())),
+        "progress_unit": desc.unit,
         "real": {"path": real_path, "n": len(real_corpus), "fingerprint": corpus_fingerprint(real_corpus),
                  "text_column": view.text_column, "label_columns": labels},
         "synthetic": {"n": len(syn), "source": "synthetic.jsonl" if view.dir.synthetic.exists() else "checkpoint"},

@@ -7,7 +7,9 @@ labels, synthetic samples) is HTML-escaped.
 Sections: the privacy statement (headline, then one list per part: treated as public, assumed public, not covered,
 prompt audit, noise) and the numbers behind it, headline metrics, downstream accuracy with the zero-shot baseline,
 FID and accuracy per iteration, length histograms, the released vote distributions of the last iteration that took
-a vote, WASP's rounds and DP-KPS's keyphrases, and sample outputs. Parts that need ``evaluation.json`` say how to
+a vote, WASP's rounds and DP-KPS's keyphrases, and sample outputs. What a method's progress is called (iterations,
+rounds, epochs, one shot), whether it votes and what it releases come from its description
+(:class:`privtext.methods.base.MethodDescription`, carried by ``privacy.json``), never from its name. Parts that need ``evaluation.json`` say how to
 produce it when it is missing; vote distributions come from the run itself. The shareable page names files
 without their folder and holds no time stamp; the private diagnostics (exact counts, run time, secret statistics,
 the OnlyPrivate baseline) appear only in ``--diagnostics`` (``private/report.html``), marked PRIVATE.
@@ -31,6 +33,7 @@ from ..errors import RunError
 from ..evaluate.runinfo import RunView
 from ..evaluate.runstats import released_vote_distribution, runtime_split
 from ..evaluate.suite import guarantee_text, privacy_facts
+from ..methods import MethodDescription, describe
 from ..rng import derive
 from . import plots
 
@@ -150,16 +153,26 @@ def _statement_html(p: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _released_shown(released: Mapping[str, Any]) -> dict[str, Any]:
+def _generator_rounds(released: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    """(key, value) of the released per-round generator weights (a mapping with ``generators`` and ``rounds``:
+    WASP's), found by their shape, not by the method's name."""
+    for k, v in released.items():
+        if isinstance(v, Mapping) and isinstance(v.get("rounds"), list) and "generators" in v:
+            return k, v
+    return None
+
+
+def _released_shown(released: Mapping[str, Any], title: str) -> dict[str, Any]:
     """Released values as the privacy section lists them; the ones with a section of their own are referred to."""
     shown: dict[str, Any] = {}
+    rounds = _generator_rounds(released)
     for k, v in released.items():
         if k == "dp_vocabulary" and isinstance(v, Mapping):
             shown[k] = f"{len(v)} terms (top terms in the DP-KPS section below)"
-        elif k == "wasp" and isinstance(v, Mapping):
+        elif rounds is not None and k == rounds[0]:
             n = len(v.get("rounds") or [])
-            shown["WASP rounds"] = (f"{n} round(s): generator weights, samples per generator and vote totals "
-                                    "(WASP section below)")
+            shown[f"{title} rounds"] = (f"{n} round(s): generator weights, samples per generator and vote totals "
+                                        f"({title} section below)")
         else:
             shown[k] = v
     return shown
@@ -185,7 +198,8 @@ def _privacy_section(view: RunView) -> str:
     parts.append("<h3>The numbers behind it</h3>" + _kv(facts))
     released = p.get("released") or {}
     if released:
-        parts.append("<h3>Released noisy values</h3>" + _kv(_released_shown(released)))
+        title = describe(view.method, p).name
+        parts.append("<h3>Released noisy values</h3>" + _kv(_released_shown(released, title)))
     releases = p.get("releases") or p.get("release_list")
     if isinstance(releases, list) and releases and isinstance(releases[0], Mapping):
         cols = [c for c in ("mechanism", "iteration", "noise_std", "sensitivity") if c in releases[0]]
@@ -289,24 +303,27 @@ def _downstream_section(ev: Mapping[str, Any], *, diagnostics: bool = False) -> 
     return "".join(out) or '<p class="muted">No labels and no next-word evaluation.</p>'
 
 
-def _iteration_section(ev: Mapping[str, Any], method: str) -> str:
-    if method == "dpkps":
-        return ('<p class="muted">DP-KPS is not iterative: it releases its sketches once and sends one prompt per '
-                "sampled keyphrase sequence (see the DP-KPS section).</p>")
+def _iteration_section(ev: Mapping[str, Any], desc: MethodDescription) -> str:
+    if not desc.iterative:
+        return (f'<p class="muted">{_e(desc.name)} is not iterative: {_e(desc.progress_words or "one shot")}; it '
+                f"releases {_e(desc.release_words)}.</p>")
+    if not desc.checkpoints:
+        return (f'<p class="muted">No per-{_e(desc.unit)} evaluation: a {_e(desc.unit)} of {_e(desc.name)} leaves '
+                f"no candidates to evaluate (it releases {_e(desc.release_words)}).</p>")
     rows_all = ev.get("per_iteration") or []
     per_it = [r for r in rows_all if r.get("n_selected")]
     if not per_it:
         return '<p class="muted">No per-iteration evaluation.</p>'
     skipped = [str(r.get("iteration")) for r in rows_all if not r.get("n_selected")]
-    note = (f'<p class="muted">Iteration(s) {", ".join(skipped)} selected nothing to evaluate (a final round that '
+    note = (f'<p class="muted">{desc.unit.capitalize()}(s) {", ".join(skipped)} selected nothing to evaluate (a final round that '
             "only generates, without a vote).</p>") if skipped else ""
     labels = sorted({c for r in per_it for c in (r.get("accuracy") or {})})
-    header = ["iteration", "selected", "FID", *[f"{c} accuracy" for c in labels]]
+    header = [desc.unit, "selected", "FID", *[f"{c} accuracy" for c in labels]]
     rows = [[_num(r.get("iteration")), _num(r.get("n_selected")), _num(r.get("fid")),
              *[_num((r.get("accuracy") or {}).get(c), pct=True) for c in labels]] for r in per_it]
     zs = (ev.get("fid_zero_shot") or {}).get("fid")
     return (_table(header, rows, left=0) + note
-            + _img(plots.per_iteration_plot(per_it, zero_shot_fid=zs), "FID and accuracy per iteration"))
+            + _img(plots.per_iteration_plot(per_it, zero_shot_fid=zs), f"FID and accuracy per {desc.unit}"))
 
 
 def _length_section(ev: Mapping[str, Any]) -> str:
@@ -324,34 +341,34 @@ def _voted(dist: Mapping[str, Any]) -> bool:
     return any(float(d.get("total_votes") or 0) != 0 or float(d.get("max_votes") or 0) != 0 for d in dist.values())
 
 
-def _votes_section(votes: Mapping[str, Any], method: str) -> str:
-    if method == "dpkps":
-        return ('<p class="muted">DP-KPS takes no votes: it releases a DP vocabulary and per-class term histograms '
-                "(see the DP-KPS section).</p>")
+def _votes_section(votes: Mapping[str, Any], desc: MethodDescription) -> str:
+    if not desc.votes:
+        return f'<p class="muted">{_e(desc.name)} takes no votes: it releases {_e(desc.release_words)}.</p>'
     voted = [t for t in votes if _voted(votes[t])]
     if not voted:
         return '<p class="muted">No vote information in the checkpoints.</p>'
     last = max(voted, key=int)
     dist = votes[last]
-    what = ("the released nearest-vote histogram (Top-Q, Eq 3-6) of each round's candidates" if method == "wasp"
-            else "the released noisy histogram values")
+    what = desc.release_words or "the released noisy histogram values"
     later = [t for t in votes if int(t) > int(last)]
-    after = (f" Later iteration(s) {', '.join(sorted(later, key=int))} took no vote." if later else "")
+    after = (f" Later {desc.unit}(s) {', '.join(sorted(later, key=int))} took no vote." if later else "")
     header = ["label", "candidates", "selected", "total votes", "max", "top-10% share", "zero-vote share", "Gini"]
     rows = [[_e(k), _num(d.get("n_candidates")), _num(d.get("n_selected")), _num(d.get("total_votes")),
              _num(d.get("max_votes")), _num(d.get("top10_share"), pct=True), _num(d.get("zero_share"), pct=True),
              _num(d.get("gini"))] for k, d in sorted(dist.items())]
     return (_img(plots.votes_plot(dist, iteration=int(last)), "vote distribution per label")
-            + f"<p class=\"muted\">Iteration {_e(last)} (the last one with a vote); votes are {what}, rounded as "
+            + f"<p class=\"muted\">{_e(desc.unit.capitalize())} {_e(last)} (the last one with a vote); votes are "
+            f"{_e(what)}, rounded as "
             f"released.{_e(after)}</p>" + _table(header, rows))
 
 
-def _wasp_section(privacy: Mapping[str, Any]) -> str:
-    """WASP: generator weights per round (Eq 8) and the released Top-Q histograms' summaries (all functions of
-    released noisy values and public sizes, from ``privacy.json``)."""
-    w = (privacy.get("released") or {}).get("wasp")
-    if not isinstance(w, Mapping):
+def _wasp_section(privacy: Mapping[str, Any], title: str) -> str:
+    """Several weighted generators (WASP): generator weights per round (Eq 8) and the released Top-Q histograms'
+    summaries (all functions of released noisy values and public sizes, from ``privacy.json``)."""
+    found = _generator_rounds(privacy.get("released") or {})
+    if found is None:
         return ""
+    w = found[1]
     gens = [str(g) for g in w.get("generators") or []]
 
     def cells(xs: Any) -> list[str]:
@@ -364,8 +381,8 @@ def _wasp_section(privacy: Mapping[str, Any]) -> str:
                      _num(r.get("furthest_total"))])
     header = ["round", *[f"w {g}" for g in gens], *[f"N {g}" for g in gens], *[f"mean H̃ⁿ {g}" for g in gens],
               "Σ H̃ⁿ", "Σ H̃ᶠ"]
-    return ("<h2>WASP generators</h2><p class=\"muted\">Weights w_k used in each round (Eq 8, from the previous "
-            "round's released nearest histogram), samples per generator N_k, the mean released nearest-vote value "
+    return (f"<h2>{_e(title)} generators</h2><p class=\"muted\">Weights w_k used in each round (Eq 8, from the "
+            "previous round's released nearest histogram), samples per generator N_k, the mean released nearest-vote value "
             "of each generator's samples, and the released histogram totals.</p>" + _table(header, rows))
 
 
@@ -471,16 +488,21 @@ def _file_name(path: Any) -> str:
     return Path(path).name
 
 
-def _progress_words(view: RunView) -> str:
-    """How far the run got, in the method's own terms (DP-KPS has no iterations, WASP has rounds)."""
-    n = len(view.iterations())
-    if view.method == "dpkps":
-        return "one release, no iterations (one prompt per sampled keyphrase sequence)"
-    unit = "round" if view.method == "wasp" else "iteration"
-    planned = (view.privacy.get("parameters") or {}).get("iterations")
+def _progress_words(view: RunView, desc: MethodDescription) -> str:
+    """How far the run got, in the method's own unit (its description: iterations, rounds, epochs, one shot):
+    the complete checkpoints, or (a method whose units leave none, dpft) the units the statement's releases
+    name; against the number planned (the statement's parameter the description names)."""
+    if not desc.iterative:
+        return desc.progress_words or "one shot"
+    if desc.checkpoints:
+        n = len(view.iterations())
+    else:
+        n = len({r.get("iteration") for r in view.privacy.get("releases") or []
+                 if isinstance(r, Mapping) and isinstance(r.get("iteration"), int)})
+    planned = (view.privacy.get("parameters") or {}).get(desc.planned) if desc.planned else None
     if isinstance(planned, int) and planned != n:
-        return f"{n} of {planned} {unit}s complete"
-    return f"{n} {unit}{'s' if n != 1 else ''}"
+        return f"{n} of {planned} {desc.units} complete"
+    return f"{n} {desc.unit}{'s' if n != 1 else ''}"
 
 
 def build_report(
@@ -503,6 +525,7 @@ def build_report(
     from ..evaluate.suite import shareable_evaluation
 
     view = RunView(run_dir)
+    desc = describe(view.method, view.privacy)
     if evaluation is not None:
         ev = dict(evaluation)
     else:
@@ -531,7 +554,7 @@ def build_report(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>privtext report: {_e(view.name)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>privtext report: {_e(view.name)}</h1>",
-        f'<p class="meta">method <b>{_e(view.method)}</b> · {_e(_progress_words(view))}</p>',
+        f'<p class="meta">method <b>{_e(view.method)}</b> · {_e(_progress_words(view, desc))}</p>',
     ]
     if diagnostics:
         parts.append('<div class="card warn"><b>PRIVATE DIAGNOSTIC REPORT</b>: it shows figures computed from the '
@@ -547,12 +570,13 @@ def build_report(
         parts.append(_missing("FID, accuracy and length comparison"))
     parts += ["<h2>Downstream utility</h2>",
               _downstream_section(ev, diagnostics=diagnostics) if ev else _missing("Downstream accuracy")]
-    parts += ["<h2>Per iteration</h2>", _iteration_section(ev, view.method) if ev or view.method == "dpkps"
-              else _missing("Per-iteration FID")]
+    parts += [f"<h2>Per {_e(desc.unit) if desc.iterative else 'iteration'}</h2>",
+              _iteration_section(ev, desc) if ev or not desc.checkpoints
+              else _missing(f"Per-{desc.unit} FID")]
     parts += ["<h2>Lengths</h2>", _length_section(ev) if ev.get("lengths") else _missing("Length comparison")]
-    parts += ["<h2>Votes</h2>", _votes_section(votes, view.method)]
+    parts += ["<h2>Votes</h2>", _votes_section(votes, desc)]
     if view.privacy:
-        parts.append(_wasp_section(view.privacy))
+        parts.append(_wasp_section(view.privacy, desc.name))
         parts.append(_dpkps_section(view))
     if diagnostics:
         parts += ["<h2>Private diagnostics</h2>", _diagnostics_section(view)]

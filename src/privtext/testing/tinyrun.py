@@ -39,6 +39,7 @@ def tiny_run(
     """
     from ..config import config_from_dict
     from ..data import write_corpus
+    from ..methods import describe
     from ..runner import run_config
 
     root = Path(root)
@@ -52,7 +53,8 @@ def tiny_run(
         "data": {"private": str(priv_path), "public": str(pub_path), "label_columns": list(private.label_columns)},
         "generator": {"backend": "scripted", "vocabulary": words or ["text"]},
         "embedder": {"backend": "hashing", "dim": 64, "cache": False},
-        "privacy": dict(privacy or ({"secret": {"p": 1e-3, "r": 2e-2}} if method == "secpe" else {"mu": 1.0})),
+        "privacy": dict(privacy or ({"secret": {"p": 1e-3, "r": 2e-2}} if describe(method).guarantee == "secret"
+                                    else {"mu": 1.0})),
         "evolution": {"num_samples": num_samples, "iterations": iterations, "variations": variations},
         "output": str(root),
     }
