@@ -291,3 +291,160 @@ def test_releases_are_described_by_the_builders_only() -> None:
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Release":
                 bad.append(f"{me}:{node.lineno}")
     assert not bad, "hand-built releases in methods/: " + ", ".join(bad)
+
+# ------------------------------------------------------------------------------------------------ method names
+
+
+#: where a method's name may be compared as a string: the methods themselves, and the audit's derivations of the
+#: sensitivities and the noise, which stay independent of the methods' code on purpose (issue 37). Everywhere else
+#: the shared code reads the method's description (privtext.methods.base.MethodDescription).
+METHOD_NAMES_ALLOWED_IN = ("privtext.methods", "privtext.audit.derive", "privtext.audit.calibrate")
+#: registry aliases that are also another thing's name: "dpsgd" (an alias of dpft) is the mechanism of DP-SGD
+#: releases (privacy.release.dpsgd_release), so comparing a release kind with it names no method
+NOT_A_METHOD_HERE = frozenset({"dpsgd"})
+
+
+def _method_names() -> frozenset[str]:
+    """The registered methods' names and aliases (privtext.methods.METHODS), less :data:`NOT_A_METHOD_HERE`."""
+    from privtext.methods import METHODS
+
+    return frozenset({*METHODS.names(), *METHODS._aliases}) - NOT_A_METHOD_HERE
+
+
+def _names_in(node: ast.AST | None, names: frozenset[str]) -> set[str]:
+    """Method names a literal holds: a string constant, a tuple/list/set of them, a dict's keys, or
+    ``set(...)``/``frozenset(...)``/``tuple(...)`` of such a literal."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value.lower()} & names
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_names_in(e, names) for e in node.elts)) if node.elts else set()
+    if isinstance(node, ast.Dict):
+        return set().union(*(_names_in(k, names) for k in node.keys if k is not None)) if node.keys else set()
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("set", "frozenset", "tuple", "list") \
+            and len(node.args) == 1:
+        return _names_in(node.args[0], names)
+    return set()
+
+
+def _identifier(node: ast.AST) -> str | None:
+    """The name a Name or an attribute (``x.PURE_DP``) refers to."""
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _bound_to_names(tree: ast.AST, names: frozenset[str], *, constants_only: bool = False) -> dict[str, set[str]]:
+    """Identifiers a module binds (``X = ...``, ``X: T = ...``) to a literal that holds method names: comparing
+    with one, or looking a non-constant key up in one, compares a method's name. ``constants_only``: only the
+    module-level UPPER_CASE ones (what another module may import). ``__all__`` lists class names, not methods."""
+    out: dict[str, set[str]] = {}
+    nodes = ast.iter_child_nodes(tree) if constants_only else ast.walk(tree)
+    for node in nodes:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
+        found = _names_in(getattr(node, "value", None), names) if targets else set()
+        for t in targets:
+            ident = _identifier(t)
+            if not found or ident is None or ident == "__all__" or (constants_only and not ident.isupper()):
+                continue
+            out.setdefault(ident, set()).update(found)
+    return out
+
+
+def _method_name_comparisons(tree: ast.AST, names: frozenset[str], bound: dict[str, set[str]]) -> list[str]:
+    """Where ``tree`` compares a method's name as a string: a comparison (``==``, ``!=``, ``in``, ``not in``) with
+    a method-name literal or with an identifier bound to one (:func:`_bound_to_names`); a ``match`` case on one;
+    and a dispatch table — a dict keyed by method names, looked up with a key that is not a constant
+    (``{"wasp": ...}[method]``, ``TABLE.get(method)``). Reading a section by a constant key (``raw["secpe"]``) is
+    not a comparison."""
+
+    def hits(node: ast.AST) -> set[str]:
+        ident = _identifier(node)
+        return _names_in(node, names) | (bound.get(ident, set()) if ident is not None else set())
+
+    def table(node: ast.AST) -> set[str]:
+        ident = _identifier(node)
+        keyed = _names_in(node, names) if isinstance(node, ast.Dict) else set()
+        return keyed | (bound.get(ident, set()) if ident is not None else set())
+
+    out = []
+    for node in ast.walk(tree):
+        found: set[str] = set()
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                found |= hits(operand)
+        elif isinstance(node, ast.match_case):
+            for sub in ast.walk(node.pattern):
+                if isinstance(sub, ast.MatchValue):
+                    found |= _names_in(sub.value, names)
+        elif isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            found |= table(node.value)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args and not isinstance(node.args[0], ast.Constant)):
+            found |= table(node.func.value)
+        if found:
+            out.append(f"line {getattr(node, 'lineno', '?')}: {', '.join(sorted(found))}")
+    return out
+
+
+def _allowed_to_name_methods(module: str) -> bool:
+    return any(module == a or module.startswith(a + ".") for a in METHOD_NAMES_ALLOWED_IN)
+
+
+def test_no_method_name_is_compared_outside_methods() -> None:
+    """Shared code (the report, the evaluation, the demo, the audits, the configuration and the runner) reads what a
+    method declares (its ``MethodDescription``: unit of progress, votes, zero-shot control, guarantee kind, audit
+    game, config section) and never compares its name: a sixth method then needs no edit outside its own module and
+    its registration (issue 37 found the name compared in 8 files outside methods/)."""
+    names = _method_names()
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in _all_files()}
+    constants: dict[str, set[str]] = {}  # module-level constants another module may import (PURE_DP_METHODS)
+    for tree in trees.values():
+        for ident, found in _bound_to_names(tree, names, constants_only=True).items():
+            constants.setdefault(ident, set()).update(found)
+    bad = []
+    for path, tree in trees.items():
+        me = _module_name(path)
+        if not _allowed_to_name_methods(me):
+            bound = {**constants, **_bound_to_names(tree, names)}
+            bad += [f"{me} {hit}" for hit in _method_name_comparisons(tree, names, bound)]
+    assert not bad, "method names compared as strings outside methods/ (read the description instead):\n" + \
+        "\n".join(bad)
+
+
+@pytest.mark.parametrize("code,caught", [
+    ("if cfg.method == 'secpe':\n    pass", {"secpe"}),
+    ("ok = 'WASP' != view.method", {"wasp"}),
+    ("if method in ('dpkps', 'dp-kps'):\n    pass", {"dpkps", "dp-kps"}),
+    ("if method not in {'augpe', 'pe'}:\n    pass", {"augpe", "pe"}),
+    ("PURE_DP_METHODS = ('dpkps', 'dp-kps')\nif m not in PURE_DP_METHODS:\n    pass", {"dpkps", "dp-kps"}),
+    ("ONLY: frozenset[str] = frozenset(['dpft'])\nif self.method in ONLY:\n    pass", {"dpft"}),
+    ("SECPE = 'secpe'\nif config.method == SECPE:\n    pass", {"secpe"}),
+    ("privacy = {'secpe': 1, 'dpkps': 2}.get(method, 3)", {"secpe", "dpkps"}),
+    ("TABLE = {'augpe': f, 'wasp': g}\nfn = TABLE[config.method]", {"augpe", "wasp"}),
+    ("match method:\n    case 'dpft' | 'dp-ft':\n        pass", {"dpft", "dp-ft"}),
+    # not comparisons: a section read by its constant key, a default, a message, a release kind named like an alias
+    ("raw['secpe'] = {'detector': 'regex'}\nsec = raw.get('wasp')", set()),
+    ("method: str = 'augpe'\nprint('secpe', f'{method} runs')", set()),
+    ("if kind == 'dpsgd' or r.mechanism == 'dpsgd':\n    pass", set()),
+    ("runs = {'augpe': run_a, 'secpe': run_b}", set()),
+])
+def test_the_method_name_rule_sees_each_form_of_comparison(code: str, caught: set[str]) -> None:
+    """The rule can fail: each way of comparing a method's name (direct, through a tuple, set or constant,
+    a dispatch table, a match) is caught; reading sections by name, defaults and release kinds are not."""
+    names = _method_names()
+    tree = ast.parse(code)
+    hits = _method_name_comparisons(tree, names, _bound_to_names(tree, names))
+    found = {n.strip() for h in hits for n in h.split(": ", 1)[1].split(",")}
+    assert found == caught, hits
+
+
+def test_the_alias_left_out_of_the_method_name_rule_is_the_dp_sgd_mechanism() -> None:
+    """"dpsgd" is both an alias of dpft and the mechanism of DP-SGD releases; the rule leaves it out only while
+    that holds (else it is a method's name like any other)."""
+    import inspect
+
+    from privtext.methods import METHODS
+    from privtext.privacy.release import dpsgd_release
+
+    assert inspect.signature(dpsgd_release).parameters["mechanism"].default in NOT_A_METHOD_HERE
+    assert all(a in METHODS for a in NOT_A_METHOD_HERE)
+

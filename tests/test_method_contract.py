@@ -15,7 +15,14 @@ scripted generator and the hashing embedder: real implementations of their proto
 * no prompt holds private text (checked here by plain substring search, independently of the guard), and a
   planted leak makes privacy.json say NOT PRIVATE; so does a release without noise;
 * privacy.json depends on the private data only through released values and stated assumptions (the same
-  configuration on two private corpora), and no file outside ``private/`` holds an unrounded kept value.
+  configuration on two private corpora), and no file outside ``private/`` holds an unrounded kept value;
+* what the method declares of itself (its ``MethodDescription``) is what its run did: privacy.json carries it,
+  the units it counts progress in are the ones the run completed, it votes where its checkpoints hold votes, its
+  zero-shot baseline exists where it says so, its guarantee is the statement's kind, and its no-signal control is
+  a configuration that resolves and passes the pre-run checks.
+
+A case with no expected releases (``deltas`` empty: a method that releases nothing, such as the public-only control
+of tests/test_sixth_method.py) must record none; the checks of noise then have nothing to check.
 """
 
 from __future__ import annotations
@@ -268,7 +275,8 @@ def test_every_recorded_sensitivity_is_the_relations(name: str, runs_dir: Path) 
     case = CASE[name]
     ran = _ran(case, runs_dir)
     entries = ran.ledger()
-    assert entries, "the run recorded no release"
+    assert bool(entries) == bool(case.deltas), (f"the run recorded {len(entries)} release(s), the case expects "
+                                                f"{sorted(case.deltas) or 'none'}")
     seen = set()
     for e in entries:
         want = _expected_delta(case, e["key"])
@@ -352,6 +360,10 @@ def _diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def test_noise_is_in_the_path_users_run_and_comes_from_os_entropy(name: str, runs_dir: Path) -> None:
     case = CASE[name]
     a, b = _ran(case, runs_dir, "a"), _ran(case, runs_dir, "b")
+    if not case.deltas:  # releases nothing: nothing noisy to compare, and nothing to call NOT PRIVATE
+        assert not a.ledger() and not b.ledger() and a.statement()["releases"] == []
+        assert a.statement()["private"] is True
+        return
     key, va = _first_release(a)
     key_b, vb = _first_release(b)
     assert key == key_b
@@ -665,3 +677,96 @@ def test_the_default_dpft_configuration_is_the_one_users_get() -> None:
     assert set(given) == {"torch_threads", "lm"}
     o = DPFTOptions(**given)
     assert o.sampling_rate == DPFTOptions().sampling_rate and o.epochs == DPFTOptions().epochs
+
+
+# ------------------------------------------------------------------------------------------------ the description
+
+
+#: one case per registered method: its first
+FIRST_CASES = list({c.method: c.name for c in reversed(CASES)}.values())[::-1]
+#: the statement's guarantee kinds each declared guarantee allows
+GUARANTEE_KINDS = {"pure": {"pure"}, "approximate": {"dp", "gdp", "noise"}, "secret": {"secret"}}
+
+
+@pytest.mark.parametrize("name", sorted(METHODS.names()))
+def test_every_method_declares_what_the_shared_code_needs(name: str) -> None:
+    """Each method's class declares a :class:`MethodDescription` whose section is its registered name (so a
+    configuration's sections are checked without importing every method), which privacy.json's form round-trips,
+    and whose control overrides are ``--set`` lines."""
+    from privtext.config import parse_overrides
+    from privtext.methods.base import MethodDescription
+
+    desc = METHODS.get(name).description
+    assert isinstance(desc, MethodDescription) and desc.section == name
+    assert MethodDescription.from_dict(json.loads(json.dumps(desc.to_dict()))) == desc
+    assert desc.zero_shot or desc.zero_shot_words, "a method without a zero-shot baseline says why"
+    assert all(k for k, _ in parse_overrides(desc.control)) and (desc.control or desc.control_words), \
+        "every method names its control, or says it is its own"
+    assert desc.release_words and (desc.iterative or desc.progress_words)
+
+
+@pytest.mark.parametrize("name", FIRST_CASES)
+def test_the_method_description_is_what_its_run_did(name: str, runs_dir: Path) -> None:
+    """The declaration checked against a real run: privacy.json carries it; the units of progress planned (the
+    statement's parameter it names) are the units done (complete checkpoints, or releases one per unit); the
+    checkpoints hold votes exactly when it says it votes; the zero-shot baseline (iteration 0's random candidates)
+    exists exactly when it says so; its guarantee is the statement's kind; and the report counts its units."""
+    from privtext.evaluate.runinfo import RunView
+    from privtext.methods import describe
+    from privtext.report import build_report
+
+    case = CASE[name]
+    ran = _ran(case, runs_dir)
+    st = ran.statement()
+    desc = METHODS.get(case.method).description
+    assert st["method_description"] == desc.to_dict() and describe(st["method"], st) == desc
+    view = RunView(ran.root)
+    if desc.iterative:
+        planned = st["parameters"][desc.planned]
+        done = (len(view.iterations()) if desc.checkpoints else
+                len({r["iteration"] for r in st["releases"] if r["iteration"] is not None}))
+        assert isinstance(planned, int) and planned > 0 and done == planned, (desc.unit, planned, done)
+    else:
+        assert not view.iterations()
+    assert bool(view.iterations()) == desc.checkpoints
+    voted = any("votes" in view.candidates(t).columns for t in view.iterations())
+    assert voted == desc.votes
+    assert (view.zero_shot(4, rng=np.random.default_rng(0)) is not None) == desc.zero_shot
+    assert st["guarantee"]["kind"] in GUARANTEE_KINDS[desc.guarantee]
+    assert (desc.audit_game == "reconstruction") == (desc.guarantee == "secret")
+    html = build_report(ran.root, out=ran.root.parent / f"{name}-report.html").read_text(encoding="utf-8")
+    words = (f"{planned} {desc.unit}{'s' if planned != 1 else ''}" if desc.iterative else desc.progress_words)
+    assert f"method <b>{st['method']}</b> · {words}</p>" in html, words
+
+
+@pytest.mark.parametrize("name", FIRST_CASES)
+def test_the_declared_control_is_a_configuration_that_passes_the_checks(name: str, tmp_path: Path) -> None:
+    """The no-private-signal control a method declares (``--set`` overrides) turns its configuration into one that
+    resolves and passes every pre-run check (what ``privtext run CONFIG --set ...`` does before writing). A method
+    that declares no override is its own control: it must release nothing."""
+    from privtext.runner import preflight, resolve_config
+
+    case = CASE[name]
+    desc = METHODS.get(case.method).description
+    if not desc.control:
+        assert not case.deltas, f"{name} releases {sorted(case.deltas)}: it cannot be its own no-signal control"
+        return
+    priv, pub = _corpora(case)
+    base = _config(case, tmp_path / "control", priv, pub)
+    control = config_from_dict(base.dump(), overrides=desc.control)
+    assert control.dump() != base.dump()
+    resolved, cls = resolve_config(control)
+    preflight(resolved, cls)
+    assert not (tmp_path / "control").exists()
+
+
+def test_the_demo_help_names_the_methods_the_demo_offers() -> None:
+    """The CLI's help for ``privtext demo --method`` is written out (computing it imports every method, seconds
+    at each start): it names exactly the methods that declare demo settings, and the same default."""
+    from privtext.cli.run import DEMO_DEFAULT, DEMO_HELP
+    from privtext.demo import DEMO_DEFAULT as DEFAULT
+    from privtext.demo import demo_methods
+
+    named = set(re.findall(r"[a-z][a-z-]+(?= \(the default\)|,| or|:)", DEMO_HELP.split(":")[0] + ":"))
+    assert named == set(demo_methods()) and DEMO_DEFAULT == DEFAULT in named
+    assert f"{DEFAULT} (the default)" in DEMO_HELP
