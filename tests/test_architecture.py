@@ -332,18 +332,23 @@ def _identifier(node: ast.AST) -> str | None:
 
 
 def _bound_to_names(tree: ast.AST, names: frozenset[str], *, constants_only: bool = False) -> dict[str, set[str]]:
-    """Identifiers a module binds (``X = ...``, ``X: T = ...``) to a literal that holds method names: comparing
-    with one, or looking a non-constant key up in one, compares a method's name. ``constants_only``: only the
-    module-level UPPER_CASE ones (what another module may import). ``__all__`` lists class names, not methods."""
+    """Identifiers a module binds (``X = ...``, ``X: T = ...``) to a table of method names (a tuple, list, set or
+    dict literal) or, as an UPPER_CASE constant, to one name: comparing with one, or looking a non-constant key up
+    in one, compares a method's name. A field's or variable's default (``method: str = "augpe"``) is no table.
+    ``constants_only``: only the module-level UPPER_CASE ones (what another module may import). ``__all__`` lists
+    class names, not methods."""
     out: dict[str, set[str]] = {}
     nodes = ast.iter_child_nodes(tree) if constants_only else ast.walk(tree)
     for node in nodes:
         targets = (node.targets if isinstance(node, ast.Assign) else
                    [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
-        found = _names_in(getattr(node, "value", None), names) if targets else set()
+        value = getattr(node, "value", None)
+        found = _names_in(value, names) if targets else set()
         for t in targets:
             ident = _identifier(t)
             if not found or ident is None or ident == "__all__" or (constants_only and not ident.isupper()):
+                continue
+            if isinstance(value, ast.Constant) and not ident.isupper():
                 continue
             out.setdefault(ident, set()).update(found)
     return out
@@ -426,6 +431,7 @@ def test_no_method_name_is_compared_outside_methods() -> None:
     ("method: str = 'augpe'\nprint('secpe', f'{method} runs')", set()),
     ("if kind == 'dpsgd' or r.mechanism == 'dpsgd':\n    pass", set()),
     ("runs = {'augpe': run_a, 'secpe': run_b}", set()),
+    ("class Config:\n    method: str = 'augpe'\n    def same(self, o):\n        return self.method == o.method", set()),
 ])
 def test_the_method_name_rule_sees_each_form_of_comparison(code: str, caught: set[str]) -> None:
     """The rule can fail: each way of comparing a method's name (direct, through a tuple, set or constant,
