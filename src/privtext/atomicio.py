@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import threading
@@ -40,6 +41,21 @@ def dumps(obj: Any, *, indent: int | None = None) -> str:
     return json.dumps(obj, ensure_ascii=False, default=_json_default, indent=indent, allow_nan=True)
 
 
+def jsonable(x: Any) -> Any:
+    """``x`` as plain JSON values, for files other programs read (the ledger, privacy.json): mappings with string
+    keys, lists for tuples, Python scalars for numpy ones (anything with ``item()``), and non-finite floats as the
+    strings ``"inf"``, ``"-inf"``, ``"nan"`` (strict JSON has no infinity)."""
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
+    if hasattr(x, "item") and callable(x.item):
+        return jsonable(x.item())
+    return x
+
+
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -50,20 +66,8 @@ def _fsync_dir(path: Path) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(p.parent)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

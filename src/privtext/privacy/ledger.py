@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..atomicio import append_jsonl
+from ..atomicio import append_jsonl, jsonable
 from ..errors import BudgetExceededError, PrivacyError, RunError
 from .accounting import epsilon_for_delta, gdp_mu_of, secret_check
 from .budget import Budget
@@ -197,7 +197,7 @@ class Ledger:
         with self._lock:
             spent = self.check(release)
             entry = LedgerEntry(seq=len(self._entries), time=round(time.time(), 3), release=release,
-                                spent_after=_jsonable(spent))
+                                spent_after=jsonable(spent))
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 append_jsonl(self.path, entry.to_dict(), fsync=True)
@@ -313,8 +313,8 @@ class Ledger:
             mech[e.release.mechanism] = mech.get(e.release.mechanism, 0) + 1
         out: dict[str, Any] = {
             "budget": b.to_dict(),
-            "spent": _jsonable(s),
-            "remaining": _jsonable(self.remaining()),
+            "spent": jsonable(s),
+            "remaining": jsonable(self.remaining()),
             "releases": len(self._entries),
             "releases_by_mechanism": mech,
             "release_list": [
@@ -343,7 +343,7 @@ class Ledger:
                                                "epsilon": epsilon_for_delta(rec, b.report_delta)}
             except PrivacyError:  # pragma: no cover - events outside the PLD accountant
                 pass
-        return _jsonable(out)
+        return jsonable(out)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -376,16 +376,6 @@ def _spent_words(s: Mapping[str, Any]) -> str:
         v = s["groups"][g]
         return f"secret group {g}: posterior bound {v['posterior']:.6g} > r={v['r']:g} at p={v['p']:g}"
     return ""
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
-    return x
 
 
 __all__ = ["DuplicateReleaseError", "Ledger", "LedgerEntry", "Release"]

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..atomicio import jsonable as _jsonable
 from ..config import REFUSE_EPSILON, REFUSE_R, WEAK_EPSILON, WEAK_R, budget_level
 from ..rng import round_release
 
@@ -391,18 +392,6 @@ def released_tree(x: Any) -> Any:
         return released_number(x)
     if hasattr(x, "item") and callable(x.item):  # numpy scalars
         return released_tree(x.item())
-    return x
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
-    if hasattr(x, "item") and callable(x.item):
-        return _jsonable(x.item())
     return x
 
 
