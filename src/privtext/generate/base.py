@@ -15,7 +15,7 @@ global generator is forked and restored around seeded calls). Every prompt is ap
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -114,6 +114,14 @@ class GeneratorContext:
     #: replaces the configured target and the prompt family's prior
     length: LengthTarget | None = None
 
+    def training_corpus(self, backend: str) -> tuple[Corpus, list[str]]:
+        """The public corpus a trained generator (``ngram``, ``lm``) learns from, and its label columns among the
+        run's; a :class:`~privtext.errors.ConfigError` without one (never private text)."""
+        if self.public is None or len(self.public) == 0:
+            raise ConfigError(f"the {backend} generator is trained on public text only and needs a public corpus "
+                              "(set data.public); it never trains on private text")
+        return self.public, [c for c in self.label_columns if c in self.public.labels]
+
 
 # --------------------------------------------------------------------------------------------- options models
 
@@ -209,7 +217,9 @@ class BaseGenerator:
     # factories used by build_generator
     @classmethod
     def from_options(cls, options: Any, ctx: GeneratorContext, *, family: PromptFamily, name: str | None) -> Any:
-        raise NotImplementedError
+        """The generator for parsed ``options`` in a run (``ctx``); a backend that needs more of the run than its
+        prompt log (a public corpus to train on, the guard) overrides this."""
+        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
 
     # ---- logging
     def _log(self, operation: str, prompt: Any, meta: Mapping[str, Any] | None = None) -> None:
@@ -235,13 +245,7 @@ class BaseGenerator:
         n = check_n(n)
         label = check_label(label)
         check_rng(rng)
-        self._check_open()
-        if n == 0:
-            return []
-        with self._timed():
-            out = self._random(label, n, rng)
-        self._finish(out, n)
-        return out
+        return self._produce(n, lambda: self._random(label, n, rng))
 
     def variation(
         self, texts: Sequence[str], label: LabelInfo | None, spec: VariationSpec, *, rng: np.random.Generator
@@ -250,13 +254,7 @@ class BaseGenerator:
         label = check_label(label)
         spec = check_spec(spec)
         check_rng(rng)
-        self._check_open()
-        if not texts:
-            return []
-        with self._timed():
-            out = self._variation(texts, label, spec, rng)
-        self._finish(out, len(texts))
-        return out
+        return self._produce(len(texts), lambda: self._variation(texts, label, spec, rng))
 
     def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator,
                examples: Sequence[Sequence[str]] | None = None) -> list[str]:
@@ -266,13 +264,7 @@ class BaseGenerator:
         doc_type = check_doc_type(doc_type)
         ex = check_examples(examples, len(kps))
         check_rng(rng)
-        self._check_open()
-        if not kps:
-            return []
-        with self._timed():
-            out = self._seeded(kps, doc_type, rng, ex)
-        self._finish(out, len(kps))
-        return out
+        return self._produce(len(kps), lambda: self._seeded(kps, doc_type, rng, ex))
 
     def contrastive(
         self, good: Sequence[str], bad: Sequence[str], label: LabelInfo | None, n: int, *, rng: np.random.Generator
@@ -283,12 +275,19 @@ class BaseGenerator:
         label = check_label(label)
         check_rng(rng)
         self._check_open()
+        if n and not good:
+            raise DataError("contrastive generation needs at least one good example (bad examples may be empty)")
+        return self._produce(n, lambda: self._contrastive(good, bad, label, n, rng))
+
+    def _produce(self, n: int, make: Callable[[], list[str]]) -> list[str]:
+        """What every operation does once its arguments are checked: refuse a closed generator, return nothing
+        for ``n == 0`` without calling the backend, else time the backend's ``make()`` and check it gave ``n``
+        texts (:meth:`_finish`)."""
+        self._check_open()
         if n == 0:
             return []
-        if not good:
-            raise DataError("contrastive generation needs at least one good example (bad examples may be empty)")
         with self._timed():
-            out = self._contrastive(good, bad, label, n, rng)
+            out = make()
         self._finish(out, n)
         return out
 
@@ -328,6 +327,16 @@ class BaseGenerator:
         raise NotImplementedError
 
 
+def check_local_model(options: Any, engine: str) -> None:
+    """A local model's ``preflight``, before a run directory exists: its model (and its tokenizer, when another one
+    is named) can be loaded here, offline included."""
+    from ..backends.hub import check_model_available
+
+    check_model_available(options.model, what=f"generator ({engine})")
+    if options.tokenizer:
+        check_model_available(options.tokenizer, what=f"generator tokenizer ({engine})")
+
+
 class PromptedGenerator(BaseGenerator):
     """A model behind prompts (transformers, vLLM, OpenAI-compatible): every operation renders one prompt per
     output from the prompt family and hands the batch to :meth:`_complete`, which the backend implements.
@@ -338,6 +347,20 @@ class PromptedGenerator(BaseGenerator):
 
     tokenizer: Any = None
     use_chat: bool = False
+
+    def __init__(self, *, options: Any = None, **kw: Any):
+        super().__init__(**kw)
+        self.options = options
+        if options is not None and self.name == self.backend:  # named by its model: "vllm:Qwen/Qwen2.5-7B"
+            self.name = f"{self.backend}:{options.model}"
+
+    def _choose_chat(self, mode: str, model: str) -> bool:
+        """Whether prompts go through ``tokenizer``'s chat template (``chat_template``: ``auto`` when the tokenizer
+        has one, ``never``, or ``always``, a :class:`~privtext.errors.ConfigError` when it has none)."""
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if mode == "always" and not has_template:
+            raise ConfigError(f"chat_template: always, but the tokenizer of {model!r} has no chat template")
+        return has_template and mode != "never"
 
     def render(self, prompt: Any) -> tuple[str, Any]:
         """(text fed to the model, what is logged: chat messages or the plain text)."""

@@ -18,7 +18,7 @@ from pydantic import Field
 from ..backends import BackendOptions
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from ..rng import spawn_seed
-from .base import GeneratorContext, PromptedGenerator
+from .base import PromptedGenerator, check_local_model
 from .prompts import Prompt
 
 
@@ -49,10 +49,8 @@ class TransformersGenerator(PromptedGenerator):
     Options = TransformersOptions
 
     def __init__(self, *, options: TransformersOptions, **kw: Any):
-        super().__init__(**kw)
-        self.options = o = options
-        if self.name == self.backend:
-            self.name = f"transformers:{o.model}"
+        super().__init__(options=options, **kw)
+        o = options
         try:
             import torch
             import transformers
@@ -88,24 +86,12 @@ class TransformersGenerator(PromptedGenerator):
             else:
                 tok.add_special_tokens({"pad_token": "<pad>"})
                 self.model.resize_token_embeddings(len(tok))
-        has_template = bool(getattr(tok, "chat_template", None))
-        if o.chat_template == "always" and not has_template:
-            raise ConfigError(f"chat_template: always, but the tokenizer of {o.model!r} has no chat template")
-        self.use_chat = has_template and o.chat_template != "never"
+        self.use_chat = self._choose_chat(o.chat_template, o.model)
 
     @classmethod
     def preflight(cls, options: TransformersOptions) -> None:
         """Before a run directory exists: the model (and tokenizer) can be loaded here, offline included."""
-        from ..backends.hub import check_model_available
-
-        check_model_available(options.model, what="generator (transformers)")
-        if options.tokenizer:
-            check_model_available(options.tokenizer, what="generator tokenizer (transformers)")
-
-    @classmethod
-    def from_options(cls, options: TransformersOptions, ctx: GeneratorContext, *, family: Any,
-                     name: str | None) -> TransformersGenerator:
-        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
+        check_local_model(options, "transformers")
 
     def generation_kwargs(self) -> dict[str, Any]:
         o = self.options

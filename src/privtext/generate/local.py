@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ..backends import BackendOptions, parse_options
 from ..errors import ConfigError
-from .base import GeneratorContext
+from .base import GeneratorContext, check_local_model
 
 
 class LocalOptions(BackendOptions):
@@ -77,11 +77,7 @@ class LocalGenerator:
     @classmethod
     def preflight(cls, options: Any) -> None:
         """Before a run directory exists: the model (and tokenizer) can be loaded here, offline included."""
-        from ..backends.hub import check_model_available
-
-        check_model_available(options.model, what="generator (local)")
-        if options.tokenizer:
-            check_model_available(options.tokenizer, what="generator tokenizer (local)")
+        check_local_model(options, "local")
 
     @classmethod
     def from_options(cls, options: LocalOptions, ctx: GeneratorContext, *, family: Any, name: str | None) -> Any:

@@ -468,6 +468,8 @@ class NgramLM:
         wc = np.array([int(self.vocab.is_word[d].sum()) for d in docs], dtype=np.int64)
         self.lengths: dict[Any, np.ndarray] = {None: np.maximum(wc, 1)}
         self.label_models: dict[Any, KNModel] = {}
+        #: the training texts (indices, as in :meth:`doc`) of each label model (privtext.learn.ngram re-weights them)
+        self.label_docs: dict[Any, np.ndarray] = {}
         self.label_columns: tuple[str, ...] = tuple(labels or {})
         lorder = label_order or order
         if labels:
@@ -488,6 +490,7 @@ class NgramLM:
                 self.label_models[key] = KNModel([docs[i] for i in idx], order=lorder, vocab_size=V,
                                                  scale=backoff_scale)
                 self.lengths[key] = self.lengths[None][idx]
+                self.label_docs[key] = np.asarray(idx, dtype=np.int64)
 
     def doc(self, i: int) -> np.ndarray:
         """The token ids of training text ``i``."""
@@ -771,11 +774,7 @@ class NgramGenerator(BaseGenerator):
     @classmethod
     def from_options(cls, options: NgramOptions, ctx: GeneratorContext, *, family: Any,
                      name: str | None) -> NgramGenerator:
-        if ctx.public is None or len(ctx.public) == 0:
-            raise ConfigError("the ngram generator is trained on public text only and needs a public corpus "
-                              "(set data.public); it never trains on private text")
-        cols = [c for c in ctx.label_columns if c in ctx.public.labels]
-        public = ctx.public
+        public, cols = ctx.training_corpus("ngram")
         if options.train_texts is not None and options.train_texts < len(public):
             from ..rng import derive
 

@@ -23,7 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from ..backends.fanout import FanOut
 from ..backends.openai_client import ClientOptions, MalformedReply, OpenAIClient
 from ..rng import spawn_seed
-from .base import GeneratorContext, PromptedGenerator
+from .base import PromptedGenerator
 from .prompts import Prompt
 
 
@@ -66,27 +66,28 @@ class OpenAIGeneratorOptions(ClientOptions):
 
 
 def _parse_chat(data: dict[str, Any]) -> str:
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise MalformedReply("no choices in the reply")
-    c0 = choices[0]
+    """The reply text of a chat completion (``choices[0].message.content``)."""
+    c0 = _first_choice(data)
     msg = c0.get("message") if isinstance(c0, dict) else None
-    content = msg.get("content") if isinstance(msg, dict) else None
-    if not isinstance(content, str):
-        raise MalformedReply("the first choice has no message content")
-    if not content.strip():
-        raise MalformedReply("the reply text is empty")
-    return content.strip()
+    return _reply_text(msg.get("content") if isinstance(msg, dict) else None, "message content")
 
 
 def _parse_completion(data: dict[str, Any]) -> str:
+    """The reply text of a plain completion (``choices[0].text``)."""
+    c0 = _first_choice(data)
+    return _reply_text(c0.get("text") if isinstance(c0, dict) else None, "text")
+
+
+def _first_choice(data: dict[str, Any]) -> Any:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         raise MalformedReply("no choices in the reply")
-    c0 = choices[0]
-    text = c0.get("text") if isinstance(c0, dict) else None
+    return choices[0]
+
+
+def _reply_text(text: Any, what: str) -> str:
     if not isinstance(text, str):
-        raise MalformedReply("the first choice has no text")
+        raise MalformedReply(f"the first choice has no {what}")
     if not text.strip():
         raise MalformedReply("the reply text is empty")
     return text.strip()
@@ -97,10 +98,7 @@ class OpenAIGenerator(PromptedGenerator):
     Options = OpenAIGeneratorOptions
 
     def __init__(self, *, options: OpenAIGeneratorOptions, **kw: Any):
-        super().__init__(**kw)
-        self.options = options
-        if self.name == self.backend:
-            self.name = f"openai:{options.model}"
+        super().__init__(options=options, **kw)
         what = f"generator {self.name!r}"
         self.client: OpenAIClient | FanOut
         if options.base_urls:
@@ -114,11 +112,6 @@ class OpenAIGenerator(PromptedGenerator):
             self.client = OpenAIClient(options, what=what)
             self.workers = options.max_concurrency
         self._pool: ThreadPoolExecutor | None = None
-
-    @classmethod
-    def from_options(cls, options: OpenAIGeneratorOptions, ctx: GeneratorContext, *, family: Any,
-                     name: str | None) -> OpenAIGenerator:
-        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
 
     # ------------------------------------------------------------------------------------------ sending
     def _payload(self, prompt: Prompt, seed: int | None) -> tuple[str, dict[str, Any]]:

@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from ..backends import BackendOptions
 from ..data.labels import LabelInfo
-from .base import BaseGenerator, GeneratorContext, VariationSpec
+from .base import BaseGenerator, VariationSpec
 from .prompts import BLANK, mask_words
 
 DEFAULT_VOCABULARY = (
@@ -52,11 +52,6 @@ class ScriptedGenerator(BaseGenerator):
         super().__init__(**kw)
         self.options = options or ScriptedOptions()
         self.calls: list[dict[str, Any]] = []
-
-    @classmethod
-    def from_options(cls, options: ScriptedOptions, ctx: GeneratorContext, *, family: Any,
-                     name: str | None) -> ScriptedGenerator:
-        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
 
     def _words(self, rng: np.random.Generator, k: int | None = None) -> list[str]:
         o = self.options

@@ -16,9 +16,9 @@ import numpy as np
 from pydantic import Field
 
 from ..backends import BackendOptions
-from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..errors import BackendError, MissingDependencyError
 from ..rng import spawn_seed
-from .base import GeneratorContext, PromptedGenerator
+from .base import PromptedGenerator, check_local_model
 from .prompts import Prompt
 
 
@@ -70,10 +70,8 @@ class VLLMGenerator(PromptedGenerator):
     Options = VLLMOptions
 
     def __init__(self, *, options: VLLMOptions, llm: Any = None, **kw: Any):
-        super().__init__(**kw)
-        self.options = o = options
-        if self.name == self.backend:
-            self.name = f"vllm:{o.model}"
+        super().__init__(options=options, **kw)
+        o = options
         try:
             import vllm
         except ImportError:
@@ -94,24 +92,12 @@ class VLLMGenerator(PromptedGenerator):
                 raise BackendError(f"cannot start vLLM for {o.model!r}: {type(e).__name__}: {e}") from None
         self.llm = llm
         self.tokenizer = llm.get_tokenizer()
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        if o.chat_template == "always" and not has_template:
-            raise ConfigError(f"chat_template: always, but the tokenizer of {o.model!r} has no chat template")
-        self.use_chat = has_template and o.chat_template != "never"
+        self.use_chat = self._choose_chat(o.chat_template, o.model)
 
     @classmethod
     def preflight(cls, options: Any) -> None:
         """Before a run directory exists: the model (and tokenizer) can be loaded here, offline included."""
-        from ..backends.hub import check_model_available
-
-        check_model_available(options.model, what="generator (vllm)")
-        if options.tokenizer:
-            check_model_available(options.tokenizer, what="generator tokenizer (vllm)")
-
-    @classmethod
-    def from_options(cls, options: VLLMOptions, ctx: GeneratorContext, *, family: Any,
-                     name: str | None) -> VLLMGenerator:
-        return cls(options=options, family=family, prompt_log=ctx.prompt_log, name=name)
+        check_local_model(options, "vllm")
 
     def _complete(self, operation: str, prompts: list[Prompt], rng: np.random.Generator) -> list[str]:
         texts, params = [], []

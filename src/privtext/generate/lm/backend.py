@@ -37,7 +37,6 @@ from pydantic import Field, model_validator
 
 from ...backends import BackendOptions
 from ...data.labels import LabelInfo
-from ...errors import ConfigError
 from ..base import BaseGenerator, GeneratorContext, VariationSpec
 from ..prompts import BLANK as MASK
 from ..prompts import mask_words
@@ -182,12 +181,9 @@ class LMGenerator(BaseGenerator):
     @classmethod
     def from_options(cls, options: LMOptions, ctx: GeneratorContext, *, family: Any,
                      name: str | None) -> LMGenerator:
-        if ctx.public is None or len(ctx.public) == 0:
-            raise ConfigError("the lm generator is trained on public text only and needs a public corpus "
-                              "(set data.public); it never trains on private text")
-        cols = [c for c in ctx.label_columns if c in ctx.public.labels]
-        labels = {c: ctx.public.labels[c] for c in cols} if cols else None
-        return cls(public=ctx.public.texts, labels=labels, options=options, guard=ctx.guard, family=family,
+        public, cols = ctx.training_corpus("lm")
+        labels = {c: public.labels[c] for c in cols} if cols else None
+        return cls(public=public.texts, labels=labels, options=options, guard=ctx.guard, family=family,
                    prompt_log=ctx.prompt_log, name=name)
 
     # ------------------------------------------------------------------------------------------- plumbing
