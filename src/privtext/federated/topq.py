@@ -92,9 +92,8 @@ def federated_topq(
 ) -> FederatedTopQ:
     """Σ over the surviving parties of (clip(party_topq(...), ±B) + N(0, σ²/t)), quantised (module docstring).
 
-    ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — :func:`~privtext.federated.aggregate.federated_sum`'s
-    options (``aggregation``, ``min_survivors``, ``collusion``, ``seed``, ``key``, ``reproducible``, ``drop``,
-    ``timeout``)."""
+    ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — the keyword options of
+    :func:`~privtext.federated.aggregate.federated_sum` (aggregation, survivors, collusion, seeds, drop-outs)."""
     n = len(candidate_emb)
     if n == 0:
         raise ConfigError("federated Top-Q voting needs at least one candidate")

@@ -77,9 +77,8 @@ def federated_nn_votes(
     """Σ over the surviving parties of (clip(party_nn_votes(...), ±B) + N(0, σ²/t)), quantised: the released
     histogram is ``values``.
 
-    ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — :func:`~privtext.federated.aggregate.federated_sum`'s
-    options (``aggregation``, ``min_survivors``, ``collusion``, ``seed``, ``key``, ``reproducible``, ``drop``,
-    ``timeout``)."""
+    ``sigma`` — noise std of the sum (z·Δ); ``aggregate`` — the keyword options of
+    :func:`~privtext.federated.aggregate.federated_sum` (aggregation, survivors, collusion, seeds, drop-outs)."""
     n = len(candidate_emb)
     if n == 0:
         raise ConfigError("federated nearest-neighbour voting needs at least one candidate")

@@ -26,7 +26,7 @@ evaluated in log space (``log_ndtr``) so that δ down to 1e-300 keeps its relati
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,15 @@ def _out(x: np.ndarray) -> Any:
     """A float for 0-d results, the array otherwise."""
     x = np.asarray(x, dtype=np.float64)
     return float(x) if x.ndim == 0 else x
+
+
+def _elementwise(fn: Callable[..., float], *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` of the broadcast arrays' elements, one call per element (for the scalar root-finders)."""
+    args = np.broadcast_arrays(*arrays)
+    out = np.empty(args[0].shape, dtype=np.float64)
+    for idx in np.ndindex(out.shape):
+        out[idx] = fn(*(float(a[idx]) for a in args))
+    return out
 
 
 def _arr(name: str, x: ArrayLike) -> np.ndarray:
@@ -170,13 +179,7 @@ def gdp_delta(epsilon: ArrayLike, mu: ArrayLike) -> Any:
 
 def gdp_epsilon(delta: ArrayLike, mu: ArrayLike) -> Any:
     """Remark C.1 inverted: the smallest ε ≥ 0 with δ_μ(ε) ≤ δ (0 when δ_μ(0) ≤ δ already)."""
-    d = check_delta(delta)
-    m = check_mu(mu)
-    d, m = np.broadcast_arrays(d, m)
-    out = np.empty(d.shape, dtype=np.float64)
-    for idx in np.ndindex(d.shape):
-        out[idx] = _gdp_epsilon_scalar(float(d[idx]), float(m[idx]))
-    return _out(out)
+    return _out(_elementwise(_gdp_epsilon_scalar, check_delta(delta), check_mu(mu)))
 
 
 def _gdp_epsilon_scalar(delta: float, mu: float) -> float:
@@ -193,13 +196,7 @@ def _gdp_epsilon_scalar(delta: float, mu: float) -> float:
 
 def gdp_mu_for_dp(epsilon: ArrayLike, delta: ArrayLike) -> Any:
     """The largest μ whose μ-GDP guarantee implies (ε, δ)-DP, i.e. δ_μ(ε) = δ (Remark C.1; δ_μ(ε) increases in μ)."""
-    e = check_epsilon(epsilon)
-    d = check_delta(delta)
-    e, d = np.broadcast_arrays(e, d)
-    out = np.empty(e.shape, dtype=np.float64)
-    for idx in np.ndindex(e.shape):
-        out[idx] = _gdp_mu_scalar(float(e[idx]), float(d[idx]))
-    return _out(out)
+    return _out(_elementwise(_gdp_mu_scalar, check_epsilon(epsilon), check_delta(delta)))
 
 
 def _gdp_mu_scalar(eps: float, delta: float) -> float:
@@ -240,10 +237,7 @@ def dp_to_pr(epsilon: ArrayLike, delta: ArrayLike, p: ArrayLike, *, c: float | N
     pa = check_prior(p)
     if c is not None and not c >= 1:
         raise InvalidPrivacyParameter(f"c must be at least 1 in Lemma C.2, got {c!r}")
-    e, d, pa = np.broadcast_arrays(e, d, pa)
-    out = np.empty(e.shape, dtype=np.float64)
-    for idx in np.ndindex(e.shape):
-        out[idx] = _lemma_c2(float(e[idx]), float(d[idx]), float(pa[idx]), c)
+    out = _elementwise(lambda ei, di, pi: _lemma_c2(ei, di, pi, c), e, d, pa)
     return _out(np.minimum(out, 1.0))
 
 
