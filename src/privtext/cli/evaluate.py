@@ -119,180 +119,185 @@ def _print_evaluation(ev: dict[str, Any], path: Path) -> None:
     out.print(f"[bold]written[/] {path}", highlight=False)
 
 
+def evaluate_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="run directory")],
+    real: RealOpt,
+    embedder: EmbOpt = None,
+    max_real: MaxRealOpt = None,
+    classifier: ClfOpt = None,
+    classifier_option: ClfOptOpt = None,
+    no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
+    next_word: Annotated[bool | None, typer.Option(
+        "--next-word/--no-next-word", help="next-word LM accuracy (default: only for unlabelled data)")] = None,
+    next_word_steps: Annotated[int | None, typer.Option(
+        "--next-word-steps", help="training steps of the next-word LM (default 300)")] = None,
+    secrets: Annotated[Path | None, typer.Option(
+        "--secrets", help="file of declared secrets (one per line, or a JSON list) to count verbatim")] = None,
+    mauve: Annotated[bool, typer.Option("--mauve", help="also compute MAUVE (needs the mauve extra)")] = False,
+    knn_k: Annotated[int, typer.Option("--knn-k", help="k of kNN precision/recall")] = 3,
+    private: Annotated[Path | None, typer.Option(
+        "--private", help="private corpus for the OnlyPrivate baseline (default: the run's data.private)")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="evaluation seed (default: the run's)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate a run against real data; writes RUN_DIR/evaluation.json."""
+    from ..evaluate.runstats import load_secrets
+    from ..evaluate.suite import DEFAULT_CLASSIFIERS, evaluate_run
+    from .app import print_json
+
+    ev = evaluate_run(
+        run_dir, real=real, embedder=embedder, max_real=max_real,
+        classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, baselines=not no_baselines,
+        classifier_options=parse_classifier_options(classifier_option),
+        private=str(private) if private else None, next_word=next_word, knn_k=knn_k, mauve=mauve,
+        next_word_options={"steps": next_word_steps} if next_word_steps else None,
+        secrets=load_secrets(str(secrets)) if secrets else None, seed=seed,
+    )
+    path = Path(run_dir) / "evaluation.json"
+    if as_json:
+        print_json(ev)
+    else:
+        _print_evaluation(ev, path)
+
+
+def compare_cmd(
+    configs: Annotated[list[Path], typer.Argument(help="YAML configurations and/or existing run directories")],
+    real: RealOpt,
+    csv: Annotated[Path | None, typer.Option("--csv", help="also save the table as CSV here")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="override a key in every configuration: a.b=value (repeatable)")] = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out-dir", help="put each run in OUT_DIR/<name> (default: each config's output)")] = None,
+    embedder: EmbOpt = None,
+    max_real: MaxRealOpt = None,
+    classifier: ClfOpt = None,
+    classifier_option: ClfOptOpt = None,
+    no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
+    secrets: Annotated[Path | None, typer.Option(
+        "--secrets", help="file of declared secrets to count verbatim in each run's output")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="seed for the real sample and the classifiers")] = 0,
+    seeds: Annotated[str | None, typer.Option(
+        "--seeds", help="run every configuration once per seed (comma-separated, e.g. 0,1,2; runs named "
+        "NAME-sSEED) and add a summary: mean ± sd and spread per configuration")] = None,
+    mauve: Annotated[bool | None, typer.Option(
+        "--mauve/--no-mauve", help="MAUVE on the embeddings (default: when privtext[mauve] is installed)")] = None,
+    summary_csv: Annotated[Path | None, typer.Option("--summary-csv", help="save the per-configuration "
+                                                     "summary (with --seeds) as CSV here")] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="save the table (with --seeds: the "
+                                                  "summary) as Markdown here")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run several configurations on the same data and print one comparison table."""
+    import importlib.util
+
+    from ..errors import ConfigError
+    from ..evaluate.compare import compare_configs
+    from ..evaluate.runstats import load_secrets
+    from ..evaluate.suite import DEFAULT_CLASSIFIERS
+    from .app import out, print_json
+
+    try:
+        seed_list = [int(x) for x in seeds.split(",") if x.strip()] if seeds else None
+    except ValueError:
+        raise ConfigError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
+    use_mauve = mauve if mauve is not None else importlib.util.find_spec("mauve") is not None
+    table = compare_configs(
+        [str(c) for c in configs], real=real, out_dir=out_dir, overrides=set_ or [], embedder=embedder,
+        max_real=max_real, classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, seed=seed,
+        baselines=not no_baselines, secrets=load_secrets(str(secrets)) if secrets else None,
+        classifier_options=parse_classifier_options(classifier_option), seeds=seed_list, mauve=use_mauve,
+    )
+    summary = table.summary() if seed_list else None
+    if csv is not None:
+        table.to_csv(csv)
+    if summary is not None and summary_csv is not None:
+        summary.to_csv(summary_csv)
+    if markdown is not None:
+        from ..atomicio import atomic_write_text
+
+        atomic_write_text(markdown, (summary or table).to_markdown())
+    if as_json:
+        print_json({**table.to_dict(), "summary": summary.to_dict() if summary else None,
+                    "csv": str(csv) if csv else None})
+        return
+    shown = [table] if summary is None else [table, summary]
+    for t in shown:
+        if out.is_terminal:
+            out.print(t.to_rich())
+        else:  # piped or captured: do not squeeze the table into 80 columns
+            from rich.console import Console
+
+            Console(width=200, highlight=False).print(t.to_rich())
+    for w in table.warnings:
+        out.print(f"[yellow]warning:[/] {w}", highlight=False)
+    for path in (csv, summary_csv if summary else None, markdown):
+        if path is not None:
+            out.print(f"[bold]written[/] {path}", highlight=False)
+
+
+def diagnose_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="run directory")],
+    embedder: EmbOpt = None,
+    prompts: Annotated[bool, typer.Option(
+        "--prompts", help="what the prompt audit flagged: the matched text, the private record, why no public "
+        "source explains it (prints private text)")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Where the private signal went, per iteration (reads the private corpus: a private diagnostic,
+    written to RUN_DIR/private/diagnostics.json); --prompts: what the prompt audit flagged."""
+    from ..evaluate.diagnose import diagnose_run, prompt_findings, prompt_lines, summary_lines
+    from .app import out, print_json
+
+    if prompts:
+        pf = prompt_findings(run_dir)
+        if as_json:
+            print_json(pf)
+        else:
+            for line in prompt_lines(pf):
+                out.print(line, highlight=False, markup=False, soft_wrap=True)
+        return
+    d = diagnose_run(run_dir, embedder=embedder)
+    if as_json:
+        print_json(d)
+    else:
+        for line in summary_lines(d):
+            out.print(line, highlight=False)
+
+
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="run directory")],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", "--out", help="HTML file (default RUN_DIR/report.html)")] = None,
+    real: Annotated[Path | None, typer.Option(
+        "--real", help="evaluate against this corpus first (else use RUN_DIR/evaluation.json if present)")] = None,
+    embedder: EmbOpt = None,
+    max_real: MaxRealOpt = None,
+    samples: Annotated[int, typer.Option("--samples", help="sample outputs per label")] = 2,
+    diagnostics: Annotated[bool, typer.Option(
+        "--diagnostics", help="include the private diagnostics (exact counts, run time, secret statistics); "
+        "writes RUN_DIR/private/report.html, which must not be shared")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a self-contained HTML report (privacy statement, metrics, plots, samples)."""
+    from ..evaluate.suite import evaluate_run
+    from ..report import build_report
+    from .app import out, print_json
+
+    ev = evaluate_run(run_dir, real=real, embedder=embedder, max_real=max_real) if real is not None else None
+    path = build_report(run_dir, evaluation=ev, out=output, samples_per_label=samples, diagnostics=diagnostics)
+    if as_json:
+        print_json({"report": str(path), "bytes": path.stat().st_size, "evaluated": ev is not None})
+    else:
+        out.print(f"[bold]report[/] {path}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
-    from .app import handle_errors, out, print_json
+    """Add ``evaluate``, ``compare``, ``diagnose`` and ``report`` to the command line."""
+    from .app import handle_errors
 
-    @app.command("evaluate")
-    @handle_errors
-    def evaluate_cmd(
-        run_dir: Annotated[Path, typer.Argument(help="run directory")],
-        real: RealOpt,
-        embedder: EmbOpt = None,
-        max_real: MaxRealOpt = None,
-        classifier: ClfOpt = None,
-        classifier_option: ClfOptOpt = None,
-        no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
-        next_word: Annotated[bool | None, typer.Option(
-            "--next-word/--no-next-word", help="next-word LM accuracy (default: only for unlabelled data)")] = None,
-        next_word_steps: Annotated[int | None, typer.Option(
-            "--next-word-steps", help="training steps of the next-word LM (default 300)")] = None,
-        secrets: Annotated[Path | None, typer.Option(
-            "--secrets", help="file of declared secrets (one per line, or a JSON list) to count verbatim")] = None,
-        mauve: Annotated[bool, typer.Option("--mauve", help="also compute MAUVE (needs the mauve extra)")] = False,
-        knn_k: Annotated[int, typer.Option("--knn-k", help="k of kNN precision/recall")] = 3,
-        private: Annotated[Path | None, typer.Option(
-            "--private", help="private corpus for the OnlyPrivate baseline (default: the run's data.private)")] = None,
-        seed: Annotated[int | None, typer.Option("--seed", help="evaluation seed (default: the run's)")] = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Evaluate a run against real data; writes RUN_DIR/evaluation.json."""
-        from ..evaluate.runstats import load_secrets
-        from ..evaluate.suite import DEFAULT_CLASSIFIERS, evaluate_run
-
-        ev = evaluate_run(
-            run_dir, real=real, embedder=embedder, max_real=max_real,
-            classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, baselines=not no_baselines,
-            classifier_options=parse_classifier_options(classifier_option),
-            private=str(private) if private else None, next_word=next_word, knn_k=knn_k, mauve=mauve,
-            next_word_options={"steps": next_word_steps} if next_word_steps else None,
-            secrets=load_secrets(str(secrets)) if secrets else None, seed=seed,
-        )
-        path = Path(run_dir) / "evaluation.json"
-        if as_json:
-            print_json(ev)
-        else:
-            _print_evaluation(ev, path)
-
-    @app.command("compare")
-    @handle_errors
-    def compare_cmd(
-        configs: Annotated[list[Path], typer.Argument(help="YAML configurations and/or existing run directories")],
-        real: RealOpt,
-        csv: Annotated[Path | None, typer.Option("--csv", help="also save the table as CSV here")] = None,
-        set_: Annotated[list[str] | None, typer.Option(
-            "--set", help="override a key in every configuration: a.b=value (repeatable)")] = None,
-        out_dir: Annotated[Path | None, typer.Option(
-            "--out-dir", help="put each run in OUT_DIR/<name> (default: each config's output)")] = None,
-        embedder: EmbOpt = None,
-        max_real: MaxRealOpt = None,
-        classifier: ClfOpt = None,
-        classifier_option: ClfOptOpt = None,
-        no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
-        secrets: Annotated[Path | None, typer.Option(
-            "--secrets", help="file of declared secrets to count verbatim in each run's output")] = None,
-        seed: Annotated[int, typer.Option("--seed", help="seed for the real sample and the classifiers")] = 0,
-        seeds: Annotated[str | None, typer.Option(
-            "--seeds", help="run every configuration once per seed (comma-separated, e.g. 0,1,2; runs named "
-            "NAME-sSEED) and add a summary: mean ± sd and spread per configuration")] = None,
-        mauve: Annotated[bool | None, typer.Option(
-            "--mauve/--no-mauve", help="MAUVE on the embeddings (default: when privtext[mauve] is installed)")] = None,
-        summary_csv: Annotated[Path | None, typer.Option("--summary-csv", help="save the per-configuration "
-                                                         "summary (with --seeds) as CSV here")] = None,
-        markdown: Annotated[Path | None, typer.Option("--markdown", help="save the table (with --seeds: the "
-                                                      "summary) as Markdown here")] = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Run several configurations on the same data and print one comparison table."""
-        import importlib.util
-
-        from ..errors import ConfigError
-        from ..evaluate.compare import compare_configs
-        from ..evaluate.runstats import load_secrets
-        from ..evaluate.suite import DEFAULT_CLASSIFIERS
-
-        try:
-            seed_list = [int(x) for x in seeds.split(",") if x.strip()] if seeds else None
-        except ValueError:
-            raise ConfigError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
-        use_mauve = mauve if mauve is not None else importlib.util.find_spec("mauve") is not None
-        table = compare_configs(
-            [str(c) for c in configs], real=real, out_dir=out_dir, overrides=set_ or [], embedder=embedder,
-            max_real=max_real, classifiers=tuple(classifier) if classifier else DEFAULT_CLASSIFIERS, seed=seed,
-            baselines=not no_baselines, secrets=load_secrets(str(secrets)) if secrets else None,
-            classifier_options=parse_classifier_options(classifier_option), seeds=seed_list, mauve=use_mauve,
-        )
-        summary = table.summary() if seed_list else None
-        if csv is not None:
-            table.to_csv(csv)
-        if summary is not None and summary_csv is not None:
-            summary.to_csv(summary_csv)
-        if markdown is not None:
-            from ..atomicio import atomic_write_text
-
-            atomic_write_text(markdown, (summary or table).to_markdown())
-        if as_json:
-            print_json({**table.to_dict(), "summary": summary.to_dict() if summary else None,
-                        "csv": str(csv) if csv else None})
-            return
-        shown = [table] if summary is None else [table, summary]
-        for t in shown:
-            if out.is_terminal:
-                out.print(t.to_rich())
-            else:  # piped or captured: do not squeeze the table into 80 columns
-                from rich.console import Console
-
-                Console(width=200, highlight=False).print(t.to_rich())
-        for w in table.warnings:
-            out.print(f"[yellow]warning:[/] {w}", highlight=False)
-        for path in (csv, summary_csv if summary else None, markdown):
-            if path is not None:
-                out.print(f"[bold]written[/] {path}", highlight=False)
-
-    @app.command("diagnose")
-    @handle_errors
-    def diagnose_cmd(
-        run_dir: Annotated[Path, typer.Argument(help="run directory")],
-        embedder: EmbOpt = None,
-        prompts: Annotated[bool, typer.Option(
-            "--prompts", help="what the prompt audit flagged: the matched text, the private record, why no public "
-            "source explains it (prints private text)")] = False,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Where the private signal went, per iteration (reads the private corpus: a private diagnostic,
-        written to RUN_DIR/private/diagnostics.json); --prompts: what the prompt audit flagged."""
-        from ..evaluate.diagnose import diagnose_run, prompt_findings, prompt_lines, summary_lines
-
-        if prompts:
-            pf = prompt_findings(run_dir)
-            if as_json:
-                print_json(pf)
-            else:
-                for line in prompt_lines(pf):
-                    out.print(line, highlight=False, markup=False, soft_wrap=True)
-            return
-        d = diagnose_run(run_dir, embedder=embedder)
-        if as_json:
-            print_json(d)
-        else:
-            for line in summary_lines(d):
-                out.print(line, highlight=False)
-
-    @app.command("report")
-    @handle_errors
-    def report_cmd(
-        run_dir: Annotated[Path, typer.Argument(help="run directory")],
-        output: Annotated[Path | None, typer.Option(
-            "--output", "-o", "--out", help="HTML file (default RUN_DIR/report.html)")] = None,
-        real: Annotated[Path | None, typer.Option(
-            "--real", help="evaluate against this corpus first (else use RUN_DIR/evaluation.json if present)")] = None,
-        embedder: EmbOpt = None,
-        max_real: MaxRealOpt = None,
-        samples: Annotated[int, typer.Option("--samples", help="sample outputs per label")] = 2,
-        diagnostics: Annotated[bool, typer.Option(
-            "--diagnostics", help="include the private diagnostics (exact counts, run time, secret statistics); "
-            "writes RUN_DIR/private/report.html, which must not be shared")] = False,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Write a self-contained HTML report (privacy statement, metrics, plots, samples)."""
-        from ..evaluate.suite import evaluate_run
-        from ..report import build_report
-
-        ev = evaluate_run(run_dir, real=real, embedder=embedder, max_real=max_real) if real is not None else None
-        path = build_report(run_dir, evaluation=ev, out=output, samples_per_label=samples, diagnostics=diagnostics)
-        if as_json:
-            print_json({"report": str(path), "bytes": path.stat().st_size, "evaluated": ev is not None})
-        else:
-            out.print(f"[bold]report[/] {path}", highlight=False)
+    for name, command in (("evaluate", evaluate_cmd), ("compare", compare_cmd), ("diagnose", diagnose_cmd),
+                          ("report", report_cmd)):
+        app.command(name)(handle_errors(command))
 
 
 __all__ = ["register"]
