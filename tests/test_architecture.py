@@ -454,3 +454,177 @@ def test_the_alias_left_out_of_the_method_name_rule_is_the_dp_sgd_mechanism() ->
     assert inspect.signature(dpsgd_release).parameters["mechanism"].default in NOT_A_METHOD_HERE
     assert all(a in METHODS for a in NOT_A_METHOD_HERE)
 
+
+# ------------------------------------------------------------------------------------------- one way for ε
+
+
+#: budget fields a method must take from the run's Budget (``self.budget``), never from ``config.privacy``
+BUDGET_FIELDS = frozenset({"epsilon", "delta", "mu"})
+
+
+def _privacy_reads(tree: ast.AST) -> list[str]:
+    """Where ``tree`` reads ε, δ or μ from a privacy configuration: ``<x>.privacy.epsilon`` (or ``.delta``,
+    ``.mu``), the same through a name bound to ``<x>.privacy`` in the same function (``p = config.privacy;
+    p.epsilon``), or ``getattr(<x>.privacy, "epsilon")``."""
+    def is_privacy(node: ast.AST, aliases: set[str]) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "privacy") or (
+            isinstance(node, ast.Name) and node.id in aliases)
+
+    out: list[str] = []
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))]
+    seen: set[int] = set()
+    for scope in scopes:
+        body = scope.body if not isinstance(scope, ast.Module) else [
+            n for n in scope.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        nodes = [n for stmt in body for n in ast.walk(stmt)]
+        aliases = {t.id for n in nodes if isinstance(n, ast.Assign) and is_privacy(n.value, set())
+                   for t in n.targets if isinstance(t, ast.Name)}
+        for node in nodes:
+            if id(node) in seen:
+                continue
+            if isinstance(node, ast.Attribute) and node.attr in BUDGET_FIELDS and is_privacy(node.value, aliases):
+                seen.add(id(node))
+                out.append(f"line {node.lineno}: .{node.attr}")
+            elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) >= 2
+                  and is_privacy(node.args[0], aliases) and isinstance(node.args[1], ast.Constant)
+                  and node.args[1].value in BUDGET_FIELDS):
+                seen.add(id(node))
+                out.append(f"line {node.lineno}: getattr(..., {node.args[1].value!r})")
+    return out
+
+
+def test_methods_read_the_budget_not_the_privacy_configuration() -> None:
+    """ε reaches a method one way: config → ``budget_of`` → :class:`~privtext.privacy.budget.Budget` →
+    ``self.budget`` (and the ledger). No module under methods/ reads ``privacy.epsilon``, ``.delta`` or ``.mu``
+    from the configuration, and every σ is worked out by privacy/calibration.py's ``noise_multiplier`` from the
+    budget (issue 37 found Aug-PE, DP-KPS and dpft each reading ε and working out σ their own way)."""
+    bad = []
+    for path in _all_files():
+        me = _module_name(path)
+        if _component(me) == "methods":
+            bad += [f"{me} {hit}" for hit in _privacy_reads(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not bad, "methods read the privacy configuration's ε/δ/μ (use self.budget):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("code,n", [
+    ("eps = float(self.config.privacy.epsilon)", 1),
+    ("def f(config):\n    p = config.privacy\n    return p.epsilon, p.delta", 2),
+    ("def f(cfg):\n    return cfg.privacy.mu", 1),
+    ("x = getattr(self.config.privacy, 'delta')", 1),
+    # allowed: the budget, the privacy section's other fields, an unrelated .epsilon
+    ("eps = self.budget.epsilon\np = self.config.privacy\nc = p.calibration\nr = p.reproducible_noise", 0),
+    ("def f(self):\n    p = self.params\n    return p.epsilon", 0),
+    ("def f(config):\n    p = config.privacy\n    return p.kind\ndef g(p):\n    return p.epsilon", 0),
+])
+def test_the_budget_rule_sees_a_direct_read(code: str, n: int) -> None:
+    """The rule can fail: a read of ε/δ/μ from the configuration, directly, through a local name or getattr."""
+    assert len(_privacy_reads(ast.parse(code))) == n, _privacy_reads(ast.parse(code))
+
+
+#: the only module that builds privacy events (dp_accounting's ``*DpEvent`` classes, privtext's SecretEvent)
+EVENTS_MODULE = "privtext.privacy.events"
+#: the audit's derivations rebuild each run's events from its configuration without privtext.privacy.events ON
+#: PURPOSE: they check the code that records the events, so they must not share it
+EVENTS_BUILT_INDEPENDENTLY_IN = frozenset({"privtext.audit.derive", "privtext.audit.calibrate", "privtext.audit.dpsgd",
+                                           "privtext.audit.run"})
+
+
+def _is_event_class(name: str | None) -> bool:
+    return bool(name) and (name.endswith("DpEvent") or name == "SecretEvent")  # type: ignore[union-attr]
+
+
+def _event_constructions(tree: ast.AST) -> list[str]:
+    """Where ``tree`` calls an event class: ``dp_accounting.GaussianDpEvent(...)``, ``ComposedDpEvent(...)``,
+    ``SecretEvent(...)``, or a name bound to one (``from ... import GaussianDpEvent as G``, ``G =
+    dp_accounting.GaussianDpEvent``)."""
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            aliases |= {a.asname for a in node.names if a.asname and _is_event_class(a.name)}
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            value = node.value
+            if _is_event_class(value.id if isinstance(value, ast.Name) else value.attr):
+                aliases |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if _is_event_class(name) or name in aliases:
+                out.append(f"line {node.lineno}: {name}(...)")
+    return out
+
+
+def test_every_event_is_built_in_privacy_events() -> None:
+    """Mechanisms, methods, calibration, the federated threat model and the CLI build their privacy events with
+    privacy/events.py's factories (gaussian_event, laplace_event, composed, self_composed, poisson_sampled,
+    scaled_noise, secret_event, ...), never by calling a ``*DpEvent`` class: one module says what a release is
+    (issue 37 found events built by hand in 8 files). The audit's derivations are the exception on purpose."""
+    bad = []
+    for path in _all_files():
+        me = _module_name(path)
+        if me == EVENTS_MODULE or me in EVENTS_BUILT_INDEPENDENTLY_IN:
+            continue
+        bad += [f"{me} {hit}" for hit in _event_constructions(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not bad, "events built outside privacy/events.py (use its factories):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("code,n", [
+    ("ev = dp_accounting.ComposedDpEvent([a, b])", 1),
+    ("ev = SelfComposedDpEvent(GaussianDpEvent(s), 3)", 2),
+    ("from dp_accounting.dp_event import PoissonSampledDpEvent as P\nev = P(0.1, e)", 1),
+    ("G = dp_accounting.GaussianDpEvent\nev = G(1.0)", 1),
+    ("se = SecretEvent(event=e, p=1e-4, r=1e-3)", 1),
+    # allowed: the factories, isinstance checks, the classes named in a docstring or compared
+    ("ev = composed([gaussian_event(s), laplace_event(1.0)])\nok = isinstance(ev, dp_accounting.GaussianDpEvent)", 0),
+    ("'''SelfComposedDpEvent(GaussianDpEvent(z), T)'''\nt = type(e) is ComposedDpEvent", 0),
+])
+def test_the_event_rule_sees_a_hand_built_event(code: str, n: int) -> None:
+    """The rule can fail: a call of an event class, directly, under an import alias or through a name."""
+    assert len(_event_constructions(ast.parse(code))) == n, _event_constructions(ast.parse(code))
+
+
+#: the one calibration module: it may know budgets, targets and events, never a method
+CALIBRATION_MODULE = SRC / "privacy" / "calibration.py"
+
+
+def _registered_method_names() -> frozenset[str]:
+    """Every registered method name and alias (privtext.methods.METHODS), lower case."""
+    from privtext.methods import METHODS
+
+    return frozenset(n.lower() for n in METHODS.names()) | frozenset(a.lower() for a in METHODS._aliases)
+
+
+def _method_names_in_strings(tree: ast.AST, names: frozenset[str]) -> list[str]:
+    """String constants of ``tree`` (docstrings left out) that are a method's name: a comparison, an option
+    (``Literal["pld", "paper", "wasp"]``), a dispatch key — calibration has no use for any of them."""
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [f"line {n.lineno}: {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+            and n.value.strip().lower() in names]
+
+
+def test_calibration_knows_no_method() -> None:
+    """privacy/calibration.py is the one entry point for σ and holds no method's formula or name: a method's own
+    closed form (WASP's) lives in its package and is passed in as ``formula`` (issue 37 found a ``"wasp"`` option
+    there)."""
+    names = _registered_method_names()
+    assert {"augpe", "secpe", "wasp", "dpkps", "dpft"} <= names
+    bad = _method_names_in_strings(ast.parse(CALIBRATION_MODULE.read_text(encoding="utf-8")), names)
+    assert not bad, "privacy/calibration.py names a method:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("code,n", [
+    ("def f(budget, method):\n    if method == 'wasp':\n        return 1.0", 1),
+    ("def f(method: Literal['pld', 'paper', 'WASP'] = 'pld'):\n    pass", 1),
+    ("FORMULAS = {'augpe': a, 'dpft': b}", 2),
+    ("def f():\n    '''The wasp formula moved to methods/wasp.'''\n    return 'pld'", 0),
+    ("msg = f'the wasp formula of {x}'", 0),
+])
+def test_the_calibration_rule_sees_a_method_name(code: str, n: int) -> None:
+    """The rule can fail: a method name compared, offered as an option or used as a key is caught; a docstring
+    or a sentence that mentions one is not."""
+    names = _registered_method_names()
+    assert len(_method_names_in_strings(ast.parse(code), names)) == n

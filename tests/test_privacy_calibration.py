@@ -25,7 +25,12 @@ from privtext.privacy import (
     laplace_scale,
     mixture_event,
     mu_from_pr,
-    wasp_noise_multiplier,
+)
+from privtext.privacy.calibration import (
+    gaussian_share_noise_multiplier,
+    noise_multiplier,
+    paper_noise_multiplier,
+    target_of,
 )
 
 G = dp_accounting.GaussianDpEvent
@@ -116,10 +121,12 @@ def test_lower_bound_is_returned_when_it_already_meets() -> None:
 
 
 def test_gaussian_noise_multiplier_methods_agree_where_they_should() -> None:
+    from privtext.methods.wasp.calibration import paper_formula
+
     b = Budget.dp(4.0, 1e-5)
     pld = gaussian_noise_multiplier(b, compositions=5)
     paper = gaussian_noise_multiplier(b, compositions=5, method="paper")
-    wasp = gaussian_noise_multiplier(b, compositions=5, method="wasp")
+    wasp = paper_formula(releases=5)(b)  # WASP's own formula, T − 1 = 5 (it lives with the method)
     assert paper <= pld <= paper * (1 + 2e-4)
     assert wasp > pld  # classical-mechanism calibration is conservative at ε = 4
     assert epsilon_for_delta(SC(G(wasp), 5), 1e-5) == pytest.approx(3.511, abs=2e-3)
@@ -134,12 +141,75 @@ def test_secret_budget_uses_lemma_32_strictest_pair() -> None:
 
 
 def test_noise_budget_returns_its_multiplier_and_wasp_needs_dp() -> None:
+    from privtext.methods.wasp.calibration import paper_formula
+
     assert gaussian_noise_multiplier(Budget.noise(noise_multiplier=1.7), compositions=3) == 1.7
-    with pytest.raises(InvalidPrivacyParameter):
-        gaussian_noise_multiplier(Budget.gdp(1.0), compositions=3, method="wasp")
+    with pytest.raises(InvalidPrivacyParameter, match="needs an \\(ε, δ\\) budget for WASP"):
+        paper_formula(releases=3)(Budget.gdp(1.0))
+    # the calibration module names no method: WASP's formula is not one of its options
+    with pytest.raises(InvalidPrivacyParameter, match="one of pld, paper; got 'wasp'"):
+        gaussian_noise_multiplier(Budget.dp(4.0, 1e-5), compositions=3, method="wasp")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ the one entry point for σ
+
+
+def test_noise_multiplier_is_calibrate_on_the_budgets_target_bit_for_bit() -> None:
+    """The entry point adds no arithmetic: its σ is exactly calibrate's on the budget's target (a σ that
+    differed in the last bit would change every noise draw of a reproducible run)."""
+    make = gauss(3)
+    assert noise_multiplier(Budget.dp(4.0, 1e-5), make) == calibrate(make, DpTarget(4.0, 1e-5))
+    assert noise_multiplier(Budget.gdp(0.7), make) == calibrate(make, GdpTarget(0.7))
+    sec = Budget.secret([1e-4, 2e-4], [1e-3, 1e-3])
+    assert noise_multiplier(sec, make) == max(calibrate(make, SecretTarget(1e-4, 1e-3)),
+                                              calibrate(make, SecretTarget(2e-4, 1e-3)))
+    assert noise_multiplier(Budget.dp(4.0, 1e-5), make, lower=0.05, upper=1e3) == calibrate(
+        make, DpTarget(4.0, 1e-5), lower=0.05, upper=1e3)
+
+
+def test_noise_multiplier_fixed_noise_wins_then_formula_then_search() -> None:
+    make = gauss(2)
+    calls = []
+
+    def formula(b: Budget) -> float:
+        calls.append(b.kind)
+        return 2.5
+
+    assert noise_multiplier(Budget.noise(noise_multiplier=1.3), make, formula=formula) == 1.3 and not calls
+    assert noise_multiplier(Budget.dp(1.0, 1e-5), make, formula=formula) == 2.5 and calls == ["dp"]
+    assert noise_multiplier(Budget.dp(1.0, 1e-5), make) != 2.5
+    with pytest.raises(InvalidPrivacyParameter, match="fixes no σ"):
+        noise_multiplier(Budget(kind="noise"), make)
+
+
+def test_target_of_each_budget_kind() -> None:
+    assert target_of(Budget.dp(2.0, 1e-6)) == [DpTarget(2.0, 1e-6)]
+    assert target_of(Budget.gdp(0.5)) == [GdpTarget(0.5)]
+    assert target_of(Budget.secret([1e-4, 1e-4, 2e-4], [1e-3, 1e-3, 1e-3])) == [SecretTarget(1e-4, 1e-3),
+                                                                               SecretTarget(2e-4, 1e-3)]
+    with pytest.raises(InvalidPrivacyParameter, match="pure ε-DP budget cannot be met by Gaussian noise"):
+        target_of(Budget.pure(1.0))
+    with pytest.raises(InvalidPrivacyParameter, match="sets no calibration target"):
+        target_of(Budget.noise())
+
+
+def test_paper_noise_multiplier_is_sqrt_T_over_mu() -> None:
+    assert paper_noise_multiplier(Budget.gdp(0.5), compositions=9) == pytest.approx(6.0, rel=1e-15)
+    mu = float(gdp_mu_for_dp(4.0, 1e-5))
+    assert paper_noise_multiplier(Budget.dp(4.0, 1e-5), compositions=4) == pytest.approx(2 / mu, rel=1e-15)
+
+
+def test_a_shares_noise_multiplier_spends_exactly_its_share_of_mu_squared() -> None:
+    # μ = 1, f = 0.25: μ_L = 0.5, σ_L = 2; and for (ε, δ) the μ is Remark C.1's
+    assert gaussian_share_noise_multiplier(Budget.gdp(1.0), 0.25) == pytest.approx(2.0, rel=1e-15)
+    b = Budget.dp(4.0, 1e-5)
+    s = gaussian_share_noise_multiplier(b, 0.1)
+    assert gdp_mu_of(G(s)) ** 2 == pytest.approx(0.1 * float(gdp_mu_for_dp(4.0, 1e-5)) ** 2, rel=1e-12)
 
 
 def test_wasp_formula_and_its_T1_case() -> None:
+    from privtext.methods.wasp import wasp_noise_multiplier
+
     # σ = Δ√(2 ln(1.25/δ))√(T−1)/ε; T = 1 gives σ = 0, which we refuse
     s = wasp_noise_multiplier(4.0, 1e-5, iterations=6, sensitivity=4.0)
     assert s == pytest.approx(4 * math.sqrt(2 * math.log(1.25e5)) * math.sqrt(5) / 4.0, rel=1e-12)
@@ -148,6 +218,8 @@ def test_wasp_formula_and_its_T1_case() -> None:
 
 
 def test_wasp_classical_bound_fails_for_large_epsilon() -> None:
+    from privtext.methods.wasp import wasp_noise_multiplier
+
     # the classical Gaussian mechanism bound is only proven for ε < 1; at ε = 10 it is not (10, δ)-DP
     z = wasp_noise_multiplier(10.0, 1e-5, iterations=2)
     assert gdp_epsilon(1e-5, 1 / z) > 10.3

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import privtext.cli as cli
+from privtext.methods.wasp import wasp_noise_multiplier
 from privtext.privacy import (
     Budget,
     gaussian_noise_multiplier,
@@ -48,7 +49,10 @@ def test_budget_secret() -> None:
 def test_budget_gaussian(method: str) -> None:
     d = run("gaussian", "--epsilon", "4", "--delta", "1e-5", "--iterations", "5", "--sensitivity", "2",
             "--method", method)
-    z = gaussian_noise_multiplier(Budget.dp(4, 1e-5), compositions=5, method=method)  # type: ignore[arg-type]
+    if method == "wasp":  # WASP's formula with T − 1 = 5 private rounds (it lives in privtext.methods.wasp)
+        z = wasp_noise_multiplier(4.0, 1e-5, iterations=6)
+    else:
+        z = gaussian_noise_multiplier(Budget.dp(4, 1e-5), compositions=5, method=method)  # type: ignore[arg-type]
     assert d["noise_multiplier"] == pytest.approx(z, rel=1e-12)
     assert d["noise_std"] == pytest.approx(2 * z, rel=1e-12)
     assert d["achieved_epsilon"] <= 4.0

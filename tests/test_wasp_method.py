@@ -20,8 +20,13 @@ from scipy import stats
 from privtext.data import Corpus
 from privtext.errors import ConfigError, RunError
 from privtext.mechanisms.topq import topq_histograms
-from privtext.methods.wasp import generator_counts, generator_weights, round_sizes, select_examples
-from privtext.privacy.calibration import wasp_noise_multiplier
+from privtext.methods.wasp import (
+    generator_counts,
+    generator_weights,
+    round_sizes,
+    select_examples,
+    wasp_noise_multiplier,
+)
 from privtext.rundir import RunDir
 from privtext.testing.tinyrun import run_private_side, tiny_run, toy_corpora
 

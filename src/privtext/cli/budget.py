@@ -112,15 +112,23 @@ def gaussian_cmd(
 
     @_handled
     def run() -> None:
-        import dp_accounting
-
+        from ..errors import InvalidPrivacyParameter
         from ..privacy.accounting import epsilon_for_delta
         from ..privacy.budget import Budget
         from ..privacy.calibration import gaussian_noise_multiplier
+        from ..privacy.events import gaussian_event, self_composed
 
-        z = gaussian_noise_multiplier(Budget.dp(epsilon, delta), compositions=iterations, method=method)  # type: ignore[arg-type]
-        achieved = epsilon_for_delta(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), iterations),
-                                     delta) if z > 0 else math.inf
+        budget = Budget.dp(epsilon, delta)
+        if method in ("pld", "paper"):
+            z = gaussian_noise_multiplier(budget, compositions=iterations, method=method)  # type: ignore[arg-type]
+        else:  # a method's own closed form (WASP's, privtext.methods.wasp.calibration), found by its registered name
+            from ..methods import METHODS
+
+            formula = getattr(METHODS.get(method), "paper_formula", None) if method in METHODS else None
+            if formula is None:
+                raise InvalidPrivacyParameter(f"--method must be one of pld, paper, wasp; got {method!r}")
+            z = formula(releases=iterations)(budget)  # T − 1 = iterations private rounds
+        achieved = epsilon_for_delta(self_composed(gaussian_event(z), iterations), delta) if z > 0 else math.inf
         data = {"epsilon": epsilon, "delta": delta, "iterations": iterations, "sensitivity": sensitivity,
                 "method": method, "noise_multiplier": z, "noise_std": z * sensitivity, "achieved_epsilon": achieved}
         rows = [("target", f"(ε={epsilon:g}, δ={delta:g}) over T={iterations}"), ("method", method),

@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidPrivacyParameter
 from ..privacy.accounting import epsilon_for_delta
 
 
@@ -45,15 +45,12 @@ def noise_factor(*, min_survivors: int, collusion: int, colluding: int) -> float
 
 
 def _scaled(event: Any, factor: float) -> Any:
-    import dp_accounting
+    from ..privacy.events import scaled_noise
 
-    if isinstance(event, dp_accounting.GaussianDpEvent):
-        return dp_accounting.GaussianDpEvent(event.noise_multiplier * factor)
-    if isinstance(event, dp_accounting.SelfComposedDpEvent):
-        return dp_accounting.SelfComposedDpEvent(_scaled(event.event, factor), event.count)
-    if isinstance(event, dp_accounting.ComposedDpEvent):
-        return dp_accounting.ComposedDpEvent([_scaled(e, factor) for e in event.events])
-    raise ConfigError(f"a party-sum release with a {type(event).__name__}: only Gaussian party sums are analysed")
+    try:
+        return scaled_noise(event, factor)
+    except InvalidPrivacyParameter as e:  # names the leaf that is not a Gaussian
+        raise ConfigError(f"a party-sum release: {e} (only Gaussian party sums are analysed)") from None
 
 
 def collusion_epsilon(releases: Iterable[Any], *, delta: float, colluding: int) -> float:

@@ -623,9 +623,9 @@ def ensemble_epsilons(epsilon_kde: float, n_sketches: int) -> list[float]:
 
 def kde_ensemble_event(epsilon_kde: float, n_sketches: int) -> Any:
     """``ComposedDpEvent`` of the ensemble's sketch events (pure ε = ε_kde), built without data."""
-    import dp_accounting
+    from ..privacy.events import composed
 
-    return dp_accounting.ComposedDpEvent([kde_event(e) for e in ensemble_epsilons(epsilon_kde, n_sketches)])
+    return composed([kde_event(e) for e in ensemble_epsilons(epsilon_kde, n_sketches)])
 
 
 def histogram_sensitivity(*, weighting: Weighting = "mean", max_points: int | None = None,

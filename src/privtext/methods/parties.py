@@ -201,8 +201,8 @@ class HoldsParties:
             "min_survivors": t, "collusion": pt.collusion,
             "level": pt.level, "max_records": pt.max_records, "normalise": pt.normalise,
             "value_bound": self.value_bound() if votes else None}
-        p = self.config.privacy
-        delta = p.delta if p.delta is not None else getattr(getattr(self, "budget", None), "report_delta", 1e-5)
+        # the run's budget: an (ε, δ) budget reports at its δ, the others at their reporting δ
+        delta = (getattr(self, "budget", None) or self.budget_of()).report_delta  # type: ignore[attr-defined]
         tm = threat_model(aggregation=pt.aggregation, parties=L, min_survivors=t, collusion=pt.collusion,
                           releases=list(ledger.entries) if (ledger is not None and votes) else None,
                           delta=delta)

@@ -6,7 +6,8 @@ where we depart from the papers.
 * :mod:`.conversions` — μ-GDP ⇄ (ε, δ) ⇄ (p, r) closed forms (SecPE Eq 2, 4, Remark C.1, Lemma C.2, Thm 3)
 * :mod:`.events` — dp_accounting events, their JSON form, flattening; :class:`SecretEvent`
 * :mod:`.accounting` — ε(δ), μ, and the blow-up B(p) from pessimistic PLDs
-* :mod:`.calibration` — one generic :func:`calibrate`; the papers' formulas for comparison
+* :mod:`.calibration` — :func:`noise_multiplier`, the one entry point for a run's σ; the generic
+  :func:`calibrate`; the papers' closed forms
 * :mod:`.secretnoise` — SecPE Alg 1 (LP, sampling probabilities, per-secret noise)
 * :mod:`.release` — :class:`Release` and :class:`ReleaseKeeper`: describe, record, compute, keep (the one path)
 * :mod:`.ledger` — :class:`Ledger` (append-only, fsync'd, checked before data is touched)
@@ -42,6 +43,7 @@ _LAZY: dict[str, str] = {
     "blowup_of": "accounting",
     "calibrate": "calibration",
     "compose_pr": "conversions",
+    "composed": "events",
     "delta_for_epsilon": "accounting",
     "dp_blowup": "conversions",
     "dp_to_pr": "conversions",
@@ -54,22 +56,32 @@ _LAZY: dict[str, str] = {
     "flatten": "events",
     "gaussian_event": "events",
     "gaussian_noise_multiplier": "calibration",
+    "gaussian_share_noise_multiplier": "calibration",
     "gdp_delta": "conversions",
     "gdp_epsilon": "conversions",
     "gdp_mu_for_dp": "conversions",
     "gdp_mu_of": "accounting",
     "gdp_tradeoff": "conversions",
+    "laplace_event": "events",
     "laplace_scale": "calibration",
     "lp_weights": "secretnoise",
     "mixture_event": "secretnoise",
+    "mixture_of_gaussians_event": "events",
     "mixture_pld": "accounting",
     "mu_from_pr": "conversions",
+    "no_op_event": "events",
+    "noise_multiplier": "calibration",
+    "paper_noise_multiplier": "calibration",
     "poisson_binomial_pmf": "secretnoise",
+    "poisson_sampled": "events",
     "r_from_mu_p": "conversions",
     "sampling_probabilities": "secretnoise",
+    "scaled_noise": "events",
     "secret_blowup": "secretnoise",
+    "secret_event": "events",
     "secret_noise": "secretnoise",
-    "wasp_noise_multiplier": "calibration",
+    "self_composed": "events",
+    "target_of": "calibration",
 }
 _ALIASES = {"blowup": ("accounting", "blowup_of")}  # the blow-up of a composition of events at prior p
 
@@ -112,6 +124,7 @@ __all__ = [
     "blowup_of",
     "calibrate",
     "compose_pr",
+    "composed",
     "delta_for_epsilon",
     "dp_blowup",
     "dp_to_pr",
@@ -124,20 +137,30 @@ __all__ = [
     "flatten",
     "gaussian_event",
     "gaussian_noise_multiplier",
+    "gaussian_share_noise_multiplier",
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu_for_dp",
     "gdp_mu_of",
     "gdp_tradeoff",
+    "laplace_event",
     "laplace_scale",
     "lp_weights",
     "mixture_event",
+    "mixture_of_gaussians_event",
     "mixture_pld",
     "mu_from_pr",
+    "no_op_event",
+    "noise_multiplier",
+    "paper_noise_multiplier",
     "poisson_binomial_pmf",
+    "poisson_sampled",
     "r_from_mu_p",
     "sampling_probabilities",
+    "scaled_noise",
     "secret_blowup",
+    "secret_event",
     "secret_noise",
-    "wasp_noise_multiplier",
+    "self_composed",
+    "target_of",
 ]

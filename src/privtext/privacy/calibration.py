@@ -1,4 +1,12 @@
-"""Noise calibration: one generic search, plus the papers' formulas for comparison.
+"""Noise calibration: one entry point for a run's σ, one generic search, plus the papers' formulas.
+
+Every noise multiplier a method uses comes from here. :func:`noise_multiplier` is the entry point (in the spirit
+of dp_accounting's ``calibrate_dp_mechanism``): it takes the run's :class:`~privtext.privacy.budget.Budget` and
+the method's event builder ``σ ↦ DpEvent`` and returns a ``noise`` budget's fixed σ, a closed-form σ the method
+names (``formula``: a paper's calibration, a function of the budget), or the smallest σ whose event meets the
+budget's target (:func:`target_of`, :func:`calibrate`). A method never reads ε, δ or μ from its configuration:
+tests/test_architecture.py checks it. The module knows no method: a method's own formula lives in its package
+(WASP's in :mod:`privtext.methods.wasp.calibration`) and is passed in as ``formula``.
 
 :func:`calibrate` takes an event builder ``σ ↦ DpEvent`` and a target — :class:`DpTarget` (ε, δ),
 :class:`GdpTarget` μ, or :class:`SecretTarget` (p, r) — and returns the smallest σ (to ``rtol``) whose event
@@ -16,14 +24,15 @@ bisection in log σ takes over when a side is infinite. The returned σ carries 
 recomputation — the same accountant, possibly over the same events split into separate releases — never fails
 by rounding.
 
-Paper formulas (named options of :func:`gaussian_noise_multiplier`):
+Closed forms:
 
-* ``paper`` — Aug-PE: T Gaussian releases of sensitivity 1 with noise multiplier σ are √T/σ-GDP, so
-  σ = √T/μ, with μ from (ε, δ) by Remark C.1 (:func:`~privtext.privacy.conversions.gdp_mu_for_dp`) or from
-  (p, r) by Eq 4. This is *exact* for Gaussians (GDP composition and the δ(ε) duality are exact); the PLD
-  answer differs only by its pessimistic discretisation (≤ 1e-6 relative).
-* ``wasp`` — WASP (Alg 1 line 2, Thm D.4): σ = Δ·√(2 ln(1.25/δ))·√(T−1)/ε for T generation iterations,
-  T − 1 of which release private votes. See :func:`wasp_noise_multiplier`.
+* ``paper`` (:func:`paper_noise_multiplier`, an option of :func:`gaussian_noise_multiplier`) — Aug-PE: T
+  Gaussian releases of sensitivity 1 with noise multiplier σ are √T/σ-GDP, so σ = √T/μ, with μ from (ε, δ) by
+  Remark C.1 (:func:`~privtext.privacy.conversions.gdp_mu_for_dp`) or from (p, r) by Eq 4. This is *exact* for
+  Gaussians (GDP composition and the δ(ε) duality are exact); the PLD answer differs only by its pessimistic
+  discretisation (≤ 1e-6 relative).
+* :func:`gaussian_share_noise_multiplier` — one Gaussian release taking a share f of a budget's μ²
+  (:class:`~privtext.privacy.budget.BudgetSplit`): σ = 1/(√f·μ).
 * :func:`laplace_scale` — pure ε-DP: Laplace scale b = T·Δ/ε for T releases (ε composes additively).
 """
 
@@ -32,14 +41,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import dp_accounting
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import InvalidPrivacyParameter, PrivacyError
 from .accounting import blowup_of, epsilon_for_delta, equivalent_mu, gdp_mu_of, secret_check
 from .conversions import check_delta, check_epsilon, check_pr, gdp_mu_for_dp, mu_from_pr
-from .events import DpEvent, flatten
+from .events import DpEvent, flatten, gaussian_event, self_composed
+
+if TYPE_CHECKING:
+    from .budget import Budget
 
 #: relative margin added to the σ that calibration found (see module docstring)
 SAFETY = 1e-6
@@ -254,6 +264,52 @@ def _closed_form_guess(make_event: Callable[[float], DpEvent], target: Target) -
     return lv1.gaussian_mu / mu if mu > 0 and math.isfinite(mu) else None
 
 
+# ------------------------------------------------------------------------------------------- the entry point
+
+
+def target_of(budget: Budget) -> list[Target]:
+    """The calibration targets a budget sets for Gaussian noise: one (ε, δ) target (``dp``), one μ target
+    (``gdp``), or one (p, r) target per distinct pair (``secret``: the largest σ meets all). A ``noise`` budget
+    sets none (its σ is fixed), and a ``pure`` one none a Gaussian can meet (no finite pure ε)."""
+    kind = budget.kind
+    if kind == "dp":
+        return [DpTarget(budget.epsilon, budget.delta)]  # type: ignore[arg-type]
+    if kind == "gdp":
+        return [GdpTarget(budget.mu)]  # type: ignore[arg-type]
+    if kind == "secret":
+        return [SecretTarget(p, r) for p, r in budget.pairs]
+    if kind == "pure":
+        raise InvalidPrivacyParameter("a pure ε-DP budget cannot be met by Gaussian noise (a Gaussian has no finite "
+                                      "pure ε): give privacy: {epsilon, delta} or use Laplace releases")
+    raise InvalidPrivacyParameter(f"a {kind!r} budget sets no calibration target")
+
+
+def noise_multiplier(
+    budget: Budget,
+    make_event: Callable[[float], DpEvent],
+    *,
+    formula: Callable[[Budget], float] | None = None,
+    lower: float = 1e-3,
+    upper: float = 1e4,
+) -> float:
+    """The noise multiplier σ (noise std / Δ) of a run's Gaussian releases under ``budget`` — the one entry point
+    through which every method's σ is worked out.
+
+    * a ``noise`` budget: its fixed σ (no target; the ledger only reports ε);
+    * ``formula`` given: ``formula(budget)``, a paper's closed form chosen by the method (``privacy.calibration:
+      paper``), unchecked here — the ledger accounts for the events the σ gives and refuses one over budget;
+    * otherwise the smallest σ ∈ [``lower``, ``upper``] whose ``make_event(σ)`` (the run's whole event, built with
+      :mod:`privtext.privacy.events`) meets every target of the budget (:func:`target_of`, :func:`calibrate`).
+    """
+    if budget.kind == "noise":
+        if budget.noise_multiplier is None:
+            raise InvalidPrivacyParameter("a noise budget without noise_multiplier fixes no σ")
+        return float(budget.noise_multiplier)
+    if formula is not None:
+        return float(formula(budget))
+    return max(calibrate(make_event, t, lower=lower, upper=upper) for t in target_of(budget))
+
+
 # ------------------------------------------------------------------------------------------- paper formulas
 
 
@@ -263,31 +319,6 @@ def augpe_noise_multiplier(mu: float, *, compositions: int) -> float:
     if not (mu > 0):
         raise InvalidPrivacyParameter(f"mu must be positive, got {mu!r}")
     return math.sqrt(compositions) / mu
-
-
-def wasp_noise_multiplier(epsilon: float, delta: float, *, iterations: int, sensitivity: float = 1.0) -> float:
-    """WASP's σ = Δ·√(2 ln(1.25/δ))·√(T−1)/ε (wasp.txt Alg 1 line 2, Thm D.4; WASP uses Δ = 4).
-
-    ``iterations`` is WASP's T, the number of generation rounds; only the T − 1 rounds *with feedback* release
-    private votes, hence √(T−1). **At T = 1 the formula gives σ = 0**: correct only because WASP then releases
-    nothing private — calling a noisy release with this σ would be a non-private release, so we refuse T < 2.
-
-    Two further caveats (docs/privacy.md): the per-round step uses the classical Gaussian mechanism bound
-    σ = Δ√(2 ln(1.25/δ))/ε (Dwork & Roth, Thm A.1), proven only for ε < 1 — WASP runs at ε = 4, where it happens
-    to hold (true ε ≈ 3.51 at δ = 1e-5), but it fails for larger ε (asked ε = 10 gives a true ε ≈ 10.39, ε = 20
-    gives 25.4); the √(T−1)
-    composition of Lemma D.3 is exact for Gaussians (μ adds in quadrature), so that step is fine.
-    """
-    check_epsilon(epsilon)
-    check_delta(delta)
-    if not isinstance(iterations, int) or iterations < 2:
-        raise InvalidPrivacyParameter(
-            f"WASP's formula needs iterations T ≥ 2, got {iterations!r}: at T = 1 it gives σ = 0 (no private "
-            "release happens in WASP's first round; a release with σ = 0 would not be private)"
-        )
-    if not epsilon > 0 or not sensitivity > 0:
-        raise InvalidPrivacyParameter("epsilon and sensitivity must be positive")
-    return sensitivity * math.sqrt(2 * math.log(1.25 / delta)) * math.sqrt(iterations - 1) / epsilon
 
 
 def laplace_scale(epsilon: float, *, sensitivity: float = 1.0, compositions: int = 1) -> float:
@@ -304,46 +335,50 @@ def _check_compositions(compositions: int) -> None:
         raise InvalidPrivacyParameter(f"compositions must be a positive integer, got {compositions!r}")
 
 
-def gaussian_noise_multiplier(
-    budget: Any, *, compositions: int, method: Literal["pld", "paper", "wasp"] = "pld"
-) -> float:
-    """σ/Δ for ``compositions`` Gaussian releases of sensitivity Δ under ``budget`` (a :class:`Budget`).
+def paper_noise_multiplier(budget: Budget, *, compositions: int) -> float:
+    """Aug-PE's closed form σ = √T/μ (:func:`augpe_noise_multiplier`) with μ the budget's: Remark C.1 for
+    (ε, δ), μ itself, or Eq 4 for (p, r) (the strictest pair)."""
+    kind = budget.kind
+    if kind == "dp":
+        return augpe_noise_multiplier(float(gdp_mu_for_dp(budget.epsilon, budget.delta)), compositions=compositions)
+    if kind == "gdp":
+        return augpe_noise_multiplier(budget.mu, compositions=compositions)  # type: ignore[arg-type]
+    if kind == "secret":
+        mu = min(float(mu_from_pr(p, r)) for p, r in budget.pairs)
+        return augpe_noise_multiplier(mu, compositions=compositions)
+    raise InvalidPrivacyParameter(f"the paper's σ = √T/μ needs an (ε, δ), μ or (p, r) budget, got a {kind!r} budget")
 
-    * ``pld`` — :func:`calibrate` on ``SelfComposedDpEvent(GaussianDpEvent(σ), T)``: PLD for (ε, δ), exact for
-      μ, Lemma 3.2 closed form for (p, r) (each (p_j, r_j) pair; the largest σ);
-    * ``paper`` — σ = √T/μ with μ from Remark C.1 (ε, δ) or Eq 4 (p, r) (Aug-PE);
-    * ``wasp`` — WASP's formula with T − 1 = ``compositions`` private rounds (only for (ε, δ) budgets).
+
+def gaussian_share_noise_multiplier(budget: Budget, share: float) -> float:
+    """σ_L = 1/μ_L of one Gaussian release (sensitivity 1) taking ``share`` f of the budget's μ²: μ_L² = f·μ²
+    (:class:`~privtext.privacy.budget.BudgetSplit`; μ-GDP composes as μ² sums, Dong, Roth & Su 2019, Cor 3.3), μ
+    the budget's Gaussian level (:attr:`~privtext.privacy.budget.Budget.gaussian_mu`: Remark C.1 for (ε, δ))."""
+    from .budget import BudgetSplit
+
+    split = BudgetSplit.gdp(budget.gaussian_mu, {"share": share})
+    return 1.0 / split.mu("share")
+
+
+def gaussian_noise_multiplier(
+    budget: Budget, *, compositions: int, method: Literal["pld", "paper"] = "pld"
+) -> float:
+    """σ/Δ for ``compositions`` Gaussian releases of sensitivity Δ under ``budget`` (:func:`noise_multiplier` on
+    ``SelfComposedDpEvent(GaussianDpEvent(σ), T)``):
+
+    * ``pld`` — :func:`calibrate`: PLD for (ε, δ), exact for μ, Lemma 3.2 closed form for (p, r) (each (p_j, r_j)
+      pair; the largest σ);
+    * ``paper`` — σ = √T/μ with μ from Remark C.1 (ε, δ) or Eq 4 (p, r) (Aug-PE; :func:`paper_noise_multiplier`).
 
     A ``noise`` budget returns its fixed noise multiplier.
     """
     _check_compositions(compositions)
-    if method not in ("pld", "paper", "wasp"):
-        raise InvalidPrivacyParameter(f"method must be one of pld, paper, wasp; got {method!r}")
-    kind = budget.kind
-    if kind == "noise":
-        if budget.noise_multiplier is None:
-            raise InvalidPrivacyParameter("a noise budget without noise_multiplier fixes no σ")
-        return float(budget.noise_multiplier)
-    if method == "wasp":
-        if kind != "dp":
-            raise InvalidPrivacyParameter(f"WASP's formula needs an (ε, δ) budget, got a {kind} budget")
-        return wasp_noise_multiplier(budget.epsilon, budget.delta, iterations=compositions + 1)
+    if method not in ("pld", "paper"):
+        raise InvalidPrivacyParameter(f"method must be one of pld, paper; got {method!r}")
 
     def make(s: float) -> DpEvent:
-        return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), compositions)
+        return self_composed(gaussian_event(s), compositions)
 
-    if kind == "dp":
-        if method == "paper":
-            return augpe_noise_multiplier(float(gdp_mu_for_dp(budget.epsilon, budget.delta)), compositions=compositions)
-        return calibrate(make, DpTarget(budget.epsilon, budget.delta))
-    if kind == "gdp":
-        if method == "paper":
-            return augpe_noise_multiplier(budget.mu, compositions=compositions)
-        return calibrate(make, GdpTarget(budget.mu))
-    if kind == "secret":
-        pairs = budget.pairs
-        if method == "paper":
-            mu = min(float(mu_from_pr(p, r)) for p, r in pairs)
-            return augpe_noise_multiplier(mu, compositions=compositions)
-        return max(calibrate(make, SecretTarget(p, r)) for p, r in pairs)
-    raise InvalidPrivacyParameter(f"unknown budget kind {kind!r}")
+    def paper(b: Budget) -> float:
+        return paper_noise_multiplier(b, compositions=compositions)
+
+    return noise_multiplier(budget, make, formula=paper if method == "paper" else None)

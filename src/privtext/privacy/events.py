@@ -31,6 +31,14 @@ Gaussian mechanisms with noise multipliers z₁, z₂, … compose to *one* Gaus
 Su 2019, Cor 3.3). Accounting therefore costs one Gaussian PLD however many Gaussian releases a run has, and a
 ledger that records T separate releases gets exactly the number that calibration computed for
 ``SelfComposedDpEvent(GaussianDpEvent(z), T)``.
+
+**Every event of privtext is built here.** Mechanisms, methods, calibration, the federated threat model and the
+CLI call the factories below (:func:`gaussian_event`, :func:`laplace_event`, :func:`mixture_of_gaussians_event`,
+:func:`no_op_event`, :func:`composed`, :func:`self_composed`, :func:`poisson_sampled`, :func:`dpsgd_event`,
+:func:`scaled_noise`, :func:`secret_event`), never a ``*DpEvent(...)`` class, so one module says what each release
+is and checks its parameters (tests/test_architecture.py enforces it). The one exception is the audit's
+independent derivation (``privtext.audit.derive``, ``calibrate``, ``dpsgd``, ``run``): it rebuilds the events from
+the configuration *on purpose without this module*, so that a mistake here cannot hide the same mistake there.
 """
 
 from __future__ import annotations
@@ -271,7 +279,51 @@ def laplace_event(epsilon: float) -> DpEvent:
 def gaussian_event(noise_multiplier: float, *, count: int = 1) -> DpEvent:
     """``GaussianDpEvent(z)`` (``SelfComposedDpEvent`` of it when ``count > 1``)."""
     ev = dp_accounting.GaussianDpEvent(float(noise_multiplier))
-    return ev if count == 1 else dp_accounting.SelfComposedDpEvent(ev, int(count))
+    return ev if count == 1 else self_composed(ev, count)
+
+
+def mixture_of_gaussians_event(standard_deviation: float, sensitivities: Sequence[float],
+                               sampling_probs: Sequence[float]) -> DpEvent:
+    """``MixtureOfGaussiansDpEvent(σ/Δ, sensitivities, probs)``: a release shifted by ``sensitivities[k]``·Δ with
+    probability ``sampling_probs[k]`` under N(0, σ²) (SecPE Alg 1 line 5; :func:`privtext.privacy.secretnoise.
+    mixture_event` derives the probabilities). The lists are kept as given (checked when accounted)."""
+    return MixtureOfGaussiansDpEvent(standard_deviation=standard_deviation, sensitivities=list(sensitivities),
+                                     sampling_probs=list(sampling_probs))
+
+
+def no_op_event() -> DpEvent:
+    """``NoOpDpEvent()``: a release that reveals nothing about the protected unit (e.g. a secret no record holds)."""
+    return dp_accounting.NoOpDpEvent()
+
+
+def composed(events: Sequence[DpEvent]) -> DpEvent:
+    """``ComposedDpEvent([e₁, …])``: the independent composition of ``events``, in the order given."""
+    seq = list(events)
+    for ev in seq:
+        if not isinstance(ev, _dpe.DpEvent):
+            raise PrivacyError(f"not a dp_accounting DpEvent: {ev!r}")
+    return dp_accounting.ComposedDpEvent(seq)
+
+
+def self_composed(event: DpEvent, count: int) -> DpEvent:
+    """``SelfComposedDpEvent(e, n)``: n independent repetitions of ``event`` (n ≥ 0; kept even at n = 1, so the
+    event says how it was planned)."""
+    if not isinstance(event, _dpe.DpEvent):
+        raise PrivacyError(f"not a dp_accounting DpEvent: {event!r}")
+    if not (isinstance(count, numbers.Integral) and not isinstance(count, bool) and count >= 0):
+        raise InvalidPrivacyParameter(f"a self-composition count must be a non-negative integer, got {count!r}")
+    return dp_accounting.SelfComposedDpEvent(event, int(count))
+
+
+def poisson_sampled(sampling_probability: float, event: DpEvent) -> DpEvent:
+    """``PoissonSampledDpEvent(q, e)``: ``event`` applied to a Poisson sample of the records (each kept with
+    probability q, the sample secret)."""
+    q = float(sampling_probability)
+    if not 0 <= q <= 1:
+        raise InvalidPrivacyParameter(f"a Poisson sampling probability must be in [0, 1], got {sampling_probability!r}")
+    if not isinstance(event, _dpe.DpEvent):
+        raise PrivacyError(f"not a dp_accounting DpEvent: {event!r}")
+    return dp_accounting.PoissonSampledDpEvent(q, event)
 
 
 def dpsgd_event(noise_multiplier: float, sampling_rate: float, steps: int) -> DpEvent:
@@ -283,8 +335,23 @@ def dpsgd_event(noise_multiplier: float, sampling_rate: float, steps: int) -> Dp
         raise InvalidPrivacyParameter(f"DP-SGD sampling rate must be in (0, 1], got {sampling_rate!r}")
     if not (isinstance(steps, numbers.Integral) and steps >= 1):
         raise InvalidPrivacyParameter(f"DP-SGD steps must be a positive integer, got {steps!r}")
-    step = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(float(noise_multiplier)))
-    return dp_accounting.SelfComposedDpEvent(step, int(steps))
+    step = poisson_sampled(q, dp_accounting.GaussianDpEvent(float(noise_multiplier)))
+    return self_composed(step, int(steps))
+
+
+def scaled_noise(event: DpEvent, factor: float) -> DpEvent:
+    """``event`` with every Gaussian noise multiplier z replaced by z·``factor`` (the same tree: compositions and
+    self-compositions kept). Only Gaussian events and their compositions scale: a Laplace, mixture or subsampled
+    event is refused (its privacy is not a function of one multiplier). Used by the federated threat model: a
+    coalition that subtracts its parties' noise shares leaves each party sum with z·√((t − k)/(t − c))."""
+    if isinstance(event, _dpe.GaussianDpEvent):
+        return dp_accounting.GaussianDpEvent(event.noise_multiplier * factor)
+    if isinstance(event, _dpe.SelfComposedDpEvent):
+        return dp_accounting.SelfComposedDpEvent(scaled_noise(event.event, factor), event.count)
+    if isinstance(event, _dpe.ComposedDpEvent):
+        return dp_accounting.ComposedDpEvent([scaled_noise(e, factor) for e in event.events])
+    raise InvalidPrivacyParameter(f"cannot scale the noise of a {type(event).__name__}: only Gaussian events and "
+                                  "compositions of them have one noise multiplier")
 
 
 @dataclass(frozen=True)
@@ -319,3 +386,12 @@ class SecretEvent:
         return cls(event=event_from_dict(d["event"]), p=float(d["p"]), r=float(d["r"]),
                    secrets=tuple(int(s) for s in d.get("secrets", ())), approximate=bool(d.get("approximate", False)),
                    planned=None if d.get("planned") is None else int(d["planned"]))
+
+
+def secret_event(event: DpEvent, *, p: float, r: float, secrets: Sequence[int] = (), approximate: bool = False,
+                 planned: int | None = None) -> SecretEvent:
+    """A :class:`SecretEvent`: ``event`` is the per-secret dominating event of one release for a group of secrets
+    with budget (``p``, ``r``) (see the class for the other fields)."""
+    if not isinstance(event, _dpe.DpEvent):
+        raise PrivacyError(f"not a dp_accounting DpEvent: {event!r}")
+    return SecretEvent(event=event, p=p, r=r, secrets=tuple(secrets), approximate=approximate, planned=planned)

@@ -56,7 +56,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
@@ -66,7 +65,14 @@ from ..errors import DataError, InvalidPrivacyParameter, PrivacyError
 from .accounting import blowup_of, certificate_scope, secret_check
 from .calibration import SecretTarget, _check_compositions, calibrate
 from .conversions import check_pr, mu_from_pr, r_from_mu_p
-from .events import MixtureOfGaussiansDpEvent, SecretEvent, SelfComposedDpEvent
+from .events import (
+    SecretEvent,
+    gaussian_event,
+    mixture_of_gaussians_event,
+    no_op_event,
+    secret_event,
+    self_composed,
+)
 
 #: scalings c of ρ = c·w/max w tried by ``sampling="auto"`` (besides ``paper``)
 AUTO_SCALES = (1.0, 0.5, 0.25, 0.1, 0.05, 0.02)
@@ -108,12 +114,10 @@ def mixture_event(rho: Sequence[float] | np.ndarray, sigma: float, sensitivity: 
     r = np.asarray(rho, dtype=np.float64).ravel()
     r = r[r > 0]
     if r.size == 0:
-        return dp_accounting.NoOpDpEvent()
+        return no_op_event()
     pmf = poisson_binomial_pmf(r)
-    return MixtureOfGaussiansDpEvent(
-        standard_deviation=float(sigma) / float(sensitivity), sensitivities=[float(k) for k in range(len(pmf))],
-        sampling_probs=[float(x) for x in pmf],
-    )
+    return mixture_of_gaussians_event(float(sigma) / float(sensitivity), [float(k) for k in range(len(pmf))],
+                                      [float(x) for x in pmf])
 
 
 def secret_blowup(
@@ -145,7 +149,7 @@ def secret_blowup(
     if method != "exact":
         raise InvalidPrivacyParameter(f"blowup method must be exact, paper or worst; got {method!r}")
     ev = mixture_event(r, z)
-    return blowup_of(dp_accounting.SelfComposedDpEvent(ev, compositions), p)
+    return blowup_of(self_composed(ev, compositions), p)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -173,10 +177,7 @@ def _group_sigma(rho_key: tuple[float, ...], p: float, r: float, compositions: i
     probs = [float(x) for x in pmf]
 
     def make(s: float) -> Any:
-        return dp_accounting.SelfComposedDpEvent(
-            MixtureOfGaussiansDpEvent(standard_deviation=s, sensitivities=sens, sampling_probs=probs),
-            compositions,
-        )
+        return self_composed(mixture_of_gaussians_event(s, sens, probs), compositions)
 
     worst = math.sqrt(compositions) * m / mu  # N(mΔ): a valid bound, so σ_j ≤ worst (up to discretisation)
     guess = min(max(math.sqrt(compositions) * es / mu, worst * 1e-3), worst)
@@ -351,15 +352,15 @@ class SecretNoiseResult:
             if how == "exact":
                 ev = mixture_event(g.rho, z)
             elif how == "worst":
-                ev = dp_accounting.GaussianDpEvent(z / len(g.rho))
+                ev = gaussian_event(z / len(g.rho))
             elif how == "paper":
-                ev = dp_accounting.GaussianDpEvent(z / sum(g.rho))
+                ev = gaussian_event(z / sum(g.rho))
             else:
                 raise InvalidPrivacyParameter(f"accounting must be exact, worst or paper; got {how!r}")
             if per_release > 1:
-                ev = SelfComposedDpEvent(ev, per_release)
-            out[gid] = SecretEvent(event=ev, p=g.p, r=g.r, secrets=g.secrets, approximate=how == "paper",
-                                   planned=self.compositions // per_release)
+                ev = self_composed(ev, per_release)
+            out[gid] = secret_event(ev, p=g.p, r=g.r, secrets=g.secrets, approximate=how == "paper",
+                                    planned=self.compositions // per_release)
         return out
 
     def blowups(self, sigma: float | None = None, *, method: BlowupMethod = "exact") -> dict[str, float]:
@@ -457,7 +458,7 @@ def _evaluate(csr_t: sp.csr_matrix, rho: np.ndarray, p: np.ndarray, r: np.ndarra
                 sig[key] = (0.0, True)
                 continue
             if lows[key] <= best and best > 0:
-                ev = SelfComposedDpEvent(mixture_event(rep, best), compositions)
+                ev = self_composed(mixture_event(rep, best), compositions)
                 if secret_check(ev, key[1], key[2])[0]:
                     sig[key] = (best, False)
                     continue

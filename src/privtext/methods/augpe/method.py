@@ -97,33 +97,33 @@ class AugPE(DPVoteMethod):
 
     # ------------------------------------------------------------------ noise
     def calibrate(self, compositions: int, label_fraction: float | None) -> tuple[float, float | None]:
-        """σ for T vote releases (+ an optional label release taking ``label_fraction`` of the budget)."""
-        import dp_accounting
+        """σ for T vote releases (+ an optional label release taking ``label_fraction`` of the budget), from the
+        run's budget through :func:`~privtext.privacy.calibration.noise_multiplier`: the smallest σ whose
+        composition (the DP vocabulary, the label histogram at σ·ratio, T votes) meets it; σ = √T/μ with
+        ``privacy.calibration: paper`` when the votes are the only releases; a fixed noise budget's σ."""
+        from ...privacy.calibration import noise_multiplier, paper_noise_multiplier
+        from ...privacy.events import composed, gaussian_event, self_composed
 
-        from ...privacy import DpTarget, GdpTarget, calibrate, gaussian_noise_multiplier
-
-        p = self.config.privacy
-        if p.kind == "noise":
-            assert p.noise_multiplier is not None
-            if p.noise_multiplier == 0:
-                self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
-            sigma = float(p.noise_multiplier)
-            # the label release gets the same share of the (implicit) budget as with a target: σ_l = σ·ratio
-            return sigma, (sigma * label_sigma_ratio(label_fraction, compositions) if label_fraction else None)
         b = self.budget
         ratio = label_sigma_ratio(label_fraction, compositions) if label_fraction else None
-        vocab = self.vocabulary_event()
-        if p.calibration == "paper" and ratio is None and vocab is None:
-            return float(gaussian_noise_multiplier(b, compositions=compositions, method="paper")), None
+        if b.kind == "noise":
+            if b.noise_multiplier == 0:
+                self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
+            # the label release gets the same share of the (implicit) budget as with a target: σ_l = σ·ratio
+            vocab = None
+        else:
+            vocab = self.vocabulary_event()
 
         def make(s: float) -> Any:
-            votes = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), compositions)
-            parts = ([vocab] if vocab is not None else []) + (
-                [dp_accounting.GaussianDpEvent(s * ratio)] if ratio is not None else [])
-            return dp_accounting.ComposedDpEvent([*parts, votes]) if parts else votes
+            votes = self_composed(gaussian_event(s), compositions)
+            parts = ([vocab] if vocab is not None else []) + ([gaussian_event(s * ratio)] if ratio is not None else [])
+            return composed([*parts, votes]) if parts else votes
 
-        target = GdpTarget(b.mu) if b.kind == "gdp" else DpTarget(b.epsilon, b.delta)
-        sigma = float(calibrate(make, target))
+        def paper(budget: Any) -> float:
+            return paper_noise_multiplier(budget, compositions=compositions)
+
+        use_paper = self.config.privacy.calibration == "paper" and ratio is None and vocab is None
+        sigma = noise_multiplier(b, make, formula=paper if use_paper else None)
         return sigma, (sigma * ratio if ratio is not None else None)
 
     # ------------------------------------------------------------------ DP-vocabulary prompts (DP-KPS's baseline)
@@ -133,7 +133,8 @@ class AugPE(DPVoteMethod):
     def vocabulary_epsilon(self) -> float | None:
         if not self.vocabulary_prompts_on():
             return None
-        return self.options.vocabulary_epsilon_fraction * float(self.config.privacy.epsilon)  # type: ignore[arg-type]
+        # a share of the run's (ε, δ) budget (check_config: vocabulary prompts need one); the votes get the rest
+        return self.options.vocabulary_epsilon_fraction * float(self.budget.epsilon)
 
     def vocabulary_event(self) -> Any:
         from ...privacy.events import laplace_event

@@ -183,56 +183,53 @@ class DPFTPlan:
         return self.steps_per_epoch * self.epochs
 
 
-def dpft_plan(config: Config, options: DPFTOptions) -> DPFTPlan:
+def dpft_plan(config: Config, options: DPFTOptions, budget: Any = None) -> DPFTPlan:
     """q, steps, σ and σ_L (module docstring), from the configuration and the budget: no private value enters.
 
-    σ_L = 1/μ_L with μ_L² = f·μ², μ the GDP level of (ε, δ) (Dong et al. 2019, Cor 2.13, privtext's
-    :func:`~privtext.privacy.conversions.gdp_mu_for_dp`) and f = ``budget_fraction``; σ the smallest noise
-    multiplier with ε(δ) ≤ ε for [Gaussian(σ_L), SelfComposed(PoissonSampled(q, Gaussian(σ)), epochs·round(1/q))]
-    (Abadi et al. 2016 Alg 1; the sampled Gaussian's PLD, Koskela et al. 2020 / dp_accounting)."""
-    from ...privacy import dpsgd_event, gaussian_event
-    from ...privacy.budget import BudgetSplit
-    from ...privacy.calibration import DpTarget, calibrate
-    from ...privacy.conversions import gdp_mu_for_dp
-    from ...privacy.events import ComposedDpEvent
+    ``budget`` is the run's :class:`~privtext.privacy.budget.Budget` (default: the configured one, what the run's
+    ledger enforces). σ_L = 1/μ_L with μ_L² = f·μ², μ the GDP level of (ε, δ) (Dong et al. 2019, Cor 2.13,
+    privtext's :func:`~privtext.privacy.conversions.gdp_mu_for_dp`) and f = ``budget_fraction``
+    (:func:`~privtext.privacy.calibration.gaussian_share_noise_multiplier`); σ the smallest noise multiplier with
+    ε(δ) ≤ ε for [Gaussian(σ_L), SelfComposed(PoissonSampled(q, Gaussian(σ)), epochs·round(1/q))] (Abadi et al.
+    2016 Alg 1; the sampled Gaussian's PLD, Koskela et al. 2020 / dp_accounting), through
+    :func:`~privtext.privacy.calibration.noise_multiplier`."""
+    from ...privacy import Budget
+    from ...privacy.calibration import gaussian_share_noise_multiplier, noise_multiplier
+    from ...privacy.events import composed, dpsgd_event, gaussian_event
 
-    p = config.privacy
+    b = Budget.from_config(config.privacy) if budget is None else budget
     q = float(options.sampling_rate)
     per_epoch = max(1, round(1.0 / q))
     epochs = options.epochs
     ld = config.evolution.label_distribution
     labels = ld.kind == "dp" and bool(config.data.label_columns)
-    if p.kind == "noise":
-        sigma = float(p.noise_multiplier)  # type: ignore[arg-type]
+    if b.kind == "noise":
+        sigma = noise_multiplier(b, gaussian_event)  # the fixed σ (no target)
         return DPFTPlan(q, per_epoch, epochs, sigma if epochs else None, sigma if labels else None)
-    if p.kind != "dp":
+    if b.kind != "dp":
         raise ConfigError(f"method dpft needs privacy: {{epsilon, delta}} (or a fixed noise_multiplier); a "
-                          f"{p.kind!r} budget cannot account for Poisson-subsampled DP-SGD")
-    eps, delta = float(p.epsilon), float(p.delta)  # type: ignore[arg-type]
-    label_sigma = None
-    if labels:
-        split = BudgetSplit.gdp(float(gdp_mu_for_dp(eps, delta)), {"labels": ld.budget_fraction})
-        label_sigma = 1.0 / split.mu("labels")
+                          f"{b.kind!r} budget cannot account for Poisson-subsampled DP-SGD")
+    label_sigma = gaussian_share_noise_multiplier(b, ld.budget_fraction) if labels else None
     if not epochs:
         return DPFTPlan(q, per_epoch, 0, None, label_sigma)
     steps = per_epoch * epochs
 
     def event(s: float) -> Any:
         e = dpsgd_event(s, q, steps)
-        return e if label_sigma is None else ComposedDpEvent([gaussian_event(label_sigma), e])
+        return e if label_sigma is None else composed([gaussian_event(label_sigma), e])
 
-    sigma = calibrate(event, DpTarget(eps, delta), lower=0.05, upper=1e3)
+    sigma = noise_multiplier(b, event, lower=0.05, upper=1e3)
     return DPFTPlan(q, per_epoch, epochs, sigma, label_sigma)
 
+
+class DPFT(MethodRun):
+    name: ClassVar[str] = "dpft"
     description: ClassVar[MethodDescription] = MethodDescription(
         section="dpft", title="dpft", guarantee="approximate", audit_game="membership", unit="epoch", planned="epochs",
         release_words="the fine-tuned model (DP-SGD, one release per epoch)",
         zero_shot_words="every dpft sample comes from the fine-tuned model; its control is a run of its own",
         control=("dpft.epochs=0",),
         control_words="the public model sampled before fine-tuning (its label histogram is still the DP one)")
-
-class DPFT(MethodRun):
-    name: ClassVar[str] = "dpft"
     Options = DPFTOptions
     options: DPFTOptions
 
@@ -403,7 +400,7 @@ class DPFT(MethodRun):
     def generate(self, ctx: RunContext) -> Synthetic:
         o = self.options
         priv, space = ctx.inputs.private, ctx.space
-        self.plan = plan = dpft_plan(self.config, o)
+        self.plan = plan = dpft_plan(self.config, o, self.budget)
         counts = ctx.label_counts(LabelNoise("gaussian", sigma=plan.label_sigma)
                                   if plan.label_sigma is not None else None)
         with self._threads():

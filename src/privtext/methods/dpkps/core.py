@@ -231,10 +231,10 @@ def dpkps_plan(params: DPKPSParams) -> list[Release]:
 
 def dpkps_event(params: DPKPSParams) -> Any:
     """The run's event, without data: ``ComposedDpEvent([vocabulary, ComposedDpEvent(sketches)])``."""
-    import dp_accounting
+    from ...privacy.events import composed
 
     n_sketches = 1 if params.sketch_kind == "histogram" else len(params.blocks)
-    return dp_accounting.ComposedDpEvent([
+    return composed([
         vocabulary_event(params.r, params.epsilon_vocab, neighbouring=params.neighbouring),
         kde_ensemble_event(params.epsilon_kde, n_sketches),
     ])

@@ -84,15 +84,24 @@ class DPKPSOptions(BackendOptions):
                           "drawn at random from data.public")
 
 
-def budget_split(config: Config, options: DPKPSOptions) -> Any:
-    """The run's pure-ε :class:`~privtext.privacy.budget.BudgetSplit` (module docstring): ``labels`` (with a DP
-    label histogram), ``vocab`` and ``kde``."""
+def pure_budget(config: Config) -> Any:
+    """The run's pure-ε :class:`~privtext.privacy.budget.Budget`: ``privacy: {epsilon: ε}``, or ``{epsilon,
+    delta}`` (pure ε-DP implies (ε, δ)-DP for every δ, so the run is held to pure ε)."""
+    from ...privacy import Budget
+
+    b = Budget.from_config(config.privacy)
+    if b.kind not in ("pure", "dp"):
+        raise ConfigError(f"method dpkps is pure ε-DP: give privacy: {{epsilon: ...}} (got a {b.kind!r} budget)")
+    return Budget.pure(b.epsilon)  # type: ignore[arg-type]
+
+
+def budget_split(config: Config, options: DPKPSOptions, budget: Any = None) -> Any:
+    """The run's pure-ε :class:`~privtext.privacy.budget.BudgetSplit` (module docstring) of ``budget`` (the run's
+    pure budget; default: :func:`pure_budget` of ``config``): ``labels`` (with a DP label histogram), ``vocab``
+    and ``kde``."""
     from ...privacy.budget import BudgetSplit
 
-    p = config.privacy
-    if p.kind not in ("pure", "dp"):
-        raise ConfigError(f"method dpkps is pure ε-DP: give privacy: {{epsilon: ...}} (got a {p.kind!r} budget)")
-    total = float(p.epsilon)  # type: ignore[arg-type]
+    total = float((pure_budget(config) if budget is None else budget).epsilon)
     ld = config.evolution.label_distribution
     eps_labels = ld.budget_fraction * total if (ld.kind == "dp" and config.data.label_columns) else None
     rest = total - (eps_labels or 0.0)
@@ -109,23 +118,14 @@ def budget_split(config: Config, options: DPKPSOptions) -> Any:
                                     "kde": float(ek)})
 
 
-def split_epsilon(config: Config, options: DPKPSOptions) -> tuple[float, float, float | None]:
-    """(ε_vocab, ε_kde, ε_labels or None) from the configuration (:func:`budget_split`)."""
-    split = budget_split(config, options)
+def split_epsilon(config: Config, options: DPKPSOptions, budget: Any = None) -> tuple[float, float, float | None]:
+    """(ε_vocab, ε_kde, ε_labels or None) of the run's budget (:func:`budget_split`)."""
+    split = budget_split(config, options, budget)
     return split.epsilon("vocab"), split.epsilon("kde"), split.epsilon("labels") if split.has("labels") else None
 
 
 class DPKPS(MethodRun):
     name: ClassVar[str] = "dpkps"
-    Options = DPKPSOptions
-    options: DPKPSOptions
-
-    @classmethod
-    def check_config(cls, config: Config, options: Any) -> None:
-        split_epsilon(config, options)
-        cls.params_of(config, options)
-        if config.evolution.label_distribution.kind == "public" and config.data.label_values is not None:
-            pass  # checked against the corpus in label_space
     description: ClassVar[MethodDescription] = MethodDescription(
         section="dpkps", title="DP-KPS", guarantee="pure", audit_game="membership", unit="one shot",
         progress_words="one release, no iterations (one prompt per sampled keyphrase sequence)",
@@ -135,10 +135,19 @@ class DPKPS(MethodRun):
         control_words="the same run at ε = 10⁻⁶: the released vocabulary and sketches carry no signal")
     demo: ClassVar[dict[str, Any] | None] = {"evolution": {"num_samples": 80},
                                              "dpkps": {"vocab_size": 150, "length": 6}}
+    Options = DPKPSOptions
+    options: DPKPSOptions
+
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
+        split_epsilon(config, options)
+        cls.params_of(config, options)
+        if config.evolution.label_distribution.kind == "public" and config.data.label_values is not None:
+            pass  # checked against the corpus in label_space
 
     @staticmethod
-    def params_of(config: Config, options: DPKPSOptions) -> DPKPSParams:
-        ev, ek, _ = split_epsilon(config, options)
+    def params_of(config: Config, options: DPKPSOptions, budget: Any = None) -> DPKPSParams:
+        ev, ek, _ = split_epsilon(config, options, budget)
         return DPKPSParams(
             epsilon_vocab=ev, epsilon_kde=ek, r=options.r, vocab_size=options.vocab_size, length=options.length,
             sequence=options.sequence, ensemble=options.ensemble, n_features=options.n_features,
@@ -149,9 +158,7 @@ class DPKPS(MethodRun):
             vocab_selection=options.vocab_selection)
 
     def budget_of(self) -> Any:
-        from ...privacy import Budget
-
-        return Budget.pure(float(self.config.privacy.epsilon))  # type: ignore[arg-type]
+        return pure_budget(self.config)
 
     def neighbouring(self, inputs: Inputs) -> NeighbouringRelation:
         """``dpkps.neighbouring``: add/remove one document (the paper) or replace one; every release of the run,
@@ -188,9 +195,9 @@ class DPKPS(MethodRun):
         from ...privacy.statement import released_number
 
         space, public = ctx.space, ctx.public
-        ev, ek, eps_labels = split_epsilon(self.config, self.options)
+        ev, ek, eps_labels = split_epsilon(self.config, self.options, self.budget)
         self.eps = {"vocab": ev, "kde": ek, "labels": eps_labels}
-        self.params = params = self.params_of(self.config, self.options)
+        self.params = params = self.params_of(self.config, self.options, self.budget)
         gen = ctx.generator
         with self.metrics.stage("public_vocabulary"):
             vocab = self.public_vocabulary(public)

@@ -1,5 +1,6 @@
 """WASP (``method: wasp``): several weighted generators, Top-Q votes, contrastive prompts; see :mod:`.method`."""
 
+from .calibration import wasp_noise_multiplier
 from .method import WASP, RoundInfo, WASPOptions, generator_configs
 from .rounds import (
     assign_shared,
@@ -13,4 +14,5 @@ from .rounds import (
 )
 
 __all__ = ["WASP", "RoundInfo", "WASPOptions", "assign_shared", "copy_weights", "generator_configs",
-           "generator_counts", "generator_weights", "round_sizes", "select_examples", "select_output", "shared_keys"]
+           "generator_counts", "generator_weights", "round_sizes", "select_examples", "select_output", "shared_keys",
+           "wasp_noise_multiplier"]

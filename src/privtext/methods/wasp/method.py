@@ -48,7 +48,7 @@ from ...backends import BackendOptions
 from ...config import Config, GeneratorConfig
 from ...data.labels import LabelSpace
 from ...data.population import Population
-from ...errors import ConfigError, InvalidPrivacyParameter
+from ...errors import ConfigError
 from ...mechanisms.labels import allocate
 from ...mechanisms.topq import dp_topq_histograms, paper_contribution, topq_contribution, topq_event
 from ...privacy.release import gaussian_release
@@ -56,6 +56,7 @@ from ...progress import progress
 from ..base import MethodDescription, RunContext, Synthetic, public_label_weights
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
+from .calibration import paper_formula
 from .rounds import (
     SHARED_SEP,
     assign_shared,
@@ -117,7 +118,6 @@ class WASP(DPVoteMethod):
     generation is the rounds of Alg 1 on the run skeleton."""
 
     name: ClassVar[str] = "wasp"
-    Options = WASPOptions
     description: ClassVar[MethodDescription] = MethodDescription(
         section="wasp", title="WASP", guarantee="approximate", audit_game="membership", unit="round",
         planned="iterations", checkpoints=True, output="all", votes=True, zero_shot=True,
@@ -130,10 +130,13 @@ class WASP(DPVoteMethod):
         "generator": None, "generators": [{"backend": "ngram", "order": 4, "name": "ngram-4"},
                                           {"backend": "ngram", "order": 2, "name": "ngram-2"}],
         "evolution": {"num_samples": 80, "iterations": 4}, "wasp": {"q": 4, "in_context": 4}}
+    Options = WASPOptions
     options: WASPOptions
     sigma: float = 0.0  # noise multiplier z of every release
     sensitivity: float = 1.0  # Δ_Q of the run's relation
     rounds_info: list[RoundInfo]
+    #: WASP's own closed-form σ (``privacy.calibration: paper``; ``privtext budget gaussian --method wasp``)
+    paper_formula = staticmethod(paper_formula)
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
@@ -174,28 +177,27 @@ class WASP(DPVoteMethod):
 
     def calibrate_wasp(self) -> tuple[float, float]:
         """(z, Δ_Q): the noise multiplier of every release and the exact sensitivity under the run's relation
-        (Δ_Q for one record, m·Δ_Q for a user capped at m records, 1 for normalised user votes)."""
-        from ...privacy import gaussian_noise_multiplier
-        from ...privacy.calibration import wasp_noise_multiplier
+        (Δ_Q for one record, m·Δ_Q for a user capped at m records, 1 for normalised user votes). z comes from the
+        run's budget through :func:`~privtext.privacy.calibration.noise_multiplier`: the smallest z meeting it
+        for T − 1 releases, WASP's formula (:mod:`.calibration`) with ``privacy.calibration: paper``, or a fixed
+        noise budget's z."""
+        from ...privacy.calibration import noise_multiplier
+        from ...privacy.events import gaussian_event, self_composed
 
         q = self.options.q
         delta_q = self.relation.sensitivity(self._contribution())
         n = self.releases()
-        p = self.config.privacy
         if n == 0:
             return 0.0, delta_q
-        if p.kind == "noise":
-            assert p.noise_multiplier is not None
-            if p.noise_multiplier == 0:
-                self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
-            return float(p.noise_multiplier), delta_q
-        if p.calibration == "paper":
-            if self.budget.kind != "dp":
-                raise InvalidPrivacyParameter("privacy.calibration: paper needs an (ε, δ) budget for WASP")
-            std = wasp_noise_multiplier(self.budget.epsilon, self.budget.delta, iterations=n + 1,
-                                        sensitivity=self.relation.sensitivity(paper_contribution(q)))
-            return float(std / delta_q), delta_q
-        return float(gaussian_noise_multiplier(self.budget, compositions=n, method="pld")), delta_q
+        b = self.budget
+        if b.kind == "noise" and b.noise_multiplier == 0:
+            self.log("noise_multiplier 0: NO PRIVACY (non-private reference run)")
+        formula = None
+        if self.config.privacy.calibration == "paper":
+            formula = paper_formula(releases=n, paper_sensitivity=self.relation.sensitivity(paper_contribution(q)),
+                                    sensitivity=delta_q)
+        z = noise_multiplier(b, lambda s: self_composed(gaussian_event(s), n), formula=formula)
+        return z, delta_q
 
     def statement_parameters(self) -> dict[str, Any]:
         """WASP's rounds use T, N and the label distribution, not the evolution loop's variations or selection."""
