@@ -368,6 +368,52 @@ def secure_sum(
     """
     _require_flwr()
     L = len(parties)
+    t, shares = _check_round(L, min_survivors, num_shares, drop)
+    plan = plan_quantisation(n_parties=L, dim=dim, sigma=sigma, value_bound=value_bound, min_survivors=t,
+                             beta=beta, collusion=collusion)
+    listener = socket.create_server(("127.0.0.1", 0))
+    node_ids: list[int] = []
+    while len(node_ids) < L:
+        n = secrets.randbits(62) + 1
+        if n not in node_ids:
+            node_ids.append(n)
+    index_of = {n: k for k, n in enumerate(node_ids)}
+    procs: list[Any] = []
+    conns: dict[int, socket.socket] = {}
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        address = listener.getsockname()[:2]
+        for k, p in enumerate(parties):
+            spec = _PartySpec(k, node_ids[k], address, _party_data(p), local_fn, plan, seed, key,
+                              reproducible, (drop or {}).get(k))
+            proc = ctx.Process(target=_party_main, args=(spec,), daemon=True, name=f"privtext-party-{k}")
+            proc.start()
+            procs.append(proc)
+        conns = _accept_parties(listener, index_of, connect_timeout)
+        if len(conns) < t:
+            raise AggregationError(f"only {len(conns)} of {L} parties connected, fewer than min_survivors={t}")
+        grid = _make_grid_class()(conns, observe)
+        captured, seconds = _secagg_round(grid, conns, plan, t=t, shares=shares, timeout=timeout)
+        if captured is None:
+            alive = len(grid.conns)
+            raise AggregationError(
+                f"the SecAgg+ round did not complete: {alive} of {L} parties still answering, and SecAgg+ needs "
+                f"every party to keep ≥ min_survivors={t} live neighbours; nothing was released"
+            )
+        mean, nids = captured
+        S = len(nids)
+        # Flower returns the mean of the survivors' vectors; the sum is on the grid exactly (noise.py)
+        values = np.rint(mean * S / plan.step) * plan.step
+        survivors = sorted(index_of[n] for n in nids)
+        return SecureSumResult(values, survivors, sorted(set(range(L)) - set(survivors)), plan, seconds,
+                               list(grid.received) if observe else [], index_of)
+    finally:
+        _close_round(conns, listener, procs)
+
+
+def _check_round(L: int, min_survivors: int | None, num_shares: int | None,
+                 drop: Mapping[int, str] | None) -> tuple[int, int]:
+    """(t, shares) of a round of ``L`` parties, each checked: a :class:`ConfigError` names a bad value."""
     if L < 2:
         raise ConfigError(f"secure aggregation needs at least 2 parties, got {L}")
     t = L if min_survivors is None else min_survivors
@@ -379,11 +425,37 @@ def secure_sum(
     for k, stage in (drop or {}).items():
         if stage not in STAGES or not (0 <= k < L):
             raise ConfigError(f"drop: party {k!r} at stage {stage!r}; parties are 0..{L - 1}, stages {STAGES}")
-    plan = plan_quantisation(n_parties=L, dim=dim, sigma=sigma, value_bound=value_bound, min_survivors=t,
-                             beta=beta, collusion=collusion)
+    return t, shares
 
+
+def _accept_parties(listener: socket.socket, index_of: Mapping[int, int],
+                    connect_timeout: float) -> dict[int, socket.socket]:
+    """The parties' connections by node id, as many as say a known node id within ``connect_timeout``."""
+    conns: dict[int, socket.socket] = {}
+    listener.settimeout(connect_timeout)
+    deadline = time.monotonic() + connect_timeout
+    while len(conns) < len(index_of):
+        listener.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            s, _ = listener.accept()
+        except TimeoutError:
+            break
+        s.settimeout(None)
+        hello = _recv(s)
+        if hello is None or len(hello) != 8 or struct.unpack(">Q", hello)[0] not in index_of:
+            s.close()
+            continue
+        conns[struct.unpack(">Q", hello)[0]] = s
+    return conns
+
+
+def _secagg_round(grid: Any, conns: Mapping[int, socket.socket], plan: QuantisationPlan, *, t: int, shares: int,
+                  timeout: float) -> tuple[tuple[np.ndarray, list[int]] | None, float]:
+    """One SecAgg+ round of Flower's server workflow over ``grid``: the survivors' mean vector and node ids (None
+    when the round did not complete), and the round's wall time."""
     from flwr.common import ConfigRecord, RecordDict, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.common import Context as FlwrContext
+    from flwr.common.constant import SUPERLINK_NODE_ID
     from flwr.compat.common import recorddict_compat as compat
     from flwr.server import LegacyContext, ServerConfig
     from flwr.server.compat.grid_client_proxy import GridClientProxy
@@ -391,6 +463,7 @@ def secure_sum(
     from flwr.server.workflow import SecAggPlusWorkflow
     from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
     from flwr.server.workflow.constant import Key as WorkflowKey
+    from flwr.supercore.task_identity import TaskIdentity
 
     class _Capture(FedAvg):
         captured: tuple[np.ndarray, list[int]] | None = None
@@ -400,96 +473,47 @@ def secure_sum(
             self.captured = (np.asarray(vec, dtype=np.float64), [int(p.node_id) for p, _ in results])
             return None, {}
 
-    listener = socket.create_server(("127.0.0.1", 0))
-    address = listener.getsockname()[:2]
-    node_ids: list[int] = []
-    while len(node_ids) < L:
-        n = secrets.randbits(62) + 1
-        if n not in node_ids:
-            node_ids.append(n)
-    index_of = {n: k for k, n in enumerate(node_ids)}
-    ctx = multiprocessing.get_context("spawn")
-    procs = []
-    conns: dict[int, socket.socket] = {}
+    strategy = _Capture(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=len(conns),
+                        min_available_clients=len(conns))
+    base = FlwrContext(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
+    context = LegacyContext(base, config=ServerConfig(num_rounds=1), strategy=strategy)
+    for nid in conns:
+        context.client_manager.register(GridClientProxy(nid, grid, 0))
+    context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({WorkflowKey.CURRENT_ROUND: 1})
+    context.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(
+        ndarrays_to_parameters([np.zeros(1)]), True)
+    workflow = _workflow_class(SecAggPlusWorkflow)(
+        num_shares=shares / len(conns), reconstruction_threshold=t / shares, max_weight=1.0,
+        clipping_range=plan.clip_range, quantization_range=plan.quantization_range,
+        modulus_range=plan.modulus, timeout=timeout,
+    )
+    start = time.perf_counter()
+    flwr_log = logging.getLogger("flwr")
+    level = flwr_log.level
+    flwr_log.setLevel(logging.ERROR)
+    identity = _set_identity(SUPERLINK_NODE_ID)
     try:
-        for k, p in enumerate(parties):
-            spec = _PartySpec(k, node_ids[k], address, _party_data(p), local_fn, plan, seed, key,
-                              reproducible, (drop or {}).get(k))
-            proc = ctx.Process(target=_party_main, args=(spec,), daemon=True, name=f"privtext-party-{k}")
-            proc.start()
-            procs.append(proc)
-        listener.settimeout(connect_timeout)
-        deadline = time.monotonic() + connect_timeout
-        while len(conns) < L:
-            listener.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                s, _ = listener.accept()
-            except TimeoutError:
-                break
-            s.settimeout(None)
-            hello = _recv(s)
-            if hello is None or len(hello) != 8 or struct.unpack(">Q", hello)[0] not in index_of:
-                s.close()
-                continue
-            conns[struct.unpack(">Q", hello)[0]] = s
-        if len(conns) < t:
-            raise AggregationError(f"only {len(conns)} of {L} parties connected, fewer than min_survivors={t}")
-
-        grid = _make_grid_class()(conns, observe)
-        strategy = _Capture(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=len(conns),
-                            min_available_clients=len(conns))
-        base = FlwrContext(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
-        context = LegacyContext(base, config=ServerConfig(num_rounds=1), strategy=strategy)
-        for nid in conns:
-            context.client_manager.register(GridClientProxy(nid, grid, 0))
-        context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({WorkflowKey.CURRENT_ROUND: 1})
-        context.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(
-            ndarrays_to_parameters([np.zeros(1)]), True)
-        workflow = _workflow_class(SecAggPlusWorkflow)(
-            num_shares=shares / len(conns), reconstruction_threshold=t / shares, max_weight=1.0,
-            clipping_range=plan.clip_range, quantization_range=plan.quantization_range,
-            modulus_range=plan.modulus, timeout=timeout,
-        )
-        start = time.perf_counter()
-        flwr_log = logging.getLogger("flwr")
-        level = flwr_log.level
-        flwr_log.setLevel(logging.ERROR)
-        from flwr.common.constant import SUPERLINK_NODE_ID
-        from flwr.supercore.task_identity import TaskIdentity
-
-        identity = _set_identity(SUPERLINK_NODE_ID)
-        try:
-            with _secure_masks():
-                workflow(grid, context)
-        finally:
-            flwr_log.setLevel(level)
-            TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = identity
-        seconds = time.perf_counter() - start
-        if strategy.captured is None:
-            alive = len(grid.conns)
-            raise AggregationError(
-                f"the SecAgg+ round did not complete: {alive} of {L} parties still answering, and SecAgg+ needs "
-                f"every party to keep ≥ min_survivors={t} live neighbours; nothing was released"
-            )
-        mean, nids = strategy.captured
-        S = len(nids)
-        # Flower returns the mean of the survivors' vectors; the sum is on the grid exactly (noise.py)
-        values = np.rint(mean * S / plan.step) * plan.step
-        survivors = sorted(index_of[n] for n in nids)
-        return SecureSumResult(values, survivors, sorted(set(range(L)) - set(survivors)), plan, seconds,
-                               list(grid.received) if observe else [], index_of)
+        with _secure_masks():
+            workflow(grid, context)
     finally:
-        for s in conns.values():
-            try:
-                s.close()
-            except OSError:
-                pass
-        listener.close()
-        for proc in procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5)
+        flwr_log.setLevel(level)
+        TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = identity
+    return strategy.captured, time.perf_counter() - start
+
+
+def _close_round(conns: Mapping[int, socket.socket], listener: socket.socket, procs: Sequence[Any]) -> None:
+    """Close every connection and the listener, and wait for the party processes (terminating stragglers)."""
+    for s in conns.values():
+        try:
+            s.close()
+        except OSError:
+            pass
+    listener.close()
+    for proc in procs:
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=5)
 
 
 def masked_vectors(result: SecureSumResult) -> dict[int, np.ndarray]:
