@@ -349,17 +349,8 @@ def dpkps_sequences(
     ChaCha20 CSPRNG keyed by OS entropy per release (:func:`privtext.rng.noise_rng`), never the caller's ``rng``.
     Reproducible noise is an explicit opt-in and NOT private (whoever knows the seed can subtract the noise):
     ``noise_rng=lambda key: privtext.rng.noise_rng(seed, key, reproducible=True)``."""
-    if not isinstance(rng, np.random.Generator):
-        raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    classes = tuple(str(c) for c in classes)
-    if not classes:
-        raise ConfigError("classes must list the public label values (at least one)")
-    counts = _counts(n_per_class, classes)
-    if isinstance(private_texts, str) or len(private_texts) != len(private_labels):
-        raise DataError(f"{len(private_texts)} private texts but {len(private_labels)} labels")
-    if params.vocab_size > len(public_vocabulary):
-        raise ConfigError(f"dpkps.vocab_size={params.vocab_size} exceeds the public vocabulary's "
-                          f"{len(public_vocabulary)} terms")
+    classes, counts = _check_inputs(private_texts, private_labels, classes, public_vocabulary, params, n_per_class,
+                                    rng)
     keeper = keeper if keeper is not None else DirectReleases()
     if "idf" in (params.vocab_selection, params.term_weighting):
         public_vocabulary.idf()  # public document frequencies are needed: fail before anything is recorded
@@ -369,63 +360,123 @@ def dpkps_sequences(
     _, rng_features, _, rng_sample = rng.spawn(4)  # four streams as before: the public draws stay as they were
     if noise_rng is None:
         noise_rng = _os_entropy_noise
-
     # 1. DP vocabulary
-    def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
-        rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=params.epsilon_vocab,
-                                size=params.vocab_size, rng=noise_rng(plan[0].key), neighbouring=params.neighbouring,
-                                select=params.vocab_selection)
-        return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
-
-    vals = keeper.release(plan[0], vocab_compute)
-    idx = np.asarray(vals["indices"], dtype=np.int64)
-    vocab_release = VocabularyRelease(
-        terms=tuple(public_vocabulary.terms[int(i)] for i in idx), indices=idx,
-        noisy_counts=np.asarray(vals["noisy_counts"], dtype=np.float64), epsilon=params.epsilon_vocab, r=params.r,
-        scale=plan[0].meta["laplace_scale"], sensitivity=plan[0].sensitivity, neighbouring=params.neighbouring,
-        public_size=len(public_vocabulary))
-    dp_vocab = vocab_release.vocabulary(public_vocabulary)
+    vocab_release, dp_vocab = _release_vocabulary(private_texts, public_vocabulary, params, plan[0], keeper,
+                                                  noise_rng)
     # 2. embed Ṽ (public)
     emb = _embed_terms(embedder, dp_vocab.terms)
     term_weights = dp_vocab.idf() if use_idf else None  # public: document frequencies in the public corpus
-    # 3. sketches, one per block count; the random features are public and kept with the release (resume)
-    blocks = params.blocks
-    eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
-    private_side: dict[str, Any] = {}
-
-    def private_terms() -> tuple[list[list[int]], np.ndarray]:
-        if "terms" not in private_side:  # read once, after the first sketch is recorded
-            private_side["classes"] = _class_ids(private_labels, classes)
-            private_side["terms"] = dp_vocab.matcher().find_all(private_texts, max_terms=params.max_terms)
-        return private_side["terms"], private_side["classes"]
-
+    # 3. the sketches (or the term histogram), read from the private terms once, after the first is recorded
+    terms = _PrivateTerms(private_texts, private_labels, classes, dp_vocab, params.max_terms)
     if params.sketch_kind == "histogram":
-        planned = plan[1]
-
-        def hist_compute() -> tuple[dict[str, np.ndarray], Any]:
-            doc_terms, doc_classes = private_terms()
-            h, ev = dp_term_histogram(doc_terms, doc_classes, n_classes=len(classes), n_terms=len(dp_vocab),
-                                      epsilon=params.epsilon_kde, rng=noise_rng(planned.key),
-                                      max_terms=params.max_terms, weighting=params.weighting,
-                                      max_points=params.max_points, neighbouring=params.neighbouring,
-                                      term_weights=term_weights)
-            return {"noisy": h.noisy}, ev
-
-        vals = keeper.release(planned, hist_compute)
-        private_side.clear()
-        noisy = np.asarray(vals["noisy"], dtype=np.float64)
-        if noisy.shape != (len(classes), len(dp_vocab)):
-            raise DataError(f"release {planned.key}: a histogram of shape {noisy.shape}, expected "
-                            f"{(len(classes), len(dp_vocab))} (was the run resumed with other classes?)")
-        hist = TermHistogram(noisy=noisy, epsilon=params.epsilon_kde, scale=planned.meta["laplace_scale"],
-                             sensitivity=planned.sensitivity, weighting=params.weighting,
-                             neighbouring=params.neighbouring)
+        hist = _release_histogram(terms, len(classes), dp_vocab, term_weights, params, plan[1], keeper, noise_rng)
         # 4. sequences (post-processing of the release)
         ids = sample_histogram_sequences(hist, counts=counts, length=params.length, rng=rng_sample,
                                          allow_repeats=params.allow_repeats, threshold=params.threshold,
                                          contrast=params.contrast)
         return _keyphrase_sequences(classes, vocab_release, (hist,), ids, dp_vocab, params, plan)
+    sketches, projections = _release_sketches(terms, len(classes), emb, term_weights, params, plan, keeper,
+                                              noise_rng, rng_features)
+    # 4. sequences (post-processing of the releases)
+    ids = sample_sequences(sketches, projections, counts=counts, length=params.length, sequence=params.sequence,
+                           rng=rng_sample, allow_repeats=params.allow_repeats,
+                           threshold=params.threshold, contrast=params.contrast)
+    return _keyphrase_sequences(classes, vocab_release, tuple(sketches), ids, dp_vocab, params, plan)
 
+
+def _check_inputs(private_texts: Sequence[str], private_labels: Sequence[Any], classes: Sequence[str],
+                  public_vocabulary: PublicVocabulary, params: DPKPSParams, n_per_class: int | Mapping[str, int],
+                  rng: np.random.Generator) -> tuple[tuple[str, ...], list[int]]:
+    """The classes as strings and the number of sequences per class; a typed error naming any bad input, before
+    anything is recorded."""
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    names = tuple(str(c) for c in classes)
+    if not names:
+        raise ConfigError("classes must list the public label values (at least one)")
+    counts = _counts(n_per_class, names)
+    if isinstance(private_texts, str) or len(private_texts) != len(private_labels):
+        raise DataError(f"{len(private_texts)} private texts but {len(private_labels)} labels")
+    if params.vocab_size > len(public_vocabulary):
+        raise ConfigError(f"dpkps.vocab_size={params.vocab_size} exceeds the public vocabulary's "
+                          f"{len(public_vocabulary)} terms")
+    return names, counts
+
+
+def _release_vocabulary(private_texts: Sequence[str], public_vocabulary: PublicVocabulary, params: DPKPSParams,
+                        planned: Release, keeper: Any, noise_rng: Callable[[str], np.random.Generator],
+                        ) -> tuple[VocabularyRelease, PublicVocabulary]:
+    """Step 1: the DP vocabulary Ṽ (released through ``keeper``) and Ṽ as a public vocabulary."""
+
+    def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
+        rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=params.epsilon_vocab,
+                                size=params.vocab_size, rng=noise_rng(planned.key), neighbouring=params.neighbouring,
+                                select=params.vocab_selection)
+        return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
+
+    vals = keeper.release(planned, vocab_compute)
+    idx = np.asarray(vals["indices"], dtype=np.int64)
+    vocab_release = VocabularyRelease(
+        terms=tuple(public_vocabulary.terms[int(i)] for i in idx), indices=idx,
+        noisy_counts=np.asarray(vals["noisy_counts"], dtype=np.float64), epsilon=params.epsilon_vocab, r=params.r,
+        scale=planned.meta["laplace_scale"], sensitivity=planned.sensitivity, neighbouring=params.neighbouring,
+        public_size=len(public_vocabulary))
+    return vocab_release, vocab_release.vocabulary(public_vocabulary)
+
+
+class _PrivateTerms:
+    """The private records' Ṽ term ids and class ids, read at the first call (inside the first sketch's compute,
+    after its release is recorded) and dropped by :meth:`clear` once every release is done."""
+
+    def __init__(self, texts: Sequence[str], labels: Sequence[Any], classes: tuple[str, ...],
+                 dp_vocab: PublicVocabulary, max_terms: int | None):
+        self.texts, self.labels, self.classes = texts, labels, classes
+        self.dp_vocab, self.max_terms = dp_vocab, max_terms
+        self._read: tuple[list[list[int]], np.ndarray] | None = None
+
+    def __call__(self) -> tuple[list[list[int]], np.ndarray]:
+        if self._read is None:
+            doc_classes = _class_ids(self.labels, self.classes)
+            self._read = (self.dp_vocab.matcher().find_all(self.texts, max_terms=self.max_terms), doc_classes)
+        return self._read
+
+    def clear(self) -> None:
+        self._read = None
+
+
+def _release_histogram(terms: _PrivateTerms, n_classes: int, dp_vocab: PublicVocabulary,
+                       term_weights: np.ndarray | None, params: DPKPSParams, planned: Release, keeper: Any,
+                       noise_rng: Callable[[str], np.random.Generator]) -> TermHistogram:
+    """Step 3 (``sketch_kind: histogram``): the per-class DP term histogram, released through ``keeper``."""
+
+    def hist_compute() -> tuple[dict[str, np.ndarray], Any]:
+        doc_terms, doc_classes = terms()
+        h, ev = dp_term_histogram(doc_terms, doc_classes, n_classes=n_classes, n_terms=len(dp_vocab),
+                                  epsilon=params.epsilon_kde, rng=noise_rng(planned.key),
+                                  max_terms=params.max_terms, weighting=params.weighting,
+                                  max_points=params.max_points, neighbouring=params.neighbouring,
+                                  term_weights=term_weights)
+        return {"noisy": h.noisy}, ev
+
+    vals = keeper.release(planned, hist_compute)
+    terms.clear()
+    noisy = np.asarray(vals["noisy"], dtype=np.float64)
+    if noisy.shape != (n_classes, len(dp_vocab)):
+        raise DataError(f"release {planned.key}: a histogram of shape {noisy.shape}, expected "
+                        f"{(n_classes, len(dp_vocab))} (was the run resumed with other classes?)")
+    return TermHistogram(noisy=noisy, epsilon=params.epsilon_kde, scale=planned.meta["laplace_scale"],
+                         sensitivity=planned.sensitivity, weighting=params.weighting,
+                         neighbouring=params.neighbouring)
+
+
+def _release_sketches(terms: _PrivateTerms, n_classes: int, emb: np.ndarray, term_weights: np.ndarray | None,
+                      params: DPKPSParams, plan: list[Release], keeper: Any,
+                      noise_rng: Callable[[str], np.random.Generator], rng_features: np.random.Generator,
+                      ) -> tuple[list[KDESketch], list[BlockProjections]]:
+    """Step 3: one DP-KDE sketch per block count m (ε_kde split equally), each released through ``keeper``; the
+    random features are public and kept with the release (resume draws none again)."""
+    blocks = params.blocks
+    eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
     sketches: list[KDESketch] = []
     projections: list[BlockProjections] = []
     for k, (m, eps, r_feat) in enumerate(zip(blocks, eps_each, rng_features.spawn(len(blocks)), strict=True)):
@@ -436,8 +487,8 @@ def dpkps_sequences(
 
         def kde_compute(proj: BlockProjections = proj, eps: float = eps, key: str = planned.key
                         ) -> tuple[dict[str, np.ndarray], Any]:
-            doc_terms, doc_classes = private_terms()
-            sk, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=len(classes), projections=proj,
+            doc_terms, doc_classes = terms()
+            sk, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=n_classes, projections=proj,
                                          epsilon=eps, rng=noise_rng(key), max_terms=params.max_terms,
                                          noise=params.noise, weighting=params.weighting,
                                          max_points=params.max_points, neighbouring=params.neighbouring,
@@ -449,19 +500,15 @@ def dpkps_sequences(
                                       bandwidth=params.bandwidth * math.sqrt(m))
         proj = BlockProjections(emb, feats, m)
         noisy = np.asarray(vals["noisy"], dtype=np.float64)
-        if noisy.shape != (len(classes), params.n_features):
+        if noisy.shape != (n_classes, params.n_features):
             raise DataError(f"release {planned.key}: a sketch of shape {noisy.shape}, expected "
-                            f"{(len(classes), params.n_features)} (was the run resumed with other classes?)")
+                            f"{(n_classes, params.n_features)} (was the run resumed with other classes?)")
         sketches.append(KDESketch(features=feats, blocks=m, block_dim=emb.shape[1], noisy=noisy, epsilon=eps,
                                   scale=planned.meta["laplace_scale"], sensitivity=planned.sensitivity, noise=params.noise,
                                   weighting=params.weighting, neighbouring=params.neighbouring))
         projections.append(proj)
-    private_side.clear()
-    # 4. sequences (post-processing of the releases)
-    ids = sample_sequences(sketches, projections, counts=counts, length=params.length, sequence=params.sequence,
-                           rng=rng_sample, allow_repeats=params.allow_repeats,
-                           threshold=params.threshold, contrast=params.contrast)
-    return _keyphrase_sequences(classes, vocab_release, tuple(sketches), ids, dp_vocab, params, plan)
+    terms.clear()
+    return sketches, projections
 
 
 def _keyphrase_sequences(classes: tuple[str, ...], vocab_release: VocabularyRelease,
