@@ -22,6 +22,7 @@ LAYERS: list[set[str]] = [
     {"secrets", "embed", "generate", "guard", "search"},  # search/: nearest-neighbour backends, below mechanisms/
     {"privacy"},
     {"mechanisms", "federated"},
+    {"learn"},  # learn/: preference pairs from released votes, DPO / n-gram re-estimates (issue 38)
     {"engine", "rundir"},
     {"methods", "runner"},
     {"evaluate", "audit", "testing"},

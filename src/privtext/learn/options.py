@@ -1,0 +1,108 @@
+"""The options of learning from the released votes, as the configuration section the lead will wire
+(``evolution.learn`` and ``evolution.final``, docs/learn.md). They live here, not in ``config.py``, until the
+method-neutral configuration section of issue 37 lands.
+
+::
+
+    evolution:
+      learn:
+        kind: dpo            # none (default) | dpo | ngram
+        pairs: {reject_rank: 0.5, group_size: 10, pairs_per_group: 1}
+        dpo: {beta: 0.01, epochs: 1, lr: 5.0e-4, lora_r: 8}
+        ngram: {share: 0.5}
+      final: population      # population (default) | model | both
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ..backends import BackendOptions
+
+
+class PairOptions(BackendOptions):
+    """How preference pairs are formed from a group of candidates ranked by their released votes
+    (:func:`privtext.learn.pairs.preference_pairs`)."""
+
+    reject_rank: float = Field(
+        default=0.5, gt=0, description="which candidate is 'rejected': an integer k ≥ 2 is the k-th highest released "
+        "count of the group (clipped to the group's size); a fraction q in (0, 1) is rank ⌈q·n⌉ of a group of n "
+        "(at least 2). POPri's 5th of 10 is 0.5 (or 5)")
+    group_size: int | None = Field(
+        default=10, ge=2, description="a group larger than this (the completions of one label's prompt at "
+        "iteration 0: hundreds) is cut into consecutive chunks of this size, each ranked on its own, as POPri "
+        "ranks 10 completions per prompt; None: never cut")
+    pairs_per_group: int = Field(
+        default=1, ge=1, le=64, description="m pairs per group: rank i against rank reject_rank + i − 1, i = 1..m")
+    min_margin: float = Field(
+        default=0.0, ge=0, description="a pair is kept only when the chosen released count exceeds the rejected "
+        "one by more than this (0: strictly greater; equal counts carry no preference)")
+
+    @model_validator(mode="after")
+    def _rank(self) -> PairOptions:
+        r = self.reject_rank
+        if r >= 1 and (r != int(r) or r < 2):
+            raise ValueError(f"reject_rank must be a fraction in (0, 1) or an integer ≥ 2, got {r}")
+        return self
+
+
+class DPOOptions(BackendOptions):
+    """Direct preference optimisation on LoRA adapters (Rafailov et al. 2023, Eq 7; POPri's settings where they
+    apply: β = 0.01, one epoch per round, the reference is the original base model)."""
+
+    trainer: Literal["auto", "native", "trl"] = Field(
+        default="auto", description="native: privtext's DPO loop (any causal LM, token ids in: the lm generator's "
+        "control codes; one process); trl: trl's DPOTrainer (Hugging Face models with a tokenizer; several GPUs "
+        "through accelerate); auto: native for the lm generator, trl for a transformers generator")
+    beta: float = Field(default=0.01, gt=0, description="β of the DPO loss (POPri: 0.01)")
+    epochs: float = Field(default=1.0, gt=0, le=100, description="passes over each round's pairs (POPri: 1)")
+    lr: float = Field(default=5e-4, gt=0, le=1, description="AdamW learning rate of the LoRA weights (constant; a new "
+                      "optimiser per round). POPri used 8e-7 on Llama-3-8B; the small lm needs far more")
+    batch_size: int = Field(default=8, ge=1, description="pairs per optimiser step")
+    weight_decay: float = Field(default=0.0, ge=0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0, description="gradient clipping (None: off)")
+    lora_r: int = Field(default=8, ge=1, le=256)
+    lora_alpha: float = Field(default=16.0, gt=0)
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1)
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        default="all-linear", description="modules that get LoRA adapters (all-linear: every linear / GPT-2 Conv1D "
+        "layer but the output layer)")
+    max_length: int | None = Field(default=None, ge=8, description="prompt + completion tokens kept (default: "
+                                   "the model's positions)")
+    threads: int | None = Field(default=None, ge=1, description="CPU threads while training (restored afterwards)")
+
+
+class NgramLearnOptions(BackendOptions):
+    """The n-gram analogue: the counts re-estimated with the voted texts added
+    (:func:`privtext.learn.ngram.reweighted_lm`)."""
+
+    share: float = Field(default=0.5, gt=0, le=100, description="the voted texts' total weight, in documents, as a "
+                         "share of the public training corpus' document count")
+    max_copies: int = Field(default=50, ge=1, description="most copies of one voted text")
+
+
+class LearnOptions(BackendOptions):
+    """``evolution.learn``: what the released votes teach the generator after each iteration."""
+
+    kind: Literal["none", "dpo", "ngram"] = Field(
+        default="none", description="none: the generator stays as it is; dpo: preference pairs → DPO on LoRA "
+        "adapters (the lm and transformers generators); ngram: vote-weighted n-gram counts")
+    pairs: PairOptions = Field(default_factory=PairOptions)
+    dpo: DPOOptions = Field(default_factory=DPOOptions)
+    ngram: NgramLearnOptions = Field(default_factory=NgramLearnOptions)
+
+
+#: ``evolution.final``: population — the evolved population's selected samples (today's output); model — samples
+#: written by the trained generator from the public prompts (POPri); both — half and half, per label
+FinalMode = Literal["population", "model", "both"]
+
+
+class FinalOptions(BackendOptions):
+    """``evolution.final`` written out (a bare string is its ``mode``)."""
+
+    mode: Literal["population", "model", "both"] = "population"
+
+
+__all__ = ["DPOOptions", "FinalMode", "FinalOptions", "LearnOptions", "NgramLearnOptions", "PairOptions"]

@@ -1,0 +1,239 @@
+"""DPO on LoRA adapters (issue 38): the loss's known values (Rafailov et al. Eq 7) and its agreement with trl's, a
+round that raises the chosen-over-rejected margin while the reference (the base model) stays as it was, the
+adapter's save/load round trip and a resumed round equal to an uninterrupted one, the lm generator writing what
+the pairs preferred, and the missing-package errors."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+pytest.importorskip("transformers")
+
+from privtext.errors import ConfigError, MissingDependencyError, ResumeError  # noqa: E402
+from privtext.learn.adapter import load_adapter, save_adapter  # noqa: E402
+from privtext.learn.dpo import (  # noqa: E402
+    attach_lora,
+    dpo_loss,
+    lora_parameters,
+    pair_logps,
+    preference_margins,
+    train_dpo,
+)
+from privtext.learn.encode import HFPairEncoder  # noqa: E402
+from privtext.learn.options import DPOOptions  # noqa: E402
+from privtext.learn.pairs import PreferencePair, pair_records  # noqa: E402
+from privtext.testing.tiny_lm import make_tiny_gpt2  # noqa: E402
+
+PROMPT = "<|user|> write a review :"
+#: chosen: the friendly / fresh versions; rejected: the same sentence, slow / cold
+PAIRS = [PreferencePair(0, f"{s} was {good} {t} .", f"{s} was {bad} {t} .", 5.0, 1.0, "tiny", "test")
+         for s, t in [("the food", "today"), ("our waiter", "again"), ("the room", "as usual"),
+                      ("the coffee", "for us"), ("the staff", "in the end"), ("the pizza", "today")]
+         for good, bad in [("friendly", "slow"), ("fresh", "cold")]]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"), n_embd=32, n_layer=2)
+
+
+def _model(path: Path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path)
+
+
+def _encoder(path: Path) -> HFPairEncoder:
+    from transformers import AutoTokenizer
+
+    return HFPairEncoder(AutoTokenizer.from_pretrained(path), prompt_text=lambda g: PROMPT, max_length=64)
+
+
+OPTS = DPOOptions(beta=0.1, lr=5e-3, batch_size=4, epochs=3, lora_r=4, lora_alpha=8)
+
+
+def test_dpo_loss_known_values() -> None:
+    z = torch.zeros(3)
+    assert torch.allclose(dpo_loss(z, z, z, z, 0.01), torch.full((3,), math.log(2.0)))
+    # β = 0.5, chosen gained 2 nats over the reference, rejected lost 1: −log σ(0.5·3) = log(1 + e^−1.5)
+    got = dpo_loss(torch.tensor([2.0]), torch.tensor([-1.0]), torch.tensor([0.0]), torch.tensor([0.0]), 0.5)
+    assert float(got) == pytest.approx(math.log1p(math.exp(-1.5)), abs=1e-7)
+    # only the differences to the reference count
+    shifted = dpo_loss(torch.tensor([-8.0]), torch.tensor([-21.0]), torch.tensor([-10.0]), torch.tensor([-20.0]), 0.5)
+    assert float(shifted) == pytest.approx(float(got), abs=1e-6)
+
+
+def test_a_round_raises_the_margin_and_leaves_the_reference_untouched(tiny: Path) -> None:
+    enc = _encoder(tiny)
+    pairs = enc.encode_all(PAIRS)
+    model = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    ref_before = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True)
+    before = preference_margins(model, pairs, pad_id=enc.pad_id)
+    # LoRA starts at B = 0: the adapted model equals the base, so its margins are the reference's
+    np.testing.assert_allclose(before, ref_before[0] - ref_before[1], atol=1e-5)
+    res = train_dpo(model, pairs, OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(1))
+    after = preference_margins(model, pairs, pad_id=enc.pad_id)
+    assert res.steps == 9 and res.pairs == len(PAIRS)
+    assert res.loss_first == pytest.approx(math.log(2.0), abs=1e-6)  # policy = reference at the first step
+    assert res.loss_last < res.loss_first
+    assert (after > before).all(), (before, after)
+    assert float(np.mean(after - before)) > 0.3
+    # the reference is the original model: its weights and its log-probabilities did not move
+    for n, p in model.named_parameters():
+        if "lora_" not in n:
+            assert torch.equal(p, base[n]), n
+    ref_after = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True)
+    np.testing.assert_array_equal(ref_after[0], ref_before[0])
+    np.testing.assert_array_equal(ref_after[1], ref_before[1])
+    assert not model.training
+
+
+def test_adapter_round_trip_and_a_resumed_round_equals_an_uninterrupted_one(tiny: Path, tmp_path: Path) -> None:
+    enc = _encoder(tiny)
+    pairs = enc.encode_all(PAIRS)
+    r1, r2 = pairs[:6], pairs[6:]
+
+    def fresh():
+        return attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+
+    a = fresh()
+    train_dpo(a, r1, OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(11))
+    save_adapter(a, tmp_path / "iter_000", meta={"iteration": 0, "pairs": len(r1)})
+    b = fresh()
+    assert not np.allclose(preference_margins(b, pairs, pad_id=enc.pad_id),
+                           preference_margins(a, pairs, pad_id=enc.pad_id))
+    assert load_adapter(b, tmp_path / "iter_000") == {"iteration": 0, "pairs": 6}
+    np.testing.assert_allclose(preference_margins(b, pairs, pad_id=enc.pad_id),
+                               preference_margins(a, pairs, pad_id=enc.pad_id), rtol=0, atol=1e-6)
+    # round 2: uninterrupted (a) and resumed from the checkpoint (b) end in the same adapter
+    train_dpo(a, r2, OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(12))
+    train_dpo(b, r2, OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(12))
+    for pa, pb in zip(lora_parameters(a), lora_parameters(b), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=1e-6)
+
+
+def test_a_damaged_or_mismatched_checkpoint_is_refused(tiny: Path, tmp_path: Path) -> None:
+    model = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+    folder = save_adapter(model, tmp_path / "ck")
+    with pytest.raises(ConfigError, match="LoRA"):
+        load_adapter(attach_lora(_model(tiny), OPTS.model_copy(update={"lora_r": 2}), rng=np.random.default_rng(0)),
+                     folder)
+    raw = bytearray((folder / "adapter.npz").read_bytes())
+    raw[-20] ^= 0xFF
+    (folder / "adapter.npz").write_bytes(bytes(raw))
+    with pytest.raises(ResumeError, match="digest"):
+        load_adapter(model, folder)
+    (folder / "adapter.json").unlink()
+    with pytest.raises(ResumeError, match="no whole adapter checkpoint"):
+        load_adapter(model, folder)
+    with pytest.raises(ConfigError, match="attach_lora"):
+        train_dpo(_model(tiny), [], OPTS, pad_id=0, rng=np.random.default_rng(0))
+
+
+def test_missing_trl_or_peft_gives_the_install_line(monkeypatch: pytest.MonkeyPatch, tiny: Path) -> None:
+    from privtext.learn.trl_backend import require_trl
+
+    monkeypatch.setitem(sys.modules, "trl", None)  # an import of trl now fails as if it were not installed
+    with pytest.raises(MissingDependencyError, match=r"pip install 'privtext\[learn\]' -c constraints.txt"):
+        require_trl()
+    monkeypatch.setitem(sys.modules, "peft", None)
+    with pytest.raises(MissingDependencyError, match=r"'peft'.*privtext\[learn\]"):
+        attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+
+
+def test_trl_computes_the_same_loss_and_moves_the_margin_the_same_way(tiny: Path) -> None:
+    """Cross-check with trl's DPOTrainer: on a model whose adapter was moved away from the reference, trl's loss of
+    the pairs equals the native Eq 7 (same sequences: trl tokenises prompt + completion, ours tokenises them apart);
+    and a trl round raises the margins too."""
+    trl = pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    enc = _encoder(tiny)
+    pairs = enc.encode_all(PAIRS)
+    model = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+    train_dpo(model, pairs[:4], OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(5))  # policy ≠ reference now
+    pc, pr = pair_logps(model, pairs, pad_id=enc.pad_id)
+    rc, rr = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True)
+    native = float(dpo_loss(torch.tensor(pc), torch.tensor(pr), torch.tensor(rc), torch.tensor(rr), OPTS.beta).mean())
+    records = pair_records(PAIRS, lambda p: PROMPT + " ")
+    args = trl.DPOConfig(output_dir=str(tiny / "trl-out"), beta=OPTS.beta, per_device_train_batch_size=len(PAIRS),
+                         report_to=[], bf16=False, gradient_checkpointing=False, use_cpu=True, save_strategy="no",
+                         disable_tqdm=True)
+    trainer = trl.DPOTrainer(model=model, ref_model=None, args=args, processing_class=tok,
+                             train_dataset=Dataset.from_list(records))
+    with torch.no_grad():
+        copied = float(trainer.compute_loss(model.eval(), next(iter(trainer.get_train_dataloader()))))
+    # trl's own reference here is a copy of the trained adapter (the previous round's model): loss log 2
+    assert copied == pytest.approx(math.log(2.0), abs=1e-6)
+    from privtext.learn.trl_backend import _base_reference
+
+    _base_reference(trainer.model)  # what train_dpo_trl does: the reference becomes the base model
+    batch = next(iter(trainer.get_train_dataloader()))
+    model.eval()
+    with torch.no_grad():
+        theirs = float(trainer.compute_loss(model, batch))
+    assert theirs == pytest.approx(native, abs=1e-5)
+    assert native < math.log(2.0) - 1e-3  # the check is not at the trivial point
+
+    from privtext.learn.trl_backend import train_dpo_trl
+
+    fresh = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+    before = preference_margins(fresh, pairs, pad_id=enc.pad_id)
+    res = train_dpo_trl(fresh, tok, records, OPTS, seed=3)
+    after = preference_margins(fresh, pairs, pad_id=enc.pad_id)
+    assert res.trainer == "trl" and res.steps == 9 and res.loss_first == pytest.approx(math.log(2.0), abs=1e-4)
+    assert float(np.mean(after - before)) > 0.5
+
+
+def test_the_lm_generator_writes_what_the_pairs_preferred(tmp_path: Path) -> None:
+    """The small lm generator: DPO through its control codes (label Food) with 'soup' preferred over 'pizza' moves
+    its own samples for that label towards soup (the adapters sit inside the generator's model)."""
+    from privtext.generate.lm import LMSettings, build_public_lm
+    from privtext.generate.lm.backend import LMGenerator, LMOptions
+    from privtext.learn.encode import LMPairEncoder
+
+    from .test_generate_lm import FOOD_L, TINY, make_corpus
+
+    public = make_corpus(400)
+    lm = build_public_lm(public.texts, public.labels, settings=LMSettings(**{**TINY, "epochs": 6.0}), cache=False)
+    gen = LMGenerator(public=public.texts, labels=public.labels, options=LMOptions(**TINY), lm=lm)
+
+    def share_soup(n: int = 300) -> tuple[int, int]:
+        texts = gen.random(FOOD_L, n, rng=np.random.default_rng(9))
+        return sum("soup" in t for t in texts), sum("pizza" in t for t in texts)
+
+    soup0, pizza0 = share_soup()
+    adjs = ["tasty", "spicy", "salty", "sweet", "fresh", "cold"]
+    pairs = [PreferencePair(0, f"The soup was {a} and the {o} was {b}.", f"The pizza was {a} and the {o} was {b}.",
+                            3.0, 0.0, "lm", "test")
+             for a in adjs for b in adjs[:3] for o in ("bread", "cake")]
+    enc = LMPairEncoder(lm.encoder, label_info=lambda g: FOOD_L, max_length=lm.n_positions)
+    model = attach_lora(lm.model, DPOOptions(), rng=np.random.default_rng(0))
+    opts = DPOOptions(beta=0.1, lr=3e-3, batch_size=8, epochs=2)
+    res = train_dpo(model, enc.encode_all(pairs), opts, pad_id=enc.pad_id, rng=np.random.default_rng(1))
+    assert res.loss_last < res.loss_first
+    soup1, pizza1 = share_soup()
+    # soup's share among soup-or-pizza texts rises; a two-proportion z-test at 1e-4 one-sided
+    p0, p1 = soup0 / max(soup0 + pizza0, 1), soup1 / max(soup1 + pizza1, 1)
+    n0, n1 = soup0 + pizza0, soup1 + pizza1
+    pooled = (soup0 + soup1) / (n0 + n1)
+    z = (p1 - p0) / math.sqrt(pooled * (1 - pooled) * (1 / n0 + 1 / n1))
+    assert z > 3.72, (soup0, pizza0, soup1, pizza1)
