@@ -129,20 +129,55 @@ def next_word_accuracy(
             f"next-word options out of range: steps={steps}, seq_len={seq_len}, batch_size={batch_size}, "
             f"vocab_size={vocab_size}"
         )
+    counts, stoi, stream = _training_stream(train_texts, vocab_size)
+    V = len(stoi)
+    data = torch.tensor(stream, dtype=torch.long)
+    windows, masks = _test_windows(test_texts, stoi, seq_len, max_test_words)
+    W = torch.tensor(windows, dtype=torch.long)
+    M = torch.tensor(masks, dtype=torch.bool)
+    targets = W[:, 1:][M]
+    n_pred = int(targets.numel())
+    oov = float((targets == UNK).float().mean())
+    top = stoi[counts.most_common(1)[0][0]]
+    unigram = float((targets == top).float().mean())
+
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    seed = spawn_seed(rng)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed % 2**63)
+        net = _build_model(model, V, seq_len=seq_len, emb_dim=emb_dim, hidden=hidden, layers=layers, heads=heads)
+        net.to(dev)
+        losses = _fit(net, data, V, seed=seed, steps=steps, batch_size=batch_size, lr=lr, seq_len=seq_len, dev=dev)
+        correct = _correct_predictions(net, W, M, dev)
+    in_vocab = n_pred - int((targets == UNK).sum())
+    return NextWordResult(
+        accuracy=correct / n_pred, accuracy_in_vocab=correct / in_vocab if in_vocab else 0.0, oov_rate=oov,
+        unigram_accuracy=unigram, n_predictions=n_pred, vocab_size=V, train_tokens=len(stream), steps=steps,
+        model=model, loss_first=losses[0], loss_last=losses[-1], losses=losses,
+    )
+
+
+def _training_stream(train_texts: Sequence[str], vocab_size: int) -> tuple[Counter[str], dict[str, int], list[int]]:
+    """The training words' counts, the vocabulary (``<unk>``, ``<eos>``, then the ``vocab_size`` most frequent
+    words) and the training text as one stream of ids, documents separated by ``<eos>``."""
     train_docs = [words(t) for t in train_texts]
     counts = Counter(w for d in train_docs for w in d)
     if not counts:
         raise DataError("next-word prediction needs training text with at least one word")
     itos = ["<unk>", "<eos>", *[w for w, _ in counts.most_common(vocab_size)]]
     stoi = {w: i for i, w in enumerate(itos)}
-    V = len(itos)
     stream: list[int] = []
     for d in train_docs:
         stream.append(EOS)
         stream.extend(stoi.get(w, UNK) for w in d)
     stream.append(EOS)
-    data = torch.tensor(stream, dtype=torch.long)
-    # windows of the real text, padded on the right; mask marks the targets that count
+    return counts, stoi, stream
+
+
+def _test_windows(test_texts: Sequence[str], stoi: dict[str, int], seq_len: int,
+                  max_test_words: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Windows of the real text (each document prefixed by ``<eos>``), padded on the right, and the masks of the
+    targets that count: at most ``max_test_words`` predictions."""
     windows, masks, left = [], [], max_test_words
     for t in test_texts:
         ids = [EOS, *(stoi.get(w, UNK) for w in words(t))]
@@ -159,60 +194,55 @@ def next_word_accuracy(
             break
     if not windows:
         raise DataError("next-word prediction needs test text with at least one word")
-    W = torch.tensor(windows, dtype=torch.long)
-    M = torch.tensor(masks, dtype=torch.bool)
-    targets = W[:, 1:][M]
-    n_pred = int(targets.numel())
-    oov = float((targets == UNK).float().mean())
-    top = stoi[counts.most_common(1)[0][0]]
-    unigram = float((targets == top).float().mean())
+    return windows, masks
 
-    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    seed = spawn_seed(rng)
+
+def _fit(net: Any, data: Any, V: int, *, seed: int, steps: int, batch_size: int, lr: float, seq_len: int,
+         dev: str) -> list[float]:
+    """Train ``net`` on random windows of ``data`` (Adam, one-cycle LR, clipped gradients); the mean loss over
+    each twentieth of the steps."""
+    torch = _torch()
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    gen = torch.Generator().manual_seed(seed % 2**63)
+    span = max(1, data.numel() - seq_len - 1)
+    lossf = torch.nn.CrossEntropyLoss()
+    net.train()
     losses: list[float] = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed % 2**63)
-        net = _build_model(model, V, seq_len=seq_len, emb_dim=emb_dim, hidden=hidden, layers=layers, heads=heads)
-        net.to(dev)
-        opt = torch.optim.Adam(net.parameters(), lr=lr)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-        gen = torch.Generator().manual_seed(seed % 2**63)
-        span = max(1, data.numel() - seq_len - 1)
-        lossf = torch.nn.CrossEntropyLoss()
-        net.train()
-        window: list[float] = []
-        for step in range(steps):
-            starts = torch.randint(0, span, (batch_size,), generator=gen)
-            idx = starts[:, None] + torch.arange(seq_len + 1)[None, :]
-            idx = idx.clamp(max=data.numel() - 1)
-            batch = data[idx].to(dev)
-            logits = net(batch[:, :-1])
-            loss = lossf(logits.reshape(-1, V), batch[:, 1:].reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            window.append(float(loss.detach()))
-            if len(window) == max(1, steps // 20) or step == steps - 1:
-                losses.append(float(np.mean(window)))
-                window = []
-        net.eval()
-        correct = 0
-        with torch.no_grad():
-            for s in range(0, W.shape[0], 256):
-                wb, mb = W[s:s + 256].to(dev), M[s:s + 256].to(dev)
-                logits = net(wb[:, :-1])
-                logits[..., UNK] = -torch.inf
-                pred = logits.argmax(-1)
-                tgt = wb[:, 1:]
-                correct += int(((pred == tgt) & mb & (tgt != UNK)).sum())
-    in_vocab = n_pred - int((targets == UNK).sum())
-    return NextWordResult(
-        accuracy=correct / n_pred, accuracy_in_vocab=correct / in_vocab if in_vocab else 0.0, oov_rate=oov,
-        unigram_accuracy=unigram, n_predictions=n_pred, vocab_size=V, train_tokens=len(stream), steps=steps,
-        model=model, loss_first=losses[0], loss_last=losses[-1], losses=losses,
-    )
+    window: list[float] = []
+    for step in range(steps):
+        starts = torch.randint(0, span, (batch_size,), generator=gen)
+        idx = starts[:, None] + torch.arange(seq_len + 1)[None, :]
+        idx = idx.clamp(max=data.numel() - 1)
+        batch = data[idx].to(dev)
+        logits = net(batch[:, :-1])
+        loss = lossf(logits.reshape(-1, V), batch[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        window.append(float(loss.detach()))
+        if len(window) == max(1, steps // 20) or step == steps - 1:
+            losses.append(float(np.mean(window)))
+            window = []
+    return losses
+
+
+def _correct_predictions(net: Any, W: Any, M: Any, dev: str) -> int:
+    """How many masked targets of the windows ``W`` the trained ``net`` predicts (arg-max over known words)."""
+    torch = _torch()
+    net.eval()
+    correct = 0
+    with torch.no_grad():
+        for s in range(0, W.shape[0], 256):
+            wb, mb = W[s:s + 256].to(dev), M[s:s + 256].to(dev)
+            logits = net(wb[:, :-1])
+            logits[..., UNK] = -torch.inf
+            pred = logits.argmax(-1)
+            tgt = wb[:, 1:]
+            correct += int(((pred == tgt) & mb & (tgt != UNK)).sum())
+    return correct
 
 
 __all__ = ["NextWordResult", "next_word_accuracy", "words"]
