@@ -165,6 +165,8 @@ def test_noise_multiplier_is_calibrate_on_the_budgets_target_bit_for_bit() -> No
                                               calibrate(make, SecretTarget(2e-4, 1e-3)))
     assert noise_multiplier(Budget.dp(4.0, 1e-5), make, lower=0.05, upper=1e3) == calibrate(
         make, DpTarget(4.0, 1e-5), lower=0.05, upper=1e3)
+    # the search interval is the caller's: a lower bound above the answer is returned (μ = 1, T = 1: σ = 1)
+    assert noise_multiplier(Budget.gdp(1.0), gauss(1), lower=5.0, upper=10.0) == pytest.approx(5.0, rel=2e-6)
 
 
 def test_noise_multiplier_fixed_noise_wins_then_formula_then_search() -> None:
