@@ -47,3 +47,31 @@ def test_dpkps_splits_its_epsilon_as_the_docstring_says() -> None:
     assert not s.has("labels") and (s.epsilon("vocab"), s.epsilon("kde")) == (1.0, 5.0)
     with pytest.raises(ConfigError, match=r"exceeds privacy\.epsilon"):
         budget_split(_cfg(), DPKPSOptions(epsilon_vocab=2.0, epsilon_kde=5.0))
+
+
+def test_dpkps_splits_the_runs_budget_not_the_configured_epsilon() -> None:
+    """ε reaches DP-KPS one way: its pure budget (``budget_of`` → ``self.budget``) is what the split divides."""
+    from privtext.methods.dpkps.method import pure_budget
+    from privtext.privacy.budget import Budget
+
+    cfg = _cfg()
+    assert pure_budget(cfg) == Budget.pure(6.0)
+    s = budget_split(cfg, DPKPSOptions(), Budget.pure(3.0))  # a budget other than the configured ε = 6
+    assert s.total == 3.0 and s.epsilon("vocab") == pytest.approx(0.5) and s.epsilon("kde") == pytest.approx(2.5)
+    # (ε, δ) is held to pure ε (pure ε-DP implies (ε, δ)-DP); μ-GDP, (p, r) and fixed noise are refused
+    assert pure_budget(_cfg(privacy={"epsilon": 2.0, "delta": 1e-5})) == Budget.pure(2.0)
+    for privacy in ({"mu": 1.0}, {"secret": {"p": 1e-4, "r": 1e-3}}, {"noise_multiplier": 1.0}):
+        with pytest.raises(ConfigError, match="method dpkps is pure ε-DP"):
+            budget_split(_cfg(privacy=privacy), DPKPSOptions())
+
+
+def test_augpe_label_ratio_takes_its_share_of_mu_squared() -> None:
+    """σ_l/σ = √((1−f)/(f·T)) (f = 0.2, T = 3: √(4/3)); composed, the label release holds f of μ²."""
+    from privtext.methods.augpe import label_sigma_ratio
+    from privtext.privacy.calibration import share_noise_ratio
+
+    ratio = share_noise_ratio(0.2, compositions=3)
+    assert ratio == pytest.approx(math.sqrt(4 / 3), rel=1e-12) and label_sigma_ratio(0.2, 3) == ratio
+    sigma = 1.7
+    labels, votes = 1 / (sigma * ratio) ** 2, 3 / sigma ** 2
+    assert labels / (labels + votes) == pytest.approx(0.2, rel=1e-12)

@@ -81,6 +81,7 @@ _LAZY: dict[str, str] = {
     "secret_event": "events",
     "secret_noise": "secretnoise",
     "self_composed": "events",
+    "share_noise_ratio": "calibration",
     "target_of": "calibration",
 }
 _ALIASES = {"blowup": ("accounting", "blowup_of")}  # the blow-up of a composition of events at prior p
@@ -162,5 +163,6 @@ __all__ = [
     "secret_event",
     "secret_noise",
     "self_composed",
+    "share_noise_ratio",
     "target_of",
 ]

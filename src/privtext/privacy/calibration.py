@@ -32,7 +32,8 @@ Closed forms:
   Gaussians (GDP composition and the δ(ε) duality are exact); the PLD answer differs only by its pessimistic
   discretisation (≤ 1e-6 relative).
 * :func:`gaussian_share_noise_multiplier` — one Gaussian release taking a share f of a budget's μ²
-  (:class:`~privtext.privacy.budget.BudgetSplit`): σ = 1/(√f·μ).
+  (:class:`~privtext.privacy.budget.BudgetSplit`): σ = 1/(√f·μ); :func:`share_noise_ratio` — its σ over that of
+  T releases sharing the rest: √((1−f)/(f·T)).
 * :func:`laplace_scale` — pure ε-DP: Laplace scale b = T·Δ/ε for T releases (ε composes additively).
 """
 
@@ -357,6 +358,16 @@ def gaussian_share_noise_multiplier(budget: Budget, share: float) -> float:
 
     split = BudgetSplit.gdp(budget.gaussian_mu, {"share": share})
     return 1.0 / split.mu("share")
+
+
+def share_noise_ratio(share: float, *, compositions: int) -> float:
+    """σ_part/σ for one Gaussian release taking ``share`` f of a μ-GDP budget's μ² beside ``compositions`` T
+    releases at σ taking the rest (:meth:`~privtext.privacy.budget.BudgetSplit.noise_ratio`): 1/σ_part² = f·μ²
+    and T/σ² = (1−f)·μ²  ⇒  σ_part = σ·√((1−f)/(f·T)), whatever μ (Aug-PE's label histogram beside its votes)."""
+    from .budget import BudgetSplit
+
+    split = BudgetSplit.gdp(1.0, {"labels": share, "votes": 1 - share})
+    return split.noise_ratio("labels", "votes", compositions=compositions)
 
 
 def gaussian_noise_multiplier(

@@ -57,12 +57,11 @@ class AugPEOptions(BackendOptions):
 
 
 def label_sigma_ratio(fraction: float, compositions: int) -> float:
-    """σ_label/σ so that the label release takes ``fraction`` of the GDP budget μ²
-    (:class:`~privtext.privacy.budget.BudgetSplit`): 1/σ_l² = f·μ² and T/σ² = (1−f)·μ²  ⇒  σ_l = σ·√((1−f)/(f·T))."""
-    from ...privacy.budget import BudgetSplit
+    """σ_label/σ so that the label release takes ``fraction`` of the GDP budget μ² and the T votes the rest
+    (:func:`privtext.privacy.calibration.share_noise_ratio`): σ_l = σ·√((1−f)/(f·T))."""
+    from ...privacy.calibration import share_noise_ratio
 
-    split = BudgetSplit.gdp(1.0, {"labels": fraction, "votes": 1 - fraction})
-    return split.noise_ratio("labels", "votes", compositions=compositions)
+    return share_noise_ratio(fraction, compositions=compositions)
 
 
 class AugPE(DPVoteMethod):
