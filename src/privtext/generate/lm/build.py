@@ -278,13 +278,109 @@ class _State:
         self.lr_scale = float(d["lr_scale"])
 
 
+class _Pretraining:
+    """One pretraining's moving parts after setup — the model, optimiser, schedule, validation state and tallies —
+    and what happens after each step: the validation evaluation (a plateau cuts the LR, then stops early) and the
+    checkpoints (:mod:`.checkpoint`) an interrupted or killed training continues from."""
+
+    def __init__(self, *, model: Any, opt: Any, sched: Any, state: _State, result: TrainResult, val: list[Any],
+                 budget: Any, settings: LMSettings, autocast: Any, tokenizer: Any, checkpoints: Path | None,
+                 key: str | None, before: float | None):
+        self.model, self.opt, self.sched, self.state, self.result = model, opt, sched, state, result
+        self.val, self.budget, self.steps, self.settings, self.autocast = val, budget, budget.steps, settings, autocast
+        self.tokenizer, self.checkpoints, self.key, self.before = tokenizer, checkpoints, key, before
+        self.last_save = time.perf_counter()
+
+    def save(self, step_done: int) -> None:
+        """A whole checkpoint after step ``step_done`` (nothing without a checkpoint folder)."""
+        if self.checkpoints is None:
+            return
+        import torch
+        from safetensors.torch import save_file
+
+        from . import checkpoint as ckpt
+
+        def write(tmp: Path) -> dict[str, Any]:
+            self.tokenizer.save(str(tmp / "tokenizer.json"))
+            save_file(ckpt.named_parameters(self.model), str(tmp / "model.safetensors"))
+            if self.state.best is not None:
+                save_file(self.state.best, str(tmp / "best.safetensors"))
+            tensors, meta = ckpt.optimizer_tensors(self.opt)
+            save_file(tensors, str(tmp / "optimizer.safetensors"))
+            sd = self.sched.state_dict()  # lr_lambdas: [None] (a plain function is not saved)
+            r = self.result
+            ckpt.write_json(tmp / "state.json", {
+                "key": self.key, "step": step_done, "planned_steps": self.steps, "optimizer": meta, "scheduler": sd,
+                "torch_rng": torch.get_rng_state().tolist(), "state": self.state.to_dict(),
+                "validation_loss_before": self.before,
+                "result": {"steps": r.steps, "tokens": r.tokens, "seconds": r.seconds,
+                           "cpu_seconds": r.cpu_seconds, "losses": r.losses}})
+            return {"step": step_done}
+
+        ckpt.save(self.checkpoints, step_done, write)
+        self.last_save = time.perf_counter()
+
+    def evaluate(self, done: int) -> bool:
+        """The validation evaluation after step ``done``, where one is due; True: stop (early)."""
+        from . import checkpoint as ckpt
+
+        st, settings = self.state, self.settings
+        if not (self.val and settings.patience > 0 and (done % self.budget.eval_every == 0 or done == self.steps)):
+            return False
+        v = evaluate_loss(self.model, self.val, pad_id=PAD, autocast_dtype=self.autocast)
+        st.history.append([done, round(v, 5)])
+        if v < st.best_loss - settings.min_improvement:
+            st.best_loss, st.best_step, st.bad = v, done, 0
+            st.best = ckpt.named_parameters(self.model)
+            return False
+        if v < st.best_loss:  # better, by less than min_improvement: keep these weights
+            st.best_loss, st.best_step = v, done
+            st.best = ckpt.named_parameters(self.model)
+        st.bad += 1
+        st.lr_scale *= settings.plateau_decay
+        if st.bad >= settings.patience and done < self.steps:
+            st.stopped = "early"
+            return True
+        return False
+
+    def on_step(self, step: int, loss: float) -> bool:
+        """After each training step: evaluate where due, checkpoint (and the fault hook); True: stop."""
+        from . import checkpoint as ckpt
+
+        done = step + 1
+        stop = self.evaluate(done)
+        if ckpt.fault(done):
+            self.save(done)
+            ckpt.kill()
+        if (not stop and done < self.steps
+                and time.perf_counter() - self.last_save >= self.settings.checkpoint_seconds):
+            self.save(done)
+        return stop
+
+
+def _restore(saved: dict[str, Any], model: Any, opt: Any, sched: Any, state: _State) -> TrainResult:
+    """A checkpoint's model, optimiser, schedule, torch RNG and validation state put back; its tallies."""
+    import torch
+
+    from . import checkpoint as ckpt
+
+    ckpt.load_parameters(model, saved["model"])
+    ckpt.load_optimizer(opt, saved["optimizer"], saved["optimizer_meta"])
+    sched.load_state_dict(saved["scheduler"])
+    torch.set_rng_state(torch.tensor(saved["torch_rng"], dtype=torch.uint8))
+    state.load(saved["state"])
+    state.best = saved["best"]
+    r = saved["result"]
+    return TrainResult(steps=int(r["steps"]), tokens=int(r["tokens"]), seconds=float(r["seconds"]),
+                       cpu_seconds=float(r["cpu_seconds"]), losses=[float(x) for x in r["losses"]])
+
+
 def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSettings, shape: ModelShape,
            precision: str, device: Any, describe: str, codebook: CodeBook | None = None,
            checkpoints: Path | None = None, key: str | None = None) -> PublicLM:
     """Train a new model (module docstring). ``checkpoints``: the folder of this training's checkpoints
     (:mod:`.checkpoint`); a whole checkpoint there is continued from, and new ones are written as it goes."""
     import torch
-    from safetensors.torch import save_file
 
     from . import checkpoint as ckpt
 
@@ -315,15 +411,7 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
         sched = warmup_cosine(opt, steps=steps, warmup=min(settings.warmup, max(1, steps // 10)),
                               scale=lambda: state.lr_scale)
         if saved is not None:
-            ckpt.load_parameters(model, saved["model"])
-            ckpt.load_optimizer(opt, saved["optimizer"], saved["optimizer_meta"])
-            sched.load_state_dict(saved["scheduler"])
-            torch.set_rng_state(torch.tensor(saved["torch_rng"], dtype=torch.uint8))
-            state.load(saved["state"])
-            state.best = saved["best"]
-            r = saved["result"]
-            result = TrainResult(steps=int(r["steps"]), tokens=int(r["tokens"]), seconds=float(r["seconds"]),
-                                 cpu_seconds=float(r["cpu_seconds"]), losses=[float(x) for x in r["losses"]])
+            result = _restore(saved, model, opt, sched, state)
             before = saved["validation_loss_before"]
             state.resumed_from = result.steps
             from ...progress import say
@@ -333,73 +421,21 @@ def _train(texts: list[str], labels: dict[str, list[str]] | None, settings: LMSe
         else:
             before = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast) if val else None
         start = result.steps
-        last_save = [time.perf_counter()]
-
-        def save(step_done: int) -> None:
-            if checkpoints is None:
-                return
-
-            def write(tmp: Path) -> dict[str, Any]:
-                tk.save(str(tmp / "tokenizer.json"))
-                save_file(ckpt.named_parameters(model), str(tmp / "model.safetensors"))
-                if state.best is not None:
-                    save_file(state.best, str(tmp / "best.safetensors"))
-                tensors, meta = ckpt.optimizer_tensors(opt)
-                save_file(tensors, str(tmp / "optimizer.safetensors"))
-                sd = sched.state_dict()  # lr_lambdas: [None] (a plain function is not saved)
-                ckpt.write_json(tmp / "state.json", {
-                    "key": key, "step": step_done, "planned_steps": steps, "optimizer": meta, "scheduler": sd,
-                    "torch_rng": torch.get_rng_state().tolist(), "state": state.to_dict(),
-                    "validation_loss_before": before,
-                    "result": {"steps": result.steps, "tokens": result.tokens, "seconds": result.seconds,
-                               "cpu_seconds": result.cpu_seconds, "losses": result.losses}})
-                return {"step": step_done}
-
-            ckpt.save(checkpoints, step_done, write)
-            last_save[0] = time.perf_counter()
-
-        def evaluate(done: int) -> bool:
-            """The validation evaluation after step ``done``, where one is due; True: stop (early)."""
-            if not (val and settings.patience > 0 and (done % budget.eval_every == 0 or done == steps)):
-                return False
-            v = evaluate_loss(model, val, pad_id=PAD, autocast_dtype=autocast)
-            state.history.append([done, round(v, 5)])
-            if v < state.best_loss - settings.min_improvement:
-                state.best_loss, state.best_step, state.bad = v, done, 0
-                state.best = ckpt.named_parameters(model)
-                return False
-            if v < state.best_loss:  # better, by less than min_improvement: keep these weights
-                state.best_loss, state.best_step = v, done
-                state.best = ckpt.named_parameters(model)
-            state.bad += 1
-            state.lr_scale *= settings.plateau_decay
-            if state.bad >= settings.patience and done < steps:
-                state.stopped = "early"
-                return True
-            return False
-
-        def on_step(step: int, loss: float) -> bool:
-            done = step + 1
-            stop = evaluate(done)
-            if ckpt.fault(done):
-                save(done)
-                ckpt.kill()
-            if not stop and done < steps and time.perf_counter() - last_save[0] >= settings.checkpoint_seconds:
-                save(done)
-            return stop
-
+        run = _Pretraining(model=model, opt=opt, sched=sched, state=state, result=result, val=val, budget=budget,
+                           settings=settings, autocast=autocast, tokenizer=tk, checkpoints=checkpoints, key=key,
+                           before=before)
         stopped = False
         if start and not (state.history and state.history[-1][0] == start):
-            stopped = evaluate(start)  # Ctrl-C came during this step's evaluation: it was not done
+            stopped = run.evaluate(start)  # Ctrl-C came during this step's evaluation: it was not done
         try:
             if not stopped:
                 result = train_loop(model, opt, _batches(maker, train_idx, settings, PAD, device, start),
                                     steps=steps, scheduler=sched, max_grad_norm=1.0, autocast_dtype=autocast,
-                                    reduction="token", description=describe, on_step=on_step, start=start,
+                                    reduction="token", description=describe, on_step=run.on_step, start=start,
                                     result=result)
         except KeyboardInterrupt:
             if result.steps > start:  # Ctrl-C: keep what was trained, then stop as asked
-                save(result.steps)
+                run.save(result.steps)
             raise
         if state.best is not None and state.best_step != result.steps:
             ckpt.load_parameters(model, state.best)  # early stopping keeps the best validation loss's weights
