@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -27,6 +27,7 @@ from ..errors import DataError
 from ..registry import Registry
 from ..rng import spawn_seed
 from ._threads import single_blas
+from .results import AsDict
 
 
 class TextClassifier(Protocol):
@@ -158,7 +159,7 @@ def make_classifier(name: str, /, **options: Any) -> TextClassifier:
 
 
 @dataclass(frozen=True)
-class DownstreamResult:
+class DownstreamResult(AsDict):
     """Accuracy of one classifier on one label column."""
 
     label_column: str
@@ -173,9 +174,6 @@ class DownstreamResult:
     unseen_test_fraction: float
     degenerate: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _scores(y_true: list[str], y_pred: list[str], train_labels: Sequence[str]) -> dict[str, float]:

@@ -19,13 +19,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import DataError, MissingDependencyError
 from ._threads import single_blas
+from .results import AsDict
 
 
 def _as_2d(x: Any, what: str) -> np.ndarray:
@@ -70,7 +71,7 @@ def frechet_distance(mu1: Any, sigma1: Any, mu2: Any, sigma2: Any) -> float:
 
 
 @dataclass(frozen=True)
-class FIDResult:
+class FIDResult(AsDict):
     fid: float
     mean_term: float
     cov_term: float
@@ -79,9 +80,6 @@ class FIDResult:
     dim: int
     ridge: float
     rank_deficient: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def fid(a: Any, b: Any, *, ridge: float | Literal["auto"] = "auto") -> FIDResult:
@@ -143,15 +141,12 @@ def _coverage(points: np.ndarray, centres: np.ndarray, radii: np.ndarray, chunk:
 
 
 @dataclass(frozen=True)
-class PrecisionRecall:
+class PrecisionRecall(AsDict):
     precision: float
     recall: float
     k: int
     n_real: int
     n_synthetic: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def precision_recall(real: Any, synthetic: Any, *, k: int = 3) -> PrecisionRecall:
@@ -170,15 +165,12 @@ def precision_recall(real: Any, synthetic: Any, *, k: int = 3) -> PrecisionRecal
 
 
 @dataclass(frozen=True)
-class MauveResult:
+class MauveResult(AsDict):
     mauve: float
     frontier_integral: float
     num_buckets: int
     n_real: int
     n_synthetic: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def mauve_score(

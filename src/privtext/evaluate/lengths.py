@@ -9,12 +9,13 @@ percentile, with the last bin open-ended), so they can be drawn on one axis. Dis
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from ..errors import DataError
+from .results import AsDict
 
 
 def text_lengths(texts: Sequence[str], *, unit: Literal["words", "chars"] = "words") -> np.ndarray:
@@ -26,7 +27,7 @@ def text_lengths(texts: Sequence[str], *, unit: Literal["words", "chars"] = "wor
 
 
 @dataclass(frozen=True)
-class LengthComparison:
+class LengthComparison(AsDict):
     unit: str
     bin_edges: list[float]
     synthetic_hist: list[float]
@@ -40,9 +41,6 @@ class LengthComparison:
     ks_pvalue: float
     n_synthetic: int
     n_real: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def length_distribution(

@@ -22,13 +22,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import DataError, MissingDependencyError
 from ..rng import spawn_seed
+from .results import AsDict
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 UNK, EOS = 0, 1
@@ -39,7 +40,7 @@ def words(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class NextWordResult:
+class NextWordResult(AsDict):
     accuracy: float
     accuracy_in_vocab: float
     oov_rate: float
@@ -52,9 +53,6 @@ class NextWordResult:
     loss_first: float
     loss_last: float
     losses: list[float] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _torch() -> Any:

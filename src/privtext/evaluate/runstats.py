@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import DataError
+from .results import AsDict
 
 # ------------------------------------------------------------------------------------------------- votes
 
@@ -139,7 +140,7 @@ def runtime_split(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class SecretExposure:
+class SecretExposure(AsDict):
     n_secrets: int
     exposed: int
     exposed_rate: float
@@ -150,9 +151,6 @@ class SecretExposure:
     baseline_records_with_secret: int | None = None
     baseline_record_rate: float | None = None
     examples: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _secret_pattern(secrets: Sequence[str], *, case_sensitive: bool) -> re.Pattern[str]:
