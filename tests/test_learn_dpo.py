@@ -237,3 +237,18 @@ def test_the_lm_generator_writes_what_the_pairs_preferred(tmp_path: Path) -> Non
     pooled = (soup0 + soup1) / (n0 + n1)
     z = (p1 - p0) / math.sqrt(pooled * (1 - pooled) * (1 / n0 + 1 / n1))
     assert z > 3.72, (soup0, pizza0, soup1, pizza1)
+
+
+@pytest.mark.gpu
+def test_a_round_on_cuda_raises_the_margin(tiny: Path) -> None:
+    """The native loop on a CUDA model (where a GPU is lent): the model's own device, the same signal."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    enc = _encoder(tiny)
+    pairs = enc.encode_all(PAIRS)
+    model = attach_lora(_model(tiny).to("cuda"), OPTS, rng=np.random.default_rng(0))
+    before = preference_margins(model, pairs, pad_id=enc.pad_id)
+    train_dpo(model, pairs, OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(1))
+    after = preference_margins(model, pairs, pad_id=enc.pad_id)
+    assert all(p.device.type == "cuda" for p in lora_parameters(model))
+    assert float(np.mean(after - before)) > 0.3

@@ -40,8 +40,10 @@ def require_trl() -> Any:
 
 
 def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]], options: DPOOptions, *,
-                  seed: int, description: str = "learning: DPO (trl)") -> DPOResult:
-    """One round of DPO on ``model``'s adapters with trl (module docstring). ``records``: trl's preference format."""
+                  seed: int, description: str = "learning: DPO (trl)", device: str | None = None) -> DPOResult:
+    """One round of DPO on ``model``'s adapters with trl (module docstring). ``records``: trl's preference format.
+    ``device``: ``cpu`` or ``cuda`` (default: where the model is; under ``accelerate launch`` pass ``cuda`` and every
+    process trains on its own GPU)."""
     trl = require_trl()
     try:
         import torch
@@ -78,7 +80,8 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
                 if key is not None:
                     accuracy.append(float(logs[key]))
 
-        cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
+        where = device or next(model.parameters()).device.type
+        cuda = where.startswith("cuda") and torch.cuda.is_available()
         args = trl.DPOConfig(
             output_dir=out, beta=o.beta, num_train_epochs=o.epochs, per_device_train_batch_size=o.batch_size,
             learning_rate=o.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=o.weight_decay,
