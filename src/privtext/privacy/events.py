@@ -48,7 +48,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import attr
 import dp_accounting
@@ -56,7 +56,7 @@ from dp_accounting import dp_event as _dpe
 
 from ..errors import InvalidPrivacyParameter, PrivacyError
 
-DpEvent = _dpe.DpEvent
+DpEvent: TypeAlias = _dpe.DpEvent
 GaussianDpEvent = _dpe.GaussianDpEvent
 LaplaceDpEvent = _dpe.LaplaceDpEvent
 MixtureOfGaussiansDpEvent = _dpe.MixtureOfGaussiansDpEvent
