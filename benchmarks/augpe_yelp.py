@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import ROOT
+
 _spec = importlib.util.spec_from_file_location("secpe_yelp", ROOT / "benchmarks" / "secpe_yelp.py")
 assert _spec and _spec.loader
 sy = importlib.util.module_from_spec(_spec)

@@ -20,17 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from harness import ROOT, offline, use_src
+
+use_src()
+offline()
 
 from privtext.data import Corpus, load_corpus  # noqa: E402
 from privtext.generate import GeneratorContext, LabelInfo, VariationSpec, build_generator  # noqa: E402

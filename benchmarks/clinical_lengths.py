@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data"))
+from harness import ROOT, SHARED
 
 
 def config(method: str, variant: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:

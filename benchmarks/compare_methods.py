@@ -57,7 +57,6 @@ are reused); the tables to ``artifacts/compare/<dataset>-summary.md`` / ``-runs.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -67,47 +66,33 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data"))
+from harness import ROOT, SHARED, read_rows, write_rows
+
 ART = ROOT / "artifacts" / "compare"
 EPSILON, DELTA, P_SECRET = 4.0, 1e-5, 1e-4
 N_SYNTHETIC = 500
-
-
-def _read(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _write(path: Path, rows: list[dict[str, str]], cols: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: r[c] for c in cols})
 
 
 def prepare_data(private_n: int = 1000) -> Path:
     """The splits of the module docstring, as CSV files under artifacts/compare/data; ``private_n`` Yelp
     records (the issue's full set-up: 5000, all of yelp/dev.csv) in ``yelp-private-<n>.csv`` when not 1000."""
     out = ART / "data"
-    dev = _read(SHARED / "yelp" / "dev.csv")
+    dev = read_rows(SHARED / "yelp" / "dev.csv")
     if private_n > len(dev):
         raise SystemExit(f"--private-n {private_n}: yelp/dev.csv has {len(dev)} rows")
     if private_n != 1000 and not (out / f"yelp-private-{private_n}.csv").exists():
-        _write(out / f"yelp-private-{private_n}.csv", dev[:private_n], ["text", "label1", "label2"])
+        write_rows(out / f"yelp-private-{private_n}.csv", dev[:private_n], ["text", "label1", "label2"])
     if (out / "pubmed-real.csv").exists():
         return out
-    test = _read(SHARED / "yelp" / "test.csv")
+    test = read_rows(SHARED / "yelp" / "test.csv")
     cols = ["text", "label1", "label2"]
-    _write(out / "yelp-private.csv", dev[:1000], cols)
-    _write(out / "yelp-public.csv", test[:4000], cols)
-    _write(out / "yelp-real.csv", test[4000:], cols)
-    dev, test = _read(SHARED / "pubmed" / "dev.csv"), _read(SHARED / "pubmed" / "test.csv")
-    _write(out / "pubmed-private.csv", dev[:1000], ["text"])
-    _write(out / "pubmed-public.csv", test[:3307], ["text"])
-    _write(out / "pubmed-real.csv", test[3307:], ["text"])
+    write_rows(out / "yelp-private.csv", dev[:1000], cols)
+    write_rows(out / "yelp-public.csv", test[:4000], cols)
+    write_rows(out / "yelp-real.csv", test[4000:], cols)
+    dev, test = read_rows(SHARED / "pubmed" / "dev.csv"), read_rows(SHARED / "pubmed" / "test.csv")
+    write_rows(out / "pubmed-private.csv", dev[:1000], ["text"])
+    write_rows(out / "pubmed-public.csv", test[:3307], ["text"])
+    write_rows(out / "pubmed-real.csv", test[3307:], ["text"])
     return out
 
 
@@ -122,11 +107,11 @@ def prepare_noise_only(data: Path, dataset: str, private_n: int) -> None:
     path = data / f"{dataset}-as-private-{private_n}.csv"
     if path.exists():
         return
-    texts = [r["text"] for r in _read(SHARED / dataset / "dev.csv") + _read(data / f"{dataset}-real.csv")]
-    private = _read(data / _private_file("yelp", private_n))
+    texts = [r["text"] for r in read_rows(SHARED / dataset / "dev.csv") + read_rows(data / f"{dataset}-real.csv")]
+    private = read_rows(data / _private_file("yelp", private_n))
     rows = [{"text": texts[i % len(texts)], "label1": r["label1"], "label2": r["label2"]}
             for i, r in enumerate(private)]
-    _write(path, rows, ["text", "label1", "label2"])
+    write_rows(path, rows, ["text", "label1", "label2"])
 
 
 def secret_budget() -> dict[str, float]:
@@ -200,7 +185,7 @@ def configs(dataset: str, data: Path, *, dpft_epochs: int = 3, dpft_max_length: 
     }
     if dpft_public:  # dpft's public model trained on another dataset's public split (out of domain)
         # the label space is then declared as the public schema: the values of the labelled public split
-        schema = {c: sorted({r[c] for r in _read(data / f"{dataset}-public.csv")}) for c in ("label1", "label2")}
+        schema = {c: sorted({r[c] for r in read_rows(data / f"{dataset}-public.csv")}) for c in ("label1", "label2")}
         for name in ("dpft", "dpft-control"):
             out[name]["data"] = {**out[name]["data"], "public": str(data / f"{dpft_public}-public.csv"),
                                  **({"label_values": schema} if labelled else {})}

@@ -23,15 +23,12 @@ files.
 from __future__ import annotations
 
 import argparse
-import csv
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data"))
+from harness import ROOT, SHARED, read_rows, use_src, write_rows
+
 OUT = ROOT / "artifacts" / "corpora"
 
 #: the ten private intents of the support-ticket set-up (pending_card_payment holds "pending transaction?")
@@ -39,21 +36,6 @@ TICKET_INTENTS = ("pending_card_payment", "card_payment_fee_charged", "direct_de
                   "balance_not_updated_after_cheque_or_cash_deposit", "wrong_amount_of_cash_received",
                   "cash_withdrawal_charge", "transaction_charged_twice", "declined_cash_withdrawal",
                   "transfer_fee_charged", "request_refund")
-
-
-def _read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def _write_csv(path: Path, rows: list[dict[str, str]], columns: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
 
 
 def _norm(t: str) -> str:
@@ -68,7 +50,7 @@ def tickets(out: Path = OUT, *, n_private: int = 2000, n_public: int = 4000, see
     ``tickets-labelled`` corpus, in ``out/tickets-labelled``) the public text is that many labelled messages of the
     same 10 intents instead, taken from the rows the private file does not hold."""
     src = SHARED / "banking77"
-    rows = _read_csv(src / "train.csv") + _read_csv(src / "test.csv")
+    rows = read_rows(src / "train.csv") + read_rows(src / "test.csv")
     rng = np.random.default_rng(seed)
     ours = [r for r in rows if r["category"] in TICKET_INTENTS]
     other = [r for r in rows if r["category"] not in TICKET_INTENTS]
@@ -86,14 +68,14 @@ def tickets(out: Path = OUT, *, n_private: int = 2000, n_public: int = 4000, see
     if labelled_public:
         d = out / "tickets-labelled"
         public, real = held[:labelled_public], held[labelled_public:]
-        _write_csv(d / "public.csv", public, ["message", "intent"])
+        write_rows(d / "public.csv", public, ["message", "intent"])
     else:
         d = out / "tickets"
         real = held
         pub = [other[i] for i in rng.permutation(len(other))[:n_public]]
-        _write_csv(d / "public.csv", [{"message": r["text"]} for r in pub], ["message"])
-    _write_csv(d / "private.csv", private, ["ticket_id", "message", "intent", "channel"])
-    _write_csv(d / "real.csv", real, ["message", "intent"])
+        write_rows(d / "public.csv", [{"message": r["text"]} for r in pub], ["message"])
+    write_rows(d / "private.csv", private, ["ticket_id", "message", "intent", "channel"])
+    write_rows(d / "real.csv", real, ["message", "intent"])
     return d
 
 
@@ -105,32 +87,32 @@ def tickets_labelled(out: Path = OUT, *, seed: int = 0) -> Path:
 def yelp(out: Path = OUT, *, n_private: int = 2000, n_public: int = 3000, n_real: int = 500, seed: int = 0) -> Path:
     src = SHARED / "yelp"
     rng = np.random.default_rng(seed)
-    dev, test = _read_csv(src / "dev.csv"), _read_csv(src / "test.csv")
+    dev, test = read_rows(src / "dev.csv"), read_rows(src / "test.csv")
     private = [dev[i] for i in np.sort(rng.permutation(len(dev))[:n_private])]
     perm = rng.permutation(len(test))
     public = [test[i] for i in np.sort(perm[:n_public])]
     real = [test[i] for i in np.sort(perm[n_public:n_public + n_real])]
     d = out / "yelp"
     for name, rows in (("private", private), ("public", public), ("real", real)):
-        _write_csv(d / f"{name}.csv", rows, ["text", "label1", "label2"])
+        write_rows(d / f"{name}.csv", rows, ["text", "label1", "label2"])
     return d
 
 
 def pubmed(out: Path = OUT, *, n_private: int = 1000, n_public: int = 3000, n_real: int = 300, seed: int = 0) -> Path:
     src = SHARED / "pubmed"
     rng = np.random.default_rng(seed)
-    dev, test = _read_csv(src / "dev.csv"), _read_csv(src / "test.csv")
+    dev, test = read_rows(src / "dev.csv"), read_rows(src / "test.csv")
     private = [dev[i] for i in np.sort(rng.permutation(len(dev))[:n_private])]
     perm = rng.permutation(len(test))
     d = out / "pubmed"
-    _write_csv(d / "private.csv", private, ["text"])
-    _write_csv(d / "public.csv", [test[i] for i in np.sort(perm[:n_public])], ["text"])
-    _write_csv(d / "real.csv", [test[i] for i in np.sort(perm[n_public:n_public + n_real])], ["text"])
+    write_rows(d / "private.csv", private, ["text"])
+    write_rows(d / "public.csv", [test[i] for i in np.sort(perm[:n_public])], ["text"])
+    write_rows(d / "real.csv", [test[i] for i in np.sort(perm[n_public:n_public + n_real])], ["text"])
     return d
 
 
 def clinic(out: Path = OUT, *, seed: int = 0) -> Path:
-    sys.path.insert(0, str(ROOT / "src"))
+    use_src()
     from privtext.data import write_corpus
     from privtext.demo import make_demo_corpora, make_heldout, write_demo_files
 
@@ -152,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for name in args.names or list(BUILDERS):
         d = BUILDERS[name](args.out)
-        sizes = {f.stem: len(_read_csv(f)) for f in sorted(d.glob("*.csv"))}
+        sizes = {f.stem: len(read_rows(f)) for f in sorted(d.glob("*.csv"))}
         print(f"{name}: {d} {sizes}")
     return 0
 

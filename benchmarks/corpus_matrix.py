@@ -45,7 +45,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import ROOT, read_rows, use_src
+
 CORPORA = ROOT / "artifacts" / "corpora"
 OUT = ROOT / "artifacts" / "corpus_matrix"
 METHODS = ("augpe", "secpe", "wasp", "dpkps", "dpft")
@@ -62,15 +63,11 @@ CELLS = ("tickets:labelled", "tickets:declared", "tickets:none", "clinic:labelle
          "clinic:none", "yelp:labelled", "yelp:declared", "yelp:none", "pubmed:none")
 
 
-def _read(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
 
 def _unlabelled_copy(src: Path, text_column: str, dest: Path) -> Path:
     """The public file without its label columns (the ``declared`` set-up on a labelled corpus)."""
     if not dest.exists():
-        rows = _read(src)
+        rows = read_rows(src)
         with open(dest, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=[text_column])
             w.writeheader()
@@ -83,7 +80,7 @@ def cell_config(corpus: str, setup: str, method: str, out: Path) -> dict[str, An
     text, labels, id_col = SHAPES[corpus]
     folder = CORPORA / ("tickets-labelled" if (corpus, setup) == ("tickets", "labelled") else corpus)
     public = folder / "public.csv"
-    private_rows = _read(folder / "private.csv")
+    private_rows = read_rows(folder / "private.csv")
     data: dict[str, Any] = {"private": str(folder / "private.csv"), "public": str(public), "text_column": text}
     if id_col:
         data["id_column"] = id_col
@@ -111,7 +108,7 @@ def cell_config(corpus: str, setup: str, method: str, out: Path) -> dict[str, An
 
 
 def _majority(real: Path, column: str) -> float:
-    counts = Counter(r[column] for r in _read(real))
+    counts = Counter(r[column] for r in read_rows(real))
     return max(counts.values()) / sum(counts.values())
 
 
@@ -200,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-evaluate", action="store_true")
     ap.add_argument("--table", action="store_true", help="print the table of the results so far and stop")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "src"))
+    use_src()
     res = _load_results()
     if args.table:
         print(table(res))

@@ -19,12 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+from harness import ROOT, SHARED, missing
+
+DATA = SHARED / "yelp"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "downstream_yelp.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if not (DATA / "dev.csv").exists():
-        print(f"Yelp data not found under {DATA}; nothing to do", file=sys.stderr)
+    if missing(DATA / "dev.csv", "Yelp data"):
         return 0
 
     from privtext.data import load_corpus, sample

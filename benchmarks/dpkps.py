@@ -36,23 +36,18 @@ generator calls, as runs with labelled private / unlabelled public data, is ``be
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+from harness import ROOT, SHARED, missing, offline, read_rows
+
+DATA = SHARED / "yelp"
 SPLITS = {"eps6": (1.0, 5.0), "eps10": (5.0, 5.0), "eps15": (5.0, 10.0), "eps-inf": (math.inf, math.inf)}
 
-
-def _read(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _evaluate(emb: Any, train: tuple[list[str], list[str]], test: tuple[list[str], list[str]], target: list[str],
@@ -96,10 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
     args = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not (DATA / "dev.csv").exists():
-        print(f"Yelp data not found under {DATA}; nothing to do", file=sys.stderr)
+    offline()
+    if missing(DATA / "dev.csv", "Yelp data"):
         return 0
 
     import numpy as np
@@ -113,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from privtext.privacy.pure import pure_epsilon
     from privtext.rng import derive, noise_rng
 
-    dev, test = _read(DATA / "dev.csv"), _read(DATA / "test.csv")
+    dev, test = read_rows(DATA / "dev.csv"), read_rows(DATA / "test.csv")
     public = [r["text"] for r in test[:3000]]
     target = [r["text"] for r in test[3000:3500]]
     held = test[4000:5000]

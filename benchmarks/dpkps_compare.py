@@ -31,9 +31,7 @@ MiniLM embeddings are cached in ``artifacts/embed-cache``. Writes ``<out>/result
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
 import statistics
 import sys
 import time
@@ -41,15 +39,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+from harness import ROOT, SHARED, missing, offline, read_rows
+
+DATA = SHARED / "yelp"
 METRICS = ("logreg_acc", "logreg_bal", "wlogreg_acc", "wlogreg_bal", "centroid", "plain_acc", "plain_bal", "coral_acc", "coral_bal", "no_llm_acc",
            "no_llm_bal")
 
-
-def _read(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def run_sequences(run: Path) -> list[list[str]]:
@@ -202,10 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-only", action="store_true", help="re-evaluate the run directories already under --out")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "dpkps-compare"))
     a = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not (DATA / "dev.csv").exists():
-        print(f"no data at {DATA}")
+    offline()
+    if missing(DATA / "dev.csv", "Yelp data"):
         return 0
     if a.calls % a.augpe_multiplier:
         ap.error(f"--calls {a.calls} is not a multiple of --augpe-multiplier {a.augpe_multiplier}")
@@ -217,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     cache = ROOT / "artifacts" / "embed-cache"
-    dev, test = _read(DATA / "dev.csv"), _read(DATA / "test.csv")
+    dev, test = read_rows(DATA / "dev.csv"), read_rows(DATA / "test.csv")
     priv = dev[: a.n_private]
     write_corpus(Corpus.from_texts([r["text"] for r in priv], {"label1": [r["label1"] for r in priv]}, name="priv"),
                  out / "private.csv")

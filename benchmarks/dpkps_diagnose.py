@@ -13,7 +13,6 @@ reviews gives the ceiling of the centroid test. Diagnostics only: reads private 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -21,13 +20,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+from harness import ROOT, SHARED, read_rows
 
+DATA = SHARED / "yelp"
 
-def _read(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def class_centroids(emb: Any, priv_texts: list[str], priv_y: list[str], classes: list[str]) -> tuple[Any, Any]:
@@ -112,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     from privtext.rng import derive
 
     emb = resolve_embedder(None, cache_dir=a.cache)
-    test = _read(DATA / "test.csv")[4000:5000]
+    test = read_rows(DATA / "test.csv")[4000:5000]
     test_t, test_y = [r["text"] for r in test], [r["label1"] for r in test]
-    priv = _read(a.private or a.runs[0].parent / "private.csv")
+    priv = read_rows(a.private or a.runs[0].parent / "private.csv")
     priv_t, priv_y = [r["text"] for r in priv], [r["label1"] for r in priv]
     classes = sorted(set(priv_y) | set(test_y))
     short = {c: c.replace("Business Category: ", "")[:10] for c in classes}

@@ -14,22 +14,17 @@ its no-signal control (ε = 10⁻⁶), as runs (``method: dpkps``).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "pubmed"
+from harness import ROOT, SHARED, missing, offline, read_texts
 
+DATA = SHARED / "pubmed"
 
-def _read(path: Path) -> list[str]:
-    with path.open(encoding="utf-8", newline="") as f:
-        return [r["text"] for r in csv.DictReader(f)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,10 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=300, help="next-word LSTM training steps")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "dpkps-pubmed"))
     a = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not (DATA / "dev.csv").exists():
-        print(f"no data at {DATA}")
+    offline()
+    if missing(DATA / "dev.csv", "PubMed"):
         return 0
     from privtext.config import config_from_dict
     from privtext.data import Corpus, load_corpus, write_corpus
@@ -56,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     cache = ROOT / "artifacts" / "embed-cache"
-    dev, test = _read(DATA / "dev.csv"), _read(DATA / "test.csv")
+    dev, test = read_texts(DATA / "dev.csv"), read_texts(DATA / "test.csv")
     write_corpus(Corpus.from_texts(dev, {}, name="priv"), out / "private.csv")
     public = test[:2000]
     write_corpus(Corpus.from_texts(public, {}, name="public"), out / "public.csv")

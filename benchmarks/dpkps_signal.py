@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -31,13 +30,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
-METRICS = ("seq_nb", "seq_centroid", "centroid", "logreg_bal", "wlogreg_bal", "wlogreg_acc", "logreg_acc")
-
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dpkps_diagnose import _read, class_centroids, nearest_class  # noqa: E402
+from dpkps_diagnose import class_centroids, nearest_class
+from harness import ROOT, SHARED, missing, offline, read_rows
+
+DATA = SHARED / "yelp"
+METRICS = ("seq_nb", "seq_centroid", "centroid", "logreg_bal", "wlogreg_bal", "wlogreg_acc", "logreg_acc")
 
 
 class Setup:
@@ -48,7 +46,7 @@ class Setup:
         from privtext.evaluate.embedding import resolve_embedder
         from privtext.mechanisms.labels import allocate
 
-        dev, test = _read(DATA / "dev.csv"), _read(DATA / "test.csv")
+        dev, test = read_rows(DATA / "dev.csv"), read_rows(DATA / "test.csv")
         priv = dev[:n_private]
         self.priv_t = [r["text"] for r in priv]
         self.priv_y = [r["label1"] for r in priv]
@@ -156,10 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-only", action="store_true", help="only the sequences' naive-Bayes check (no generator)")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "dpkps-signal.json"))
     a = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not (DATA / "dev.csv").exists():
-        print(f"no data at {DATA}")
+    offline()
+    if missing(DATA / "dev.csv", "Yelp data"):
         return 0
     settings = json.loads(a.settings)
     s = Setup(a.n_private, a.calls)

@@ -13,18 +13,12 @@ GPU run it with ``--device cuda --runtimes torch --sizes 64,128,256,512,1024``.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import time
-from pathlib import Path
+
+from harness import SHARED, read_texts
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-
-
-def _texts(path: Path, n: int) -> list[str]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return [r["text"] for _, r in zip(range(n), csv.DictReader(f), strict=False)]
 
 
 def main() -> None:
@@ -38,8 +32,8 @@ def main() -> None:
     a = ap.parse_args()
     from privtext.embed.st import SentenceTransformerEmbedder
 
-    sets = {"long (Yelp)": _texts(DATA / "yelp" / "dev.csv", a.n_long),
-            "short (Banking77)": _texts(DATA / "banking77" / "test.csv", a.n_short)}
+    sets = {"long (Yelp)": read_texts(SHARED / "yelp" / "dev.csv", n=a.n_long),
+            "short (Banking77)": read_texts(SHARED / "banking77" / "test.csv", n=a.n_short)}
     sizes = [int(s) for s in a.sizes.split(",")]
     embs = {rt: SentenceTransformerEmbedder(batch_size=64, runtime=rt, device=a.device if rt == "torch" else "cpu")
             for rt in a.runtimes.split(",")}

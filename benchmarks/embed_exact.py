@@ -29,25 +29,18 @@ shared: compare ratios within one run.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness import SHARED, read_texts
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 ALL = ("fp32", "fp32-t1", "single", "auto", "bf16", "bf16-t1", "bf16-mid", "ovfp32", "ovfp32-single")
 FILES = {"pubmed": "pubmed/test.csv", "yelp": "yelp/dev.csv"}
-
-
-def _texts(data: str, offset: int, n: int) -> list[str]:
-    with open(DATA / FILES[data], newline="", encoding="utf-8") as f:
-        rows = [r["text"] for _, r in zip(range(offset + n), csv.DictReader(f), strict=False)]
-    return rows[offset:]
 
 
 def _variant(name: str) -> Any:
@@ -118,7 +111,7 @@ def main() -> None:
         wanted.append("single")
     from privtext.backends.hardware import cpu_summary
 
-    texts = _texts(a.data, a.offset, a.n_private + a.n_candidates)
+    texts = read_texts(SHARED / FILES[a.data], offset=a.offset, n=a.n_private + a.n_candidates)
     private, cands = texts[: a.n_private], texts[a.n_private:]
     print(f"CPU: {cpu_summary()}, {os.cpu_count()} logical CPUs")
     print(f"{a.data}: {len(private)} private × {len(cands)} candidates (mean {np.mean([len(t) for t in texts]):.0f} "

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,9 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness.py, also when a test loads this file by path
+from harness import SHARED
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+DATA = SHARED / "yelp"
 ALL = ("fp32", "fp32-unsorted", "bf16", "ort-fp32", "ort-fused", "ort-int8", "ov-fp32", "ov-bf16", "ov-mixed-2")
 
 

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import SHARED
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local benchmark cluster only
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp" / "dev.csv"
+DATA = SHARED / "yelp" / "dev.csv"
 ENV = "PRIVTEXT_FANOUT_BENCH_KEY"
 
 

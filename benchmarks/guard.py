@@ -12,18 +12,13 @@ the same process, for a ratio measured within one run (the machine is shared: co
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import sys
 import time
-from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "yelp"
+from harness import SHARED, read_texts
 
-
-def _texts(name: str) -> list[str]:
-    with (DATA / name).open(encoding="utf-8", newline="") as f:
-        return [r["text"] for r in csv.DictReader(f)]
+DATA = SHARED / "yelp"
 
 
 def _load(path: str, name: str):  # type: ignore[no-untyped-def]
@@ -52,7 +47,7 @@ def main() -> None:
     args = ap.parse_args()
     from privtext.guard import PrivateGuard
 
-    private, public = _texts("dev.csv"), _texts("test.csv")
+    private, public = read_texts(DATA / "dev.csv"), read_texts(DATA / "test.csv")
     prompts = []
     for k in range(args.prompts):
         body = public[k % len(public)]

@@ -11,7 +11,6 @@ naming the bad value), never 1 (an unexpected exception), and a failed start lea
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import shutil
 import subprocess
@@ -21,12 +20,11 @@ from typing import Any
 
 import yaml
 
+from harness import write_rows
+
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=["text", "label"])
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(path, rows, ["text", "label"])
 
 
 def _base(tmp: Path, private: Path, out: Path, **kw: Any) -> dict[str, Any]:

@@ -22,11 +22,11 @@ import argparse
 import hashlib
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import ROOT, use_src
+
 WORK = ROOT / "artifacts" / "identity"
 METHODS = ("augpe", "secpe", "wasp", "dpkps", "dpft")
 #: dpft with the tiny public LM (trained once into WORK/lm-cache, then a cache hit)
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", type=Path, help="compare with digests written before; exit 1 on a difference")
     ap.add_argument("--runs", type=Path, default=WORK / "runs", help="where the run folders go (default %(default)s)")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "src"))
+    use_src()
     digests: dict[str, dict[str, str]] = {}
     for setup in args.setups.split(","):
         for method in args.methods.split(","):

@@ -25,13 +25,13 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+from harness import ROOT, SHARED, missing
+
+DATA = SHARED / "yelp"
 COLS = ["label1", "label2"]
 
 
@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("PRIVTEXT_QUIET", "1")
-    if not (DATA / "dev.csv").exists():
-        print(f"Yelp data not found under {DATA}; nothing to do", file=sys.stderr)
+    if missing(DATA / "dev.csv", "Yelp data"):
         return 0
     import shutil
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+from harness import ROOT, SHARED, missing
+
+DATA = SHARED / "yelp"
 
 
 def yelp_public_split(seed: int = 0) -> tuple[Any, Any]:
@@ -59,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "lm_generator.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if not (DATA / "test.csv").exists():
-        print(f"Yelp data not found under {DATA}; nothing to do", file=sys.stderr)
+    if missing(DATA / "test.csv", "Yelp data"):
         return 0
     import torch
 

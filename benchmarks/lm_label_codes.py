@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import ROOT
+
 DATA = ROOT / "artifacts" / "compare" / "data"
 COLUMNS = ("label1", "label2")
 

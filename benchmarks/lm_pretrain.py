@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import ROOT
+
 OUT = ROOT / "artifacts" / "lm_pretrain"
 
 

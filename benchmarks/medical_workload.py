@@ -26,7 +26,6 @@ and the synthetic records). The machine is shared: the phases run one after anot
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -38,22 +37,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "pubmed"
+from harness import ROOT, SHARED, read_texts, write_texts
+
+DATA = SHARED / "pubmed"
 PHASES = ("before", "after-1", "after-2")
 STAGES = ("loading", "setup_generator", "embedding_private", "generation", "embedding", "voting", "selection")
-
-
-def _write(path: Path, texts: list[str]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["text"])
-        w.writerows([t] for t in texts)
-
-
-def _read(path: Path) -> list[str]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return [r["text"] for r in csv.DictReader(f)]
 
 
 def _config(a: argparse.Namespace, phase: str, out: Path) -> dict[str, Any]:
@@ -108,9 +96,9 @@ def main() -> None:
     if bad := [p for p in phases if p not in PHASES]:
         ap.error(f"unknown phase(s) {bad}; choose from {', '.join(PHASES)}")
     a.out.mkdir(parents=True, exist_ok=True)
-    test = _read(DATA / "test.csv")
-    _write(a.out / "private.csv", test[: a.n_private])
-    _write(a.out / "public.csv", _read(DATA / "dev.csv") + test[a.n_private:])
+    test = read_texts(DATA / "test.csv")
+    write_texts(a.out / "private.csv", test[: a.n_private])
+    write_texts(a.out / "public.csv", read_texts(DATA / "dev.csv") + test[a.n_private:])
     from privtext.backends.hardware import cpu_summary
 
     words = np.mean([len(t.split()) for t in test[: a.n_private]])

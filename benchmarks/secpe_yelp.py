@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "yelp"
+from harness import ROOT, SHARED
+
+DATA = SHARED / "yelp"
 DETECTOR = {"name": "random_words", "quantile": 0.2, "from_private": True}  # the paper's set-up
 METHODS = ("secpe-hybrid", "secpe-alg3", "augpe-record", "augpe-group", "control")
 

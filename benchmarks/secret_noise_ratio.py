@@ -25,13 +25,13 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from harness import ROOT, use_src
+
+use_src()
 
 from privtext.privacy.noise_ratio import noise_ratio  # noqa: E402
 from privtext.rng import derive  # noqa: E402

@@ -37,13 +37,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("PRIVTEXT_SHARED_DATA", ROOT.parent / "shared" / "data")) / "banking77"
+from harness import ROOT, SHARED, missing
+
+DATA = SHARED / "banking77"
 
 
 def generators(args: argparse.Namespace, **extra: Any) -> list[dict[str, Any]]:
@@ -98,8 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                     "public.csv: what examples/wasp-banking77.yaml reads) and stop")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if not (DATA / "train.csv").exists():
-        print(f"Banking77 not found under {DATA}; nothing to do", file=sys.stderr)
+    if missing(DATA / "train.csv", "Banking77"):
         return 0
 
     import numpy as np
