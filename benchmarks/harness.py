@@ -9,7 +9,9 @@ Banking77, PII spans; its README says what each holds); a script whose data is a
 from __future__ import annotations
 
 import csv
+import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +35,27 @@ def offline() -> None:
     benchmark's own; a value the caller set wins."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def key_values(items: Iterable[str]) -> dict[str, Any]:
+    """``--set key=value`` arguments as a dict, each value read as JSON where it parses (``3``, ``true``,
+    ``[1, 2]``) and kept as a string otherwise."""
+    out: dict[str, Any] = {}
+    for item in items:
+        k, _, v = item.partition("=")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def uptime() -> str:
+    """The machine's ``uptime`` line (the load a timing was taken under), or the load averages without it."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def missing(path: Path, what: str) -> bool:
@@ -80,4 +103,5 @@ def write_texts(path: Path, texts: Iterable[str], column: str = "text") -> None:
     write_rows(path, ({column: t} for t in texts), [column])
 
 
-__all__ = ["ROOT", "SHARED", "missing", "offline", "read_rows", "read_texts", "use_src", "write_rows", "write_texts"]
+__all__ = ["ROOT", "SHARED", "key_values", "missing", "offline", "read_rows", "read_texts", "uptime", "use_src", "write_rows",
+           "write_texts"]

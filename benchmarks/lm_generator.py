@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import ROOT, SHARED, missing
+from harness import ROOT, SHARED, key_values, missing
 
 DATA = SHARED / "yelp"
 
@@ -40,13 +40,6 @@ def yelp_public_split(seed: int = 0) -> tuple[Any, Any]:
     test = load_corpus(DATA / "test.csv", label_columns=["label1", "label2"], name="public")
     public, held = split_corpus(test, [len(test) - 1000, 1000], seed=seed)
     return public, held
-
-
-def _value(v: str) -> Any:
-    try:
-        return json.loads(v)
-    except json.JSONDecodeError:
-        return v
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,10 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     public, _ = yelp_public_split()
-    opts: dict[str, Any] = {"backend": "lm", "cache_dir": str(args.cache_dir)}
-    for kv in args.set:
-        k, _, v = kv.partition("=")
-        opts[k] = _value(v)
+    opts: dict[str, Any] = {"backend": "lm", "cache_dir": str(args.cache_dir), **key_values(args.set)}
     if args.retrain:
         opts["cache"] = False
     load0 = os.getloadavg()

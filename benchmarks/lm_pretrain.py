@@ -36,30 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from harness import ROOT
+from harness import ROOT, key_values, read_rows, uptime
 
 OUT = ROOT / "artifacts" / "lm_pretrain"
 
 
-def _value(v: str) -> Any:
-    try:
-        return json.loads(v)
-    except json.JSONDecodeError:
-        return v
-
-
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def _texts(path: Path, column: str | None) -> list[str]:
-    import csv
-
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(path)
     if not rows:
         raise SystemExit(f"{path}: no rows")
     col = column or ("message" if "message" in rows[0] else "text" if "text" in rows[0] else next(iter(rows[0])))
@@ -98,16 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     from privtext.generate.lm.sample import SamplingSettings
 
     texts = _texts(args.corpus, args.column)
-    options: dict[str, Any] = {}
-    for kv in args.set:
-        k, _, v = kv.partition("=")
-        options[k] = _value(v)
+    options: dict[str, Any] = key_values(args.set)
     o = LMOptions(**options)
     cache_dir = OUT / "cache"
     if not args.keep_cache:
         shutil.rmtree(cache_dir, ignore_errors=True)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    up0, load0 = _uptime(), os.getloadavg()
+    up0, load0 = uptime(), os.getloadavg()
     print(f"before: {up0}")
     print(f"corpus: {args.corpus} ({len(texts)} texts, {np.mean([len(t.split()) for t in texts]):.1f} words each); "
           f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}")
@@ -136,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0 + child_cpu
     info = lm.info
     tr = info["train"]
-    up1, load1 = _uptime(), os.getloadavg()
+    up1, load1 = uptime(), os.getloadavg()
     with torch.no_grad():
         ids = lm.sample([lm.encoder.free([], None)] * args.samples, np.random.default_rng(0),
                         settings=SamplingSettings(max_new_tokens=o.max_new_tokens))
