@@ -347,3 +347,54 @@ def test_the_training_check_refuses_private_text_but_never_the_public_corpus() -
     guard.assert_public(public, what="ngram training corpus")
     with pytest.raises(PrivacyError, match="record 1 equals a private record"):
         guard.assert_public(["ok", "My very private note."], what="ngram training corpus")
+
+
+def test_a_run_whose_prompt_audit_fails_exits_3_and_says_no_guarantee_holds(tmp_path, monkeypatch) -> None:
+    """Issue 35: runs headlined NOT PRIVATE exited 0 and the headline went on to state the (ε, δ) guarantee. Now
+    the headline says no guarantee holds, the summary names the diagnose command, and the exit code is 3; a clean
+    run exits 0."""
+    import json
+
+    import numpy as np
+    import yaml
+    from typer.testing import CliRunner
+
+    from privtext.atomicio import PromptLog
+    from privtext.cli import _mount, app
+    from privtext.data import write_corpus
+    from privtext.testing.tinyrun import toy_corpora
+
+    priv, pub, _ = toy_corpora(rng=np.random.default_rng(4))
+    write_corpus(priv, tmp_path / "private.csv")
+    write_corpus(pub, tmp_path / "public.csv")
+    words = sorted({w.strip(".").lower() for t in pub.texts for w in t.split()})
+
+    def config(name: str) -> str:
+        cfg = {"method": "augpe", "data": {"private": "private.csv", "public": "public.csv",
+                                           "label_columns": ["category"]},
+               "generator": {"backend": "scripted", "vocabulary": words},
+               "embedder": {"backend": "hashing", "dim": 32, "cache": False},
+               "privacy": {"epsilon": 4.0, "delta": 1e-5},
+               "evolution": {"num_samples": 10, "iterations": 1, "variations": 2}, "output": name}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+        return str(tmp_path / f"{name}.yaml")
+
+    _mount()
+    monkeypatch.chdir(tmp_path)
+    ok = CliRunner().invoke(app, ["-q", "run", config("clean")])
+    assert ok.exit_code == 0, ok.output
+    real, done = PromptLog.log, []
+
+    def leaky(self, **kw):  # type: ignore[no-untyped-def]
+        if not done:
+            done.append(True)
+            kw["prompt"] = f"{kw['prompt']} {priv.texts[0]}"
+        return real(self, **kw)
+
+    monkeypatch.setattr(PromptLog, "log", leaky)
+    bad = CliRunner().invoke(app, ["-q", "run", config("leak")])
+    assert bad.exit_code == 3, bad.output
+    assert "diagnose" in bad.output and "--prompts" in bad.output
+    st = json.loads((tmp_path / "leak" / "privacy.json").read_text())
+    assert st["private"] is False and "No guarantee holds for this run" in st["headline"]
+    assert st["headline"].index("No guarantee holds") < st["headline"].index("differential privacy")

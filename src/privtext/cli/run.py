@@ -74,6 +74,7 @@ def register(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             _interrupted(target, console)
         _summary(root, as_json, out, print_json)
+        _exit_if_the_audit_failed(root)
 
     @app.command("resume")
     @handle_errors
@@ -90,6 +91,7 @@ def register(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             _interrupted(run_dir, console)
         _summary(root, as_json, out, print_json)
+        _exit_if_the_audit_failed(root)
 
     @app.command("demo")
     @handle_errors
@@ -105,6 +107,21 @@ def register(app: typer.Typer) -> None:
 
         root = run_demo(out_dir, method=method)
         _summary(root, as_json, out, print_json, demo=True)
+
+
+#: the exit code of a run that finished but whose prompt or output audit found private text (NOT PRIVATE)
+AUDIT_FAILED = 3
+
+
+def _exit_if_the_audit_failed(root: Path) -> None:
+    """A finished run whose prompt audit or output audit failed exits with :data:`AUDIT_FAILED`, so a script or CI
+    job never ships its synthetic data by mistake (issue 35: such runs exited 0). A run that is NOT PRIVATE because
+    the user asked for it (reproducible noise, a noise multiplier of 0) exits 0: its statement says so."""
+    from ..rundir import RunDir
+
+    audit = json.loads(RunDir(root).privacy.read_text(encoding="utf-8")).get("prompt_audit") or {}
+    if audit.get("passed") is False or audit.get("output_passed") is False:
+        raise typer.Exit(AUDIT_FAILED)
 
 
 #: the demo's methods for ``privtext demo --help``: the methods that declare demo settings (``MethodRun.demo``;
@@ -180,7 +197,10 @@ def _summary(root: Path, as_json: bool, out, print_json, demo: bool = False) -> 
         for line in _statement_lines(privacy):
             weak = info["strength"] in ("weak", "void") and line == info["meaning"]
             out.print(f"  {'[bold yellow]' if weak and info['private'] else style}{escape(line)}", highlight=False)
-    out.print(f"[bold]prompt audit[/]   {'passed: no prompt holds private text' if info['prompt_audit_clean'] else 'FAILED — see private/diagnostics.json'}")
+    out.print("[bold]prompt audit[/]   " + ("passed: no prompt holds private text that no public source explains"
+                                          if info["prompt_audit_clean"] else
+                                          f"FAILED — `privtext diagnose {e(info['run_dir'])} --prompts` shows what "
+                                          "matched (docs/privacy.md: what to do)"), highlight=False)
     if info["report"]:
         out.print(f"[bold]report[/]         {e(info['report'])}", highlight=False)
     out.print(f"[bold]private[/]        {e(info['private_diagnostics'])} (ledger, checkpoints, log, diagnostics: do "
