@@ -153,6 +153,18 @@ def test_no_method_overrides_the_run_skeleton(name: str) -> None:
             assert "execute" not in vars(klass), f"{klass.__name__} defines its own run"
 
 
+def test_wasp_inherits_no_evolution_loop() -> None:
+    """Issue 37: WASP shares the Gaussian-vote methods' budget, relation and statement (``DPVoteMethod``) but
+    writes its own rounds: it inherits no scorer and no engine-driven generation; Aug-PE adds the loop."""
+    from privtext.methods.base import EvolutionMethod
+    from privtext.methods.votes import DPVoteMethod
+
+    wasp, augpe = METHODS.get("wasp"), METHODS.get("augpe")
+    assert issubclass(wasp, DPVoteMethod) and not issubclass(wasp, EvolutionMethod)
+    assert not hasattr(wasp, "scorer") and "generate" in vars(wasp)
+    assert issubclass(augpe, DPVoteMethod) and augpe.generate is EvolutionMethod.generate
+
+
 # ------------------------------------------------------------------------------------------------ running a case
 
 

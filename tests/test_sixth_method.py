@@ -32,7 +32,7 @@ from privtext.backends import BackendOptions
 from privtext.config import config_from_dict
 from privtext.errors import ConfigError
 from privtext.methods import METHODS
-from privtext.methods.base import MethodDescription, MethodRun, RunContext, Synthetic
+from privtext.methods.base import MethodDescription, MethodRun, RunContext, StatementParts, Synthetic
 from tests import test_method_contract as contract
 
 NAME = "public-only"
@@ -76,17 +76,18 @@ class PublicOnly(MethodRun):
                 groups += [g] * len(out)
         return Synthetic(texts=texts, groups=np.asarray(groups, dtype=np.int64))
 
-    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+    def statement_parts(self, ledger: Any) -> StatementParts:
         b = self.budget
         s = ledger.spent()
         unit = self.relation.words()
         guarantee = {"kind": b.kind, "budget": b.to_dict(), "neighbouring_relation": unit, "releases": len(ledger),
                      "spent": {"epsilon": s["epsilon"], "delta": b.delta}}
-        return {"guarantee": guarantee,
-                "headline": (f"({s['epsilon']:.4g}, {b.delta:g})-differential privacy for {unit}: the records are "
-                             "samples of the public generator alone, no private record reaches them"),
-                "parameters": {"num_samples": self.config.evolution.num_samples, "batch": self.options.batch},
-                "treated_as_public": ["the public corpus (generator training text, label values and weights)"]}
+        return StatementParts(
+            guarantee=guarantee,
+            headline=(f"({s['epsilon']:.4g}, {b.delta:g})-differential privacy for {unit}: the records are "
+                      "samples of the public generator alone, no private record reaches them"),
+            parameters={"num_samples": self.config.evolution.num_samples, "batch": self.options.batch},
+            treated_as_public=["the public corpus (generator training text, label values and weights)"])
 
     def statement_parameters(self) -> dict[str, Any]:
         return {}

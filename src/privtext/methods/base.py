@@ -26,10 +26,10 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -51,13 +51,41 @@ from ..progress import display, progress, say
 from ..rng import derive, noise_rng
 from ..rundir import RunDir, StageMetrics
 
+if TYPE_CHECKING:  # type hints only (no import at run time: these modules load lazily)
+    from ..engine.loop import IterationResult, Scorer
+    from ..guard import AuditResult
+    from ..privacy.budget import Budget
+    from ..privacy.events import DpEvent, SecretEvent
+    from ..privacy.ledger import Ledger
+    from ..privacy.statement import Assumption
+    from ..secrets.matrix import SecretMatrix
+
+#: what a release's ``compute`` returns: the released arrays and the event the mechanism spent
+Computed = tuple[dict[str, np.ndarray], "DpEvent"]
+#: a JSON object: what privacy.json, private/diagnostics.json and private/metrics.json hold, and a release's meta
+JsonObject = dict[str, Any]
+
 
 @dataclass
 class Inputs:
+    """The run's corpora: what :func:`read_inputs` read and, after :meth:`MethodRun.split_data`, what the method
+    made of them.
+
+    * ``private``, ``public``, ``heldout`` — the corpora (``heldout``: the public corpus's held-out slice);
+    * ``subsampled`` — the private corpus is a uniform ``data.max_private`` sample of the file;
+    * ``secrets`` — the secrets the split detected (SecPE; Aug-PE's ``sensitivity: secret_group``), every holder
+      propagated: the guard scans every prompt and the synthetic output for their values;
+    * ``secret_free`` — the private records the split moved to the public side (SecPE: they hold no secret);
+    * ``party_of`` — each private record's party (``parties.files``: one file per data holder).
+    """
+
     private: Corpus
     public: Corpus | None
     heldout: Corpus | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    subsampled: bool = False
+    secrets: SecretMatrix | None = None
+    secret_free: Corpus | None = None
+    party_of: np.ndarray | None = None
 
 
 def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generator],
@@ -94,7 +122,7 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
         if d.max_public and len(public) > d.max_public:
             idx = np.sort(public_rng().choice(len(public), d.max_public, replace=False))
             public = public.subset(idx)
-    return Inputs(private=private, public=public, heldout=heldout, extra={"subsampled": subsampled})
+    return Inputs(private=private, public=public, heldout=heldout, subsampled=subsampled)
 
 
 # ------------------------------------------------------------------------------------------------ label space
@@ -291,7 +319,7 @@ class MethodDescription:
 
         return " ".join(["privtext run", config, *(f"--set {shlex.quote(o)}" for o in self.control)])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The description as ``privacy.json`` holds it (``method_description``): plain JSON values."""
         from dataclasses import asdict
 
@@ -300,7 +328,7 @@ class MethodDescription:
         return d
 
     @classmethod
-    def from_dict(cls, d: Any) -> MethodDescription | None:
+    def from_dict(cls, d: object) -> MethodDescription | None:
         """The description a ``privacy.json`` recorded, or None where it holds none (written before it was
         recorded) or one this version cannot read."""
         if not isinstance(d, dict):
@@ -344,6 +372,37 @@ class Synthetic:
 
 
 @dataclass
+class StatementParts:
+    """What a method says of its guarantee (:meth:`MethodRun.statement_parts`); the skeleton adds what every run
+    states (:meth:`MethodRun.privacy_statement`). Every number must be a configured parameter, a released noisy
+    value or a listed :class:`~privtext.privacy.statement.Assumption` (:mod:`privtext.privacy.statement`).
+
+    * ``guarantee`` — the guarantee as data (kind, budget, spent, releases, ...; the relation's words are added
+      when the method gives none);
+    * ``headline`` — the guarantee in one sentence, as if the run were private (the skeleton says NOT PRIVATE
+      where it is not);
+    * ``parameters`` — the method's parameters (after the configured ones of :meth:`MethodRun.
+      statement_parameters`);
+    * ``assumed_public`` — values computed from private data without noise, stated as assumptions;
+    * ``treated_as_public`` and ``coverage`` — sentences: what the run takes as public, what the guarantee covers
+      and what it does not;
+    * ``audit_words`` — what the prompt audit checked, when the method's guarantee makes it check something else
+      than the default (SecPE: the secret holders only);
+    * ``threat_model`` — several data holders: who is trusted (:meth:`~privtext.methods.parties.HoldsParties.
+      parties_statement`).
+    """
+
+    guarantee: JsonObject
+    headline: str
+    parameters: JsonObject = field(default_factory=dict)
+    assumed_public: list[Assumption] = field(default_factory=list)
+    treated_as_public: list[str] = field(default_factory=list)
+    coverage: list[str] = field(default_factory=list)
+    audit_words: str = ""
+    threat_model: JsonObject | None = None
+
+
+@dataclass
 class RunContext:
     """What the skeleton built for a method's :meth:`MethodRun.generate`: the inputs, the label space, the
     relation, the keeper, the guard, the prompt log and the backends."""
@@ -353,7 +412,7 @@ class RunContext:
     space: LabelSpace
     private_groups: np.ndarray
     relation: NeighbouringRelation
-    ledger: Any
+    ledger: Ledger
     keeper: ReleaseKeeper
     guard: PrivateGuard
     prompt_log: PromptLog
@@ -376,9 +435,9 @@ class RunContext:
 
     # the releases: Δ from the relation, never from the method
     def gaussian(self, key: str, *, mechanism: str, noise_multiplier: float, contribution: Contribution,
-                 compute: Callable[[Release], tuple[dict[str, np.ndarray], Any]], iteration: int | None = None,
-                 description: str = "", meta: dict[str, Any] | None = None,
-                 secret_events: Any = None) -> dict[str, np.ndarray]:
+                 compute: Callable[[Release], Computed], iteration: int | None = None,
+                 description: str = "", meta: JsonObject | None = None,
+                 secret_events: Mapping[str, SecretEvent] | None = None) -> dict[str, np.ndarray]:
         """Describe a Gaussian release (Δ = the relation's sensitivity for ``contribution``, noise std σ·Δ), record
         it, then ``compute(release)`` (which reads private data and draws the noise with ``release.noise_std`` /
         ``release.sensitivity``) and keep it."""
@@ -388,8 +447,8 @@ class RunContext:
         return self.keeper.release(release, lambda: compute(release))
 
     def laplace(self, key: str, *, mechanism: str, epsilon: float, contribution: Contribution,
-                compute: Callable[[Release], tuple[dict[str, np.ndarray], Any]], iteration: int | None = None,
-                description: str = "", meta: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+                compute: Callable[[Release], Computed], iteration: int | None = None,
+                description: str = "", meta: JsonObject | None = None) -> dict[str, np.ndarray]:
         """Describe a Laplace release (Δ₁ from the relation, scale Δ₁/ε), record it, compute it, keep it."""
         release = laplace_release(key, mechanism=mechanism, epsilon=epsilon, contribution=contribution,
                                   relation=self.relation, iteration=iteration, description=description, meta=meta)
@@ -437,7 +496,7 @@ class RunContext:
             assert noise.sigma is not None
             sigma = noise.sigma
 
-            def compute_g(r: Release) -> tuple[dict[str, np.ndarray], Any]:
+            def compute_g(r: Release) -> Computed:
                 noisy, event = dp_label_histogram(groups, len(space), noise_multiplier=sigma,
                                                   sensitivity=r.sensitivity, rng=m.noise_rng(key))
                 return {"noisy": noisy}, event
@@ -449,7 +508,7 @@ class RunContext:
             assert noise.epsilon is not None
             eps = noise.epsilon
 
-            def compute_l(r: Release) -> tuple[dict[str, np.ndarray], Any]:
+            def compute_l(r: Release) -> Computed:
                 noisy, event = laplace_label_histogram(groups, len(space), epsilon=eps, sensitivity=r.sensitivity,
                                                        rng=m.noise_rng(key))
                 return {"noisy": noisy}, event
@@ -473,12 +532,13 @@ class Method(Protocol):
     description: ClassVar[MethodDescription]
 
     @classmethod
-    def check_config(cls, config: Config, options: Any) -> None: ...
+    def check_config(cls, config: Config, options: BaseModel) -> None: ...
 
     @classmethod
-    def parse_options(cls, config: Config) -> Any: ...
+    def parse_options(cls, config: Config) -> BaseModel: ...
 
-    def __init__(self, config: Config, run: RunDir, *, callbacks: Sequence[Callable[[Any], None]] = ()) -> None: ...
+    def __init__(self, config: Config, run: RunDir, *,
+                 callbacks: Sequence[Callable[[IterationResult], None]] = ()) -> None: ...
 
     def execute(self) -> Path: ...
 
@@ -498,20 +558,23 @@ class MethodRun:
     #: sections that replace the demo's (``None`` removes one); ``None``: the demo does not offer the method. The
     #: budget follows the description's guarantee and a secret-protection method gets the demo's secret lists as
     #: its detector (privtext.demo)
-    demo: ClassVar[dict[str, Any] | None] = None
+    demo: ClassVar[JsonObject | None] = None
 
     @classmethod
-    def parse_options(cls, config: Config) -> Any:
+    def parse_options(cls, config: Config) -> BaseModel:
         """The method's section of ``config`` validated by :attr:`Options` (errors name the key)."""
         section = cls.description.section
         return parse_options(cls.Options, config.section(section), where=section)
 
     @classmethod
-    def check_config(cls, config: Config, options: Any) -> None:
+    def check_config(cls, config: Config, options: BaseModel) -> None:
         """Static checks of a configuration for this method (budget form, detectors that must load), run before
         any run directory exists. Raise :class:`ConfigError` naming the key."""
 
-    def __init__(self, config: Config, run: RunDir, *, callbacks: Sequence[Callable[[Any], None]] = ()):
+    #: the budget the ledger enforces (:meth:`budget_of`), set by :meth:`execute` before the first release
+    budget: Budget
+
+    def __init__(self, config: Config, run: RunDir, *, callbacks: Sequence[Callable[[IterationResult], None]] = ()):
         self.config = config
         self.run = run
         self.options = self.parse_options(config)
@@ -531,18 +594,16 @@ class MethodRun:
         self.seed = config.seed
         self.secure = config.privacy.secure
         self.label_columns = tuple(config.data.label_columns)
-        self.privacy_notes: dict[str, Any] = {}
+        self.privacy_notes: JsonObject = {}
         self.subsampled = False
         #: the run's neighbouring relation (set by the skeleton before the first release)
         self.relation: NeighbouringRelation = NeighbouringRelation.add_remove()
-        #: the secrets the run detected (a SecretMatrix; SecPE, Aug-PE's secret groups): the guard scans every
-        #: prompt and the synthetic output for their values
-        self.secret_matrix: Any = None
         #: noisy values published in privacy.json (rounded; see privtext.privacy.statement)
-        self.released: dict[str, Any] = {}
+        self.released: JsonObject = {}
         #: exact statistics of the private data (private diagnostics: never in a shareable output)
-        self.diagnostics: dict[str, Any] = {}
-        self.budget: Any = None
+        self.diagnostics: JsonObject = {}
+        #: the private records' ids (the prompt audit's findings name records by id in private/diagnostics.json)
+        self._record_ids: tuple[str, ...] | None = None
 
     # ------------------------------------------------------------------ helpers
     def log(self, msg: str) -> None:
@@ -557,7 +618,7 @@ class MethodRun:
         or derived from the seed when ``privacy.reproducible_noise`` (NOT private; see privtext.rng)."""
         return noise_rng(self.seed, *keys, reproducible=self.config.privacy.reproducible_noise)
 
-    def diagnostic(self, name: str, key: str | None, value: Any) -> None:
+    def diagnostic(self, name: str, key: str | None, value: object) -> None:
         """Keep an exact private statistic for ``private/diagnostics.json`` (never for the release)."""
         if key is None:
             self.diagnostics[name] = value
@@ -565,7 +626,7 @@ class MethodRun:
             self.diagnostics.setdefault(name, {})[key] = value
 
     # ------------------------------------------------------------------ hooks (a method overrides these)
-    def budget_of(self) -> Any:
+    def budget_of(self) -> Budget:
         """The budget the ledger enforces (default: the configured one)."""
         from ..privacy import Budget
 
@@ -577,15 +638,19 @@ class MethodRun:
             inputs = read_inputs(self.config, subsample_rng=lambda: self.noise_rng("max_private"),
                                  public_rng=lambda: self.rng("max_public"))
         private, public, heldout = inputs.private, inputs.public, inputs.heldout
-        self.subsampled = bool(d.max_private and inputs.extra.get("subsampled"))
+        self.subsampled = bool(d.max_private and inputs.subsampled)
         self.log(f"data: {len(private)} private records, {len(public) if public else 0} public"
                  + (f", {len(heldout)} held out" if heldout else ""))
         self.diagnostic("records", None, {"private": len(private), "public": len(public) if public else 0,
                                           "heldout": len(heldout) if heldout else 0})
-        return Inputs(private=private, public=public, heldout=heldout)
+        return Inputs(private=private, public=public, heldout=heldout, subsampled=inputs.subsampled,
+                      party_of=inputs.party_of)
 
     def split_data(self, inputs: Inputs) -> Inputs:
-        """Hook: SecPE moves secret-free records to the public side. Others keep the split as configured."""
+        """Hook: what the method makes of its corpora before the label space and the relation are fixed, returned
+        (not kept on ``self``): SecPE moves the secret-free records to the public side, a method that detects
+        secrets returns them in ``Inputs.secrets`` (the guard scans for their values). Others keep the corpora as
+        read."""
         return inputs
 
     def neighbouring(self, inputs: Inputs) -> NeighbouringRelation:
@@ -601,21 +666,19 @@ class MethodRun:
         ``ctx.gaussian`` / ``ctx.laplace`` releases."""
         raise NotImplementedError
 
-    def statement_parts(self, ledger: Any) -> dict[str, Any]:
-        """Method hook: ``guarantee`` (dict), ``headline`` (the guarantee in one sentence, as if private),
-        ``parameters``, ``assumed_public`` (list of :class:`~privtext.privacy.statement.Assumption`),
-        ``treated_as_public`` and ``coverage`` (lists of sentences). Only configured parameters, released noisy
-        values and listed assumptions may appear (see :mod:`privtext.privacy.statement`)."""
+    def statement_parts(self, ledger: Ledger) -> StatementParts:
+        """Hook: what the method says of its guarantee (:class:`StatementParts`). Only configured parameters,
+        released noisy values and listed assumptions may appear (see :mod:`privtext.privacy.statement`)."""
         raise NotImplementedError
 
-    def statement_parameters(self) -> dict[str, Any]:
+    def statement_parameters(self) -> JsonObject:
         """The configured run parameters listed in ``privacy.json`` (the evolution loop's, for PE methods)."""
         ev = self.config.evolution
         return {"iterations": ev.iterations, "num_samples": ev.num_samples, "variations": ev.variations,
                 "selection": ev.selection, "label_distribution": ev.label_distribution.kind,
                 "calibration": self.config.privacy.calibration}
 
-    def metrics_extra(self) -> dict[str, Any]:
+    def metrics_extra(self) -> JsonObject:
         """Hook: more private metrics for ``private/metrics.json`` (WASP: its rounds)."""
         return {}
 
@@ -656,7 +719,7 @@ class MethodRun:
         self.diagnostic("private_records_outside_label_space", None, outside)
         self.relation = self.neighbouring(inputs)
         guard = PrivateGuard(inputs.private.texts, inputs.public.texts if inputs.public else (),
-                             secret_values=self.secret_matrix, state_dir=run.guard_state)
+                             secret_values=inputs.secrets, state_dir=run.guard_state)
         guard.add_public(public_prompt_texts(self.config, space), source="the prompt templates and label values")
         self._record_ids = inputs.private.ids  # the findings name records by id (private/diagnostics.json)
         self.budget = self.budget_of()
@@ -697,7 +760,11 @@ class MethodRun:
         return run.root
 
     # ------------------------------------------------------------------ the statement (release) and diagnostics
-    def privacy_statement(self, ledger: Any, audit: Any, output_audit: Any = None) -> dict[str, Any]:
+    def privacy_statement(self, ledger: Ledger, audit: AuditResult,
+                          output_audit: AuditResult | None = None) -> JsonObject:
+        """What ``privacy.json`` holds: the method's :meth:`statement_parts` with what every run states (the
+        releases, the noise source, the audits, the coverage of a subsample, the files), the headline made NOT
+        PRIVATE after reproducible noise, a release without noise or a failed audit."""
         from ..privacy.events import event_to_dict
         from ..privacy.statement import (
             PRIVATE_FOLDER_WORDS,
@@ -713,7 +780,7 @@ class MethodRun:
         # secret group and hold no private record: they are not private releases)
         no_noise = any(e.release.noise_std == 0 and (e.release.secret_events is None or e.release.secret_events)
                        for e in ledger.entries)
-        headline = parts["headline"]
+        headline = parts.headline
         private = True
         if reproducible:
             private = False
@@ -744,33 +811,33 @@ class MethodRun:
             "words": ("Noise: ChaCha20 (a cryptographically secure generator) keyed with fresh OS entropy for "
                       "every release; neither key nor raw draws leave private/." if not reproducible else ""),
         }
-        audit_words = parts.get("audit_words") or (
+        audit_words = parts.audit_words or (
             "Every prompt sent to a generator was checked for private text that no public source explains (whole "
             "private records, 8-word sequences of a private record, detected secret values): none was found."
             if audit.clean else
             "The prompt audit FOUND private text in prompts (counts and lines in private/diagnostics.json).")
-        if not audit.clean and parts.get("audit_words"):
+        if not audit.clean and parts.audit_words:
             audit_words = "The prompt audit FOUND private text in prompts (counts and lines in private/diagnostics.json)."
         releases = [{"key": e.key, "mechanism": e.release.mechanism, "iteration": e.release.iteration,
                      "noise_std": e.release.noise_std, "sensitivity": e.release.sensitivity,
                      "event": event_to_dict(e.release.event), "description": e.release.description}
                     for e in ledger.entries]
-        guarantee = dict(parts["guarantee"])
+        guarantee = dict(parts.guarantee)
         guarantee.setdefault("neighbouring_relation", self.relation.words())
-        if parts.get("threat_model"):
-            guarantee["threat_model"] = parts["threat_model"]
-        parameters = {**self.statement_parameters(), **parts.get("parameters", {})}
+        if parts.threat_model:
+            guarantee["threat_model"] = parts.threat_model
+        parameters = {**self.statement_parameters(), **parts.parameters}
         picked = self.config.evolution.label_distribution.picked
         if picked and self.label_columns:  # kind: auto, resolved by the runner (privtext.runner.preflight)
             parameters["label_distribution_picked"] = picked
-        treated = list(parts.get("treated_as_public", []))
+        treated = list(parts.treated_as_public)
         if self.config.data.public:
             treated.append(PUBLIC_CORPUS_ASSUMPTION)
         st = PrivacyStatement(
             method=self.name, method_description=self.description.to_dict(), private=private, headline=headline,
             guarantee=guarantee,
             parameters=parameters, treated_as_public=treated, coverage=self._coverage(parts),
-            assumed_public=list(parts.get("assumed_public", [])), released=dict(self.released),
+            assumed_public=list(parts.assumed_public), released=dict(self.released),
             releases=releases, noise=noise,
             prompt_audit={"passed": audit.clean, "words": audit_words,
                           "output_passed": output_clean,
@@ -782,8 +849,8 @@ class MethodRun:
         )
         return st.to_dict()
 
-    def _coverage(self, parts: dict[str, Any]) -> list[str]:
-        cov = list(parts.get("coverage", []))
+    def _coverage(self, parts: StatementParts) -> list[str]:
+        cov = list(parts.coverage)
         if self.subsampled:
             cov.append(f"The guarantee covers the random sample of {self.config.data.max_private} private records "
                        "the run used (data.max_private), as a data set on its own: the sample was drawn from OS "
@@ -791,13 +858,14 @@ class MethodRun:
                        "of the input file.")
         return cov
 
-    def write_diagnostics(self, ledger: Any, audit: Any | None = None, output_audit: Any | None = None) -> None:
+    def write_diagnostics(self, ledger: Ledger | None, audit: AuditResult | None = None,
+                          output_audit: AuditResult | None = None) -> None:
         """Exact private statistics for ``private/diagnostics.json`` (mode 0600; never shared)."""
         d = {"method": self.name, **self.diagnostics, "notes": self.privacy_notes,
              "ledger": ledger.account() if ledger is not None and len(ledger) else None}
         if audit is not None:
             d["prompt_audit"] = audit.to_dict()
-            ids = getattr(self, "_record_ids", None)
+            ids = self._record_ids
             for f in d["prompt_audit"].get("findings", []):
                 if f.get("record") is not None and ids is not None:
                     f["record_id"] = ids[f["record"]]
@@ -805,7 +873,7 @@ class MethodRun:
             d["output_audit"] = output_audit.to_dict()
         atomic_write_json(self.run.diagnostics, d)
 
-    def _save_metrics(self, t_start: float, gens: Sequence[Any], *, final: bool = False,
+    def _save_metrics(self, t_start: float, gens: Sequence[Generator], *, final: bool = False,
                       records: int | None = None) -> None:
         from ..generate.base import GenerationStats
 
@@ -836,7 +904,7 @@ class EvolutionMethod(MethodRun):
     """A method whose generation is the Private Evolution loop on the engine (Aug-PE, SecPE): it supplies a
     scorer (the one step that reads private data) and how the label histogram is released, if it can be."""
 
-    def scorer(self, ctx: RunContext) -> tuple[Any, LabelNoise | None]:
+    def scorer(self, ctx: RunContext) -> tuple[Scorer, LabelNoise | None]:
         """Hook: (the scorer, how a DP label histogram is released or None when the method cannot release one)."""
         raise NotImplementedError
 
@@ -881,6 +949,7 @@ def check_nonempty(corpus: Corpus, what: str) -> None:
         raise DataError(f"{what} is empty")
 
 
-__all__ = ["EvolutionMethod", "Inputs", "LabelNoise", "Method", "MethodRun", "RunContext", "Synthetic",
+__all__ = ["EvolutionMethod", "Inputs", "JsonObject", "LabelNoise", "Method", "MethodRun", "RunContext",
+           "StatementParts", "Synthetic",
            "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs",
            "resolve_label_distribution"]

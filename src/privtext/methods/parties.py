@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -19,6 +19,11 @@ from pydantic import Field
 from ..backends import BackendOptions
 from ..config import Config
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..federated.topq import PartyVotes
+    from ..privacy.ledger import Ledger
+    from .base import Inputs, StatementParts
 
 
 class PartiesOptions(BackendOptions):
@@ -99,16 +104,14 @@ class HoldsParties:
     config: Config
     name: Any
     seed: int | None
-    party_of: np.ndarray | None = None
 
     def parties_options(self) -> PartiesOptions | None:
         return getattr(self.options, "parties", None)
 
-    def load_inputs(self) -> Any:
+    def load_inputs(self) -> Inputs:
         """With ``parties.files`` the private corpus is the parties' files, in order (``data.private`` is not
-        read); ``self.party_of`` gives each private record's party."""
+        read); ``Inputs.party_of`` gives each private record's party."""
         pt = self.parties_options()
-        self.party_of = None
         if pt is None or pt.files is None:
             return super().load_inputs()  # type: ignore[misc]
         from ..data import Corpus
@@ -130,21 +133,22 @@ class HoldsParties:
                          texts=tuple(t for p in parties for t in p.data.texts),  # type: ignore[attr-defined]
                          labels={c: tuple(v for p in parties for v in p.data.labels[c])  # type: ignore[attr-defined]
                                  for c in d.label_columns}, name="private (parties)")
-        self.party_of = np.concatenate([np.full(len(party), party.index, dtype=np.int64) for party in parties])
-        self.log(f"parties: {len(parties)} files, {len(private)} private records in all")  # type: ignore[attr-defined]
-        return Inputs(private=private, public=inputs.public, heldout=inputs.heldout)
+        party_of = np.concatenate([np.full(len(party), party.index, dtype=np.int64) for party in parties])
+        return Inputs(private=private, public=inputs.public, heldout=inputs.heldout, party_of=party_of)
 
-    def build_parties(self, private_emb: np.ndarray, private_groups: np.ndarray) -> list[Any]:
+    def build_parties(self, private_emb: np.ndarray, private_groups: np.ndarray,
+                      party_of: np.ndarray | None) -> list[PartyVotes]:
         """Each party's records (embeddings, label groups) for voting: the file split, or a Dirichlet(α) split of
         the label groups (seeded by the run's seed: an experiment's set-up, never released); at user level with
-        a cap m each party keeps a uniform random m of its records (``cap_records``)."""
+        a cap m each party keeps a uniform random m of its records (``cap_records``). ``party_of``: each record's
+        party with ``parties.files`` (``Inputs.party_of``), else None."""
         from ..federated import cap_records, dirichlet_split
         from ..federated.topq import PartyVotes
 
         pt = self.parties_options()
         assert pt is not None
-        if self.party_of is not None:
-            idx = [np.nonzero(self.party_of == k)[0] for k in range(int(self.party_of.max()) + 1)]
+        if party_of is not None:
+            idx = [np.nonzero(party_of == k)[0] for k in range(int(party_of.max()) + 1)]
         else:
             assert pt.count is not None
             idx = dirichlet_split([str(g) for g in private_groups], pt.count, alpha=pt.alpha,
@@ -182,7 +186,8 @@ class HoldsParties:
         k, _, stage = v.partition(":")
         return {int(k): stage or "collect_masked_vectors"}
 
-    def parties_statement(self, parts: dict[str, Any], *, votes: bool = True, ledger: Any = None) -> dict[str, Any]:
+    def parties_statement(self, parts: StatementParts, *, votes: bool = True,
+                          ledger: Ledger | None = None) -> StatementParts:
         """What the statement says about the parties: their public parameters, the neighbouring relation at
         user level, whether the sum was secure (in the headline when it was not), and the threat model
         (:func:`privtext.federated.threat.threat_model`: honest-but-curious server, the collusion c the noise
@@ -195,7 +200,7 @@ class HoldsParties:
         L = party_count(pt)
         t = pt.min_survivors if pt.min_survivors is not None else L
         secure = pt.aggregation == "secagg"
-        parts.setdefault("parameters", {})["parties"] = {
+        parts.parameters["parties"] = {
             "count": L, "alpha": pt.alpha if pt.count is not None else None, "from_files": pt.files is not None,
             "aggregation": pt.aggregation, "securely_aggregated": secure,
             "min_survivors": t, "collusion": pt.collusion,
@@ -206,23 +211,23 @@ class HoldsParties:
         tm = threat_model(aggregation=pt.aggregation, parties=L, min_survivors=t, collusion=pt.collusion,
                           releases=list(ledger.entries) if (ledger is not None and votes) else None,
                           delta=delta)
-        parts["threat_model"] = tm
-        parts.setdefault("guarantee", {})["threat_model"] = tm["model"]
+        parts.threat_model = tm
+        parts.guarantee["threat_model"] = tm["model"]
         if pt.level == "user":
             unit = ("adding or removing one data party with all its records" +
                     (" (votes normalised to unit L2 per party)" if pt.normalise else
                      f" (each party capped at {pt.max_records} records)"))
-            parts["guarantee"]["neighbouring_relation"] = unit
-            parts["headline"] = parts["headline"].replace("adding or removing one private record", unit)
+            parts.guarantee["neighbouring_relation"] = unit
+            parts.headline = parts.headline.replace("adding or removing one private record", unit)
         agg_words = (f"The votes of {L} data parties were summed by Flower SecAgg+ (each party in its own "
                      "process, adding its share of the noise); no party's histogram was seen by the server."
                      if secure else
                      f"NOT SECURELY AGGREGATED: the votes of {L} data parties were summed in one process "
                      f"({self.name}.parties.aggregation: plain); the guarantee covers the released sums, not the "
                      "process that computed them.")
-        parts["coverage"] = [*parts.get("coverage", []), agg_words, *tm["sentences"]]
+        parts.coverage = [*parts.coverage, agg_words, *tm["sentences"]]
         if not secure:
-            parts["headline"] = parts["headline"] + " (parties NOT securely aggregated: aggregation plain)"
+            parts.headline = parts.headline + " (parties NOT securely aggregated: aggregation plain)"
         return parts
 
 

@@ -1,28 +1,40 @@
 """What the Gaussian-vote methods (Aug-PE, WASP) share: the budget (a secret budget as μ-GDP, SecPE Eq 4), the
 neighbouring relation (one record; a secret's group of k records; one party with its records) and the statement of
-a (ε, δ)-DP / μ-GDP guarantee. The releases themselves are each method's (Aug-PE's scorers, WASP's rounds)."""
+a (ε, δ)-DP / μ-GDP guarantee. The releases themselves are each method's (Aug-PE's scorers, WASP's rounds), and so
+is how it generates: :class:`DPVoteMethod` is a :class:`~privtext.methods.base.MethodRun`, not an evolution loop
+(Aug-PE adds :class:`~privtext.methods.base.EvolutionMethod`; WASP writes its own rounds)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..privacy.relation import NeighbouringRelation
-from .base import EvolutionMethod, Inputs
+from .base import Inputs, MethodRun, StatementParts
 from .parties import HoldsParties
 
+if TYPE_CHECKING:
+    from ..privacy.budget import Budget
+    from ..privacy.ledger import Ledger
+    from ..privacy.statement import Assumption
+    from ..secrets.base import SecretDetector
+    from ..secrets.matrix import SecretMatrix
 
-class DPVoteMethod(HoldsParties, EvolutionMethod):
+
+class DPVoteMethod(HoldsParties, MethodRun):
     """A method whose releases are Gaussian vote histograms with noise multiplier :attr:`sigma` (and optionally a
-    Gaussian label histogram with :attr:`label_sigma`)."""
+    Gaussian label histogram with :attr:`label_sigma`): its budget, relation and statement."""
 
     group_size: int | None = None  # k under secret-group sensitivity
     released_rounds: list[dict[str, Any]] | None = None  # parties: survivors and sum noise std per vote (public)
     sigma: float = 0.0
     label_sigma: float | None = None
+    #: the secret detector of ``sensitivity: secret_group`` (built by :meth:`split_data`)
+    detector: SecretDetector | None = None
 
-    def budget_of(self) -> Any:
+    def budget_of(self) -> Budget:
         from ..privacy import Budget, mu_from_pr
 
         p = self.config.privacy
@@ -31,25 +43,41 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
             return Budget.gdp(float(mu_from_pr(p.secret.p, p.secret.r)))
         return Budget.from_config(p)
 
-    # ------------------------------------------------------------------ the relation
-    def neighbouring(self, inputs: Inputs) -> NeighbouringRelation:
-        """add/remove one record; a secret's group of k records (``sensitivity: secret_group``: k found here,
-        before the first release); one party with its records (``parties.level: user``)."""
-        pt = self.options.parties
-        if pt is not None and pt.level == "user":
-            return NeighbouringRelation.user(pt.max_records, normalised=pt.normalise)
-        if getattr(self.options, "sensitivity", "record") == "secret_group":
-            return NeighbouringRelation.secret_group(self.secret_group_size(inputs))
-        return NeighbouringRelation.add_remove()
+    # ------------------------------------------------------------------ the secrets and the relation
+    def secret_groups(self) -> bool:
+        """Whether the relation is a secret's group of k records (``sensitivity: secret_group``, Aug-PE's)."""
+        return getattr(self.options, "sensitivity", "record") == "secret_group"
 
-    def secret_group_size(self, inputs: Inputs) -> int:
-        """k: the most private records any one detected secret occurs in (private, listed as an assumption)."""
+    def split_data(self, inputs: Inputs) -> Inputs:
+        """With ``sensitivity: secret_group`` the detector runs here, and its secrets come back in
+        ``Inputs.secrets`` (the guard scans every prompt and the output for their values; :meth:`neighbouring` finds
+        k from them). With ``parties.files`` each record's party is logged."""
+        if inputs.party_of is not None:
+            parties = len(np.unique(inputs.party_of))
+            self.log(f"parties: {parties} files, {len(inputs.private)} private records in all")
+        if not self.secret_groups():
+            return inputs
         from ..secrets import build_detector
 
         with self.metrics.stage("secret_detection"):
             self.detector = build_detector(self.options.detector)
             matrix = self.detector.detect(list(inputs.private.texts))
-        self.secret_matrix = matrix  # the guard scans every prompt and the output for the detected values
+        return replace(inputs, secrets=matrix)
+
+    def neighbouring(self, inputs: Inputs) -> NeighbouringRelation:
+        """add/remove one record; a secret's group of k records (``sensitivity: secret_group``: k found here from
+        the secrets :meth:`split_data` detected, before the first release); one party with its records
+        (``parties.level: user``)."""
+        pt = self.options.parties
+        if pt is not None and pt.level == "user":
+            return NeighbouringRelation.user(pt.max_records, normalised=pt.normalise)
+        if self.secret_groups():
+            assert inputs.secrets is not None  # split_data detected them
+            return NeighbouringRelation.secret_group(self.secret_group_size(inputs.secrets))
+        return NeighbouringRelation.add_remove()
+
+    def secret_group_size(self, matrix: SecretMatrix) -> int:
+        """k: the most private records any one detected secret occurs in (private, listed as an assumption)."""
         per_secret = np.asarray(matrix.matrix.sum(axis=0)).ravel()
         k = max(int(per_secret.max()) if per_secret.size else 1, 1)
         self.group_size = k
@@ -63,9 +91,10 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
         return False
 
     def vocabulary_epsilon(self) -> float | None:
+        """ε of the DP vocabulary those prompts hold (None without them)."""
         return None
 
-    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+    def statement_parts(self, ledger: Ledger) -> StatementParts:
         """Aug-PE's guarantee in words. Numbers: the budget (configured), ε/μ spent (a function of the
         data-independent events), σ (from the budget); with secret-group sensitivity the group size k is listed as
         an assumption."""
@@ -78,7 +107,7 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
         n = len(ledger)
         k = self.group_size
         unit = self.relation.words()
-        assumed: list[Any] = []
+        assumed: list[Assumption] = []
         coverage: list[str] = []
         if k is not None:
             assumed.append(Assumption(
@@ -93,7 +122,7 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
         if k is not None:
             from ..secrets import guarantee_structure
 
-            structure = guarantee_structure(getattr(self, "detector", None) or self.options.detector)
+            structure = guarantee_structure(self.detector or self.options.detector)
             guarantee["conditional_on"] = structure["sentences"]  # k follows from which values are secrets
         if b.kind == "dp":
             guarantee["spent"] = {"epsilon": s["epsilon"], "delta": b.delta}
@@ -131,14 +160,13 @@ class DPVoteMethod(HoldsParties, EvolutionMethod):
             public.append("the label distribution of the public corpus (samples per label)")
         elif ld.kind == "given":
             public.append("the label weights given in the configuration")
-        parts = {
-            "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
-            "parameters": {"noise_multiplier": self.sigma, "sensitivity": "record" if k is None else "secret_group",
-                           **({"vocabulary_epsilon": self.vocabulary_epsilon()} if self.vocabulary_prompts_on()
-                              else {}),
-                           **({"label_noise_multiplier": self.label_sigma} if self.label_sigma else {})},
-            "assumed_public": assumed, "treated_as_public": public, "coverage": coverage,
-        }
+        parts = StatementParts(
+            guarantee=guarantee, headline=head + f", over {n} noisy releases.",
+            parameters={"noise_multiplier": self.sigma, "sensitivity": "record" if k is None else "secret_group",
+                        **({"vocabulary_epsilon": self.vocabulary_epsilon()} if self.vocabulary_prompts_on()
+                           else {}),
+                        **({"label_noise_multiplier": self.label_sigma} if self.label_sigma else {})},
+            assumed_public=assumed, treated_as_public=public, coverage=coverage)
         # no-op without parties; WASP's FuseGen baseline (feedback none) reads no votes, so states no bound
         return self.parties_statement(parts, votes=getattr(self.options, "feedback", "votes") == "votes",
                                       ledger=ledger)

@@ -75,16 +75,16 @@ class PrivacyStatement:
     meaning: dict[str, Any] = field(default_factory=dict)
     statement: str = ""
     format: str = FORMAT
-
     #: what the method declares of itself (``privtext.methods.base.MethodDescription.to_dict``: its unit of
     #: progress, votes, zero-shot control, guarantee kind and audit game, config section); left out when empty
     method_description: dict[str, Any] = field(default_factory=dict)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        if not d.get("meaning"):
         described = d.pop("method_description")
         if described:  # right after the method's name
             d = {"method": d.pop("method"), "method_description": described, **d}
+        if not d.get("meaning"):
             d["meaning"] = plain_meaning(d["guarantee"], private=self.private)
         d["statement"] = self.statement or statement_words(d)
         return _jsonable(d)

@@ -20,9 +20,8 @@ Gaussian noise N(0, σ²Δ²): a Gaussian mechanism with noise multiplier σ. T 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import numpy as np
 from pydantic import Field
 
 from ...backends import BackendOptions
@@ -30,11 +29,21 @@ from ...config import Config
 from ...errors import ConfigError
 from ...mechanisms.distributed import build_counter
 from ...privacy.release import Release
-from ..base import LabelNoise, MethodDescription, RunContext
+from ..base import Computed, EvolutionMethod, LabelNoise, MethodDescription, RunContext
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
 from .scorers import DPVoteScorer, FederatedVoteScorer
 from .vocabulary import VocabularyPrompts
+
+if TYPE_CHECKING:
+    from ...atomicio import PromptLog
+    from ...data import Corpus
+    from ...embed.base import Embedder
+    from ...engine.loop import Scorer
+    from ...generate.base import Generator
+    from ...guard import PrivateGuard
+    from ...privacy.budget import Budget
+    from ...privacy.events import DpEvent
 
 
 class AugPEOptions(BackendOptions):
@@ -64,7 +73,10 @@ def label_sigma_ratio(fraction: float, compositions: int) -> float:
     return share_noise_ratio(fraction, compositions=compositions)
 
 
-class AugPE(DPVoteMethod):
+class AugPE(DPVoteMethod, EvolutionMethod):
+    """Aug-PE (module docstring): the Gaussian-vote methods' budget, relation and statement, and the evolution loop
+    with a vote scorer."""
+
     name: ClassVar[str] = "augpe"
     description: ClassVar[MethodDescription] = MethodDescription(
         section="augpe", title="Aug-PE", guarantee="approximate", audit_game="membership", unit="iteration",
@@ -113,12 +125,12 @@ class AugPE(DPVoteMethod):
         else:
             vocab = self.vocabulary_event()
 
-        def make(s: float) -> Any:
+        def make(s: float) -> DpEvent:
             votes = self_composed(gaussian_event(s), compositions)
             parts = ([vocab] if vocab is not None else []) + ([gaussian_event(s * ratio)] if ratio is not None else [])
             return composed([*parts, votes]) if parts else votes
 
-        def paper(budget: Any) -> float:
+        def paper(budget: Budget) -> float:
             return paper_noise_multiplier(budget, compositions=compositions)
 
         use_paper = self.config.privacy.calibration == "paper" and ratio is None and vocab is None
@@ -135,13 +147,15 @@ class AugPE(DPVoteMethod):
         # a share of the run's (ε, δ) budget (check_config: vocabulary prompts need one); the votes get the rest
         return self.options.vocabulary_epsilon_fraction * float(self.budget.epsilon)
 
-    def vocabulary_event(self) -> Any:
+    def vocabulary_event(self) -> DpEvent | None:
+        """The DP vocabulary's Laplace event (None without vocabulary prompts)."""
         from ...privacy.events import laplace_event
 
         eps = self.vocabulary_epsilon()
         return None if eps is None else laplace_event(eps)
 
-    def build_backends(self, public: Any, guard: Any, prompt_log: Any) -> Any:
+    def build_backends(self, public: Corpus | None, guard: PrivateGuard,
+                       prompt_log: PromptLog) -> tuple[list[Generator], Embedder | None]:
         gens, emb = super().build_backends(public, guard, prompt_log)
         if self.vocabulary_prompts_on():
             gens = [VocabularyPrompts(g, terms_per_prompt=self.options.vocabulary_terms) for g in gens]
@@ -165,7 +179,7 @@ class AugPE(DPVoteMethod):
         key = "vocabulary"
         private_texts = ctx.inputs.private.texts
 
-        def compute(r: Release) -> tuple[dict[str, np.ndarray], Any]:
+        def compute(r: Release) -> Computed:
             rel, event = dp_vocabulary(private_texts, vocab, r=o.vocabulary_r, epsilon=eps, size=size,
                                        rng=self.noise_rng(key), neighbouring=ctx.relation)
             return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, event
@@ -181,7 +195,7 @@ class AugPE(DPVoteMethod):
                                                                                  strict=True)}
 
     # ------------------------------------------------------------------ the scorer
-    def scorer(self, ctx: RunContext) -> tuple[Any, LabelNoise | None]:
+    def scorer(self, ctx: RunContext) -> tuple[Scorer, LabelNoise | None]:
         T = self.config.evolution.iterations
         ld = self.config.evolution.label_distribution
         frac = ld.budget_fraction if (ld.kind == "dp" and ctx.space.columns) else None
@@ -197,7 +211,8 @@ class AugPE(DPVoteMethod):
             self.released_rounds = []
             self.released["parties"] = {"rounds": self.released_rounds}  # survivors, sum noise std: public
             return FederatedVoteScorer(
-                parties=self.build_parties(private_emb, ctx.private_groups), options=self.options.parties,
+                parties=self.build_parties(private_emb, ctx.private_groups, ctx.inputs.party_of),
+                options=self.options.parties,
                 sigma=sigma, voting=self.config.voting, threshold=ev.threshold, relation=ctx.relation,
                 keeper=ctx.keeper, value_bound=self.value_bound(), seed=self.seed,
                 reproducible=self.config.privacy.reproducible_noise, drop=self.drop_hook(),

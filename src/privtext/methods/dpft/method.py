@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -50,7 +50,11 @@ from ...backends import BackendOptions
 from ...config import Config
 from ...errors import ConfigError, MissingDependencyError
 from ...progress import progress
-from ..base import LabelNoise, MethodDescription, MethodRun, RunContext, Synthetic
+from ..base import LabelNoise, MethodDescription, MethodRun, RunContext, StatementParts, Synthetic
+
+if TYPE_CHECKING:
+    from ...privacy.ledger import Ledger
+    from ...privacy.statement import Assumption
 
 #: q when dpft.sampling_rate is not given: 16 steps per epoch, an expected q·N records each (public: no N)
 DEFAULT_SAMPLING_RATE = 1 / 16
@@ -457,7 +461,7 @@ class DPFT(MethodRun):
         ld = self.config.evolution.label_distribution
         return {"num_samples": self.config.evolution.num_samples, "label_distribution": ld.kind}
 
-    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+    def statement_parts(self, ledger: Ledger) -> StatementParts:
         """The guarantee in words. Numbers: the configuration, the budget, ε spent (a function of the events), and
         q, the steps and σ — functions of the configuration and the budget (module docstring): no number here
         depends on the private data, its record count included."""
@@ -465,7 +469,7 @@ class DPFT(MethodRun):
         s = ledger.spent()
         unit = self.relation.words()
         n = len(ledger)
-        assumed: list[Any] = []
+        assumed: list[Assumption] = []
         if b.kind == "dp":
             guarantee: dict[str, Any] = {"kind": "dp", "budget": b.to_dict(), "neighbouring_relation": unit,
                                          "releases": n, "spent": {"epsilon": s["epsilon"], "delta": b.delta}}
@@ -508,8 +512,8 @@ class DPFT(MethodRun):
             "configuration: choosing them by trying runs on the private data would spend privacy the ledger does "
             "not see.",
         ]
-        return {"guarantee": guarantee, "headline": head + ".", "parameters": params, "assumed_public": assumed,
-                "treated_as_public": public, "coverage": coverage}
+        return StatementParts(guarantee=guarantee, headline=head + ".", parameters=params, assumed_public=assumed,
+                              treated_as_public=public, coverage=coverage)
 
 
 __all__ = ["DEFAULT_SAMPLING_RATE", "DPFT", "DPFTOptions", "DPFTPlan", "LoRAOptions", "dpft_plan"]

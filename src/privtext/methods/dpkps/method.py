@@ -25,7 +25,7 @@ family's ``seeded.template``); each text takes the class of the sketch its seque
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -36,8 +36,11 @@ from ...data import Corpus
 from ...errors import ConfigError
 from ...privacy.relation import NeighbouringRelation
 from ...progress import progress
-from ..base import Inputs, LabelNoise, MethodDescription, MethodRun, RunContext, Synthetic
+from ..base import Inputs, LabelNoise, MethodDescription, MethodRun, RunContext, StatementParts, Synthetic
 from .core import DPKPSParams, dpkps_plan, dpkps_sequences
+
+if TYPE_CHECKING:
+    from ...privacy.ledger import Ledger
 
 
 class DPKPSOptions(BackendOptions):
@@ -238,7 +241,7 @@ class DPKPS(MethodRun):
         return {"num_samples": self.config.evolution.num_samples, "label_distribution": ld.kind,
                 "generator_calls": "one per keyphrase sequence"}
 
-    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+    def statement_parts(self, ledger: Ledger) -> StatementParts:
         """DP-KPS's guarantee in words; every number is configured (ε and its split, the parameters) or derived
         from the data-independent events."""
         s = ledger.spent()
@@ -272,17 +275,16 @@ class DPKPS(MethodRun):
         coverage = ["The prompts are built from the document type and released keyphrases only (post-processing "
                     "of the DP vocabulary and sketches), never from a class name or a private record; the prompt "
                     "audit checks every prompt sent for private text."]
-        return {
-            "guarantee": guarantee, "headline": head + f", over {n} noisy releases.",
-            "parameters": {"epsilon_vocab": eps["vocab"], "epsilon_kde": eps["kde"], "r": p.r,
-                           "vocab_size": p.vocab_size, "length": p.length, "sequence": p.sequence,
-                           "n_features": p.n_features, "bandwidth": p.bandwidth, "threshold": p.threshold,
-                           "noise": p.noise, "weighting": p.weighting, "sketch": p.sketch_kind,
-                           "term_weighting": p.term_weighting, "contrast": p.contrast,
-                           "vocab_selection": p.vocab_selection,
-                           **({"epsilon_labels": eps["labels"]} if eps["labels"] else {})},
-            "assumed_public": [], "treated_as_public": public, "coverage": coverage,
-        }
+        return StatementParts(
+            guarantee=guarantee, headline=head + f", over {n} noisy releases.",
+            parameters={"epsilon_vocab": eps["vocab"], "epsilon_kde": eps["kde"], "r": p.r,
+                        "vocab_size": p.vocab_size, "length": p.length, "sequence": p.sequence,
+                        "n_features": p.n_features, "bandwidth": p.bandwidth, "threshold": p.threshold,
+                        "noise": p.noise, "weighting": p.weighting, "sketch": p.sketch_kind,
+                        "term_weighting": p.term_weighting, "contrast": p.contrast,
+                        "vocab_selection": p.vocab_selection,
+                        **({"epsilon_labels": eps["labels"]} if eps["labels"] else {})},
+            assumed_public=[], treated_as_public=public, coverage=coverage)
 
 
 __all__ = ["DPKPS", "DPKPSOptions", "split_epsilon"]

@@ -18,7 +18,7 @@ The generator trains only on public text (secret-free records and the external p
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -29,8 +29,16 @@ from ...data import Corpus
 from ...errors import ConfigError, DataError
 from ...mechanisms.clustering import PublicClusters, clustering_plan, public_kmeans
 from ...privacy.relation import NeighbouringRelation
-from ..base import EvolutionMethod, Inputs, LabelNoise, MethodDescription, RunContext
+from ..base import EvolutionMethod, Inputs, LabelNoise, MethodDescription, RunContext, StatementParts
 from .scorer import ClusterScorer, auto_clusters
+
+if TYPE_CHECKING:
+    from ...engine.loop import Scorer
+    from ...mechanisms.clustering import ClusteringPlan
+    from ...privacy.budget import Budget
+    from ...privacy.ledger import Ledger
+    from ...secrets.base import SecretDetector
+    from ...secrets.matrix import SecretMatrix
 
 
 class SecPEOptions(BackendOptions):
@@ -91,9 +99,12 @@ class SecPE(EvolutionMethod):
     options: SecPEOptions
 
     sigma: float = 0.0
-    plan: Any = None
+    plan: ClusteringPlan | None = None
+    #: the detector and the secrets of the secret-holding records (records × secrets), set by :meth:`split_data`
+    detector: SecretDetector | None = None
+    matrix: SecretMatrix
 
-    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+    def statement_parts(self, ledger: Ledger) -> StatementParts:
         """SecPE's guarantee in words. σ is a function of which records hold which declared secret (SecretNoise,
         Alg 1): listed as an assumption, as is the secret-holding structure itself (see docs/privacy.md)."""
         from ...privacy.statement import Assumption
@@ -105,7 +116,7 @@ class SecPE(EvolutionMethod):
         from ...secrets import describe_detector, guarantee_structure
 
         det_words = describe_detector(cfg.detector)
-        structure = guarantee_structure(getattr(self, "detector", None) or cfg.detector)
+        structure = guarantee_structure(self.detector or cfg.detector)
         approx = cfg.blowup == "paper"
         guarantee = {
             "kind": "secret", "budget": b.to_dict(), "releases": n,
@@ -130,14 +141,14 @@ class SecPE(EvolutionMethod):
             Assumption(name="noise_std", value=self.sigma,
                        why="σ of every release, computed by SecretNoise (Alg 1) from the secret-holding structure"),
         ]
-        return {
-            "guarantee": guarantee, "headline": head + ".",
-            "parameters": {"clusters": cfg.clusters, "voting": cfg.voting, "cluster_public": cfg.cluster_public,
-                           "sample": cfg.sample, "sampling_rule": cfg.sampling,
-                           "clip_radius": cfg.clip_radius, "recluster_each_iteration": cfg.recluster_each_iteration,
-                           "blowup": cfg.blowup},
-            "assumed_public": assumed,
-            "treated_as_public": [
+        return StatementParts(
+            guarantee=guarantee, headline=head + ".",
+            parameters={"clusters": cfg.clusters, "voting": cfg.voting, "cluster_public": cfg.cluster_public,
+                        "sample": cfg.sample, "sampling_rule": cfg.sampling,
+                        "clip_radius": cfg.clip_radius, "recluster_each_iteration": cfg.recluster_each_iteration,
+                        "blowup": cfg.blowup},
+            assumed_public=assumed,
+            treated_as_public=[
                 "private records in which the detector found no declared secret: they trained the generator, "
                 "formed the public clusters" + (" and voted for candidates record by record" if cfg.voting == "hybrid"
                                                 else "") + " without noise, and text from them may appear in prompts "
@@ -145,17 +156,17 @@ class SecPE(EvolutionMethod):
                 "the external public corpus (data.public), when given",
                 "the label distribution (samples per label) of the public records",
             ],
-            "coverage": [
+            coverage=[
                 structure["prior"],
                 "Occurrences of a secret that the detector missed are not protected; every record in which a "
                 "detected value appears (in its canonical form) is one of its holders.",
                 "This is not differential privacy: no record-level guarantee is given, and a secret-free record "
                 "has no protection at all (it is public under secret protection).",
             ],
-            "audit_words": ("Every prompt sent to a generator was checked against the secret-holding records "
-                            "(whole records and private-only 8-word sequences): none was found. Secret-free private "
-                            "records were not checked: they are public under this guarantee."),
-        }
+            audit_words=("Every prompt sent to a generator was checked for text of the secret-holding records "
+                         "that no public source explains (whole records, 8-word sequences of a record, detected "
+                         "secret values): none was found. Secret-free private records were not checked: they are "
+                         "public under this guarantee."))
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
@@ -172,7 +183,7 @@ class SecPE(EvolutionMethod):
                               "set evolution.label_distribution.kind to public, uniform or given")
         build_detector(options.detector)  # a missing detector file or unknown detector fails here
 
-    def budget_of(self) -> Any:
+    def budget_of(self) -> Budget:
         from ...privacy import Budget
 
         self.check_config(self.config, self.options)
@@ -205,7 +216,6 @@ class SecPE(EvolutionMethod):
                 Corpus(tuple(f"ext-{i}" for i in ext.ids), ext.texts, ext.labels), name="public")
         summary = matrix.summary()
         self.detector = detector
-        self.secret_matrix = matrix  # every detected value (all holders propagated): the guard scans for them
         self.matrix = matrix.subset_records(priv_idx)
         self.diagnostic("secrets", None, {
             "detector": self.options.detector, "records": len(inputs.private),
@@ -216,9 +226,11 @@ class SecPE(EvolutionMethod):
                  f"{self.matrix.matrix.shape[1]} distinct secrets")
         if len(private) == 0:
             self.log("no record holds a secret: every record is public; clusters carry no private signal")
-        return Inputs(private=private, public=public, heldout=inputs.heldout, extra={"secret_free": secret_free})
+        # every detected value (all holders propagated) goes back with the corpora: the guard scans for them
+        return Inputs(private=private, public=public, heldout=inputs.heldout, subsampled=inputs.subsampled,
+                      secrets=matrix, secret_free=secret_free)
 
-    def scorer(self, ctx: RunContext) -> tuple[Any, LabelNoise | None]:
+    def scorer(self, ctx: RunContext) -> tuple[Scorer, LabelNoise | None]:
         from ...privacy import secret_noise
 
         inputs, space, embedder = ctx.inputs, ctx.space, ctx.embedder
@@ -243,12 +255,12 @@ class SecPE(EvolutionMethod):
         rho = np.asarray(noise.rho, dtype=np.float64)
         self.log(f"SecretNoise: σ={sigma:.4f} over {compositions} releases; ρ mean={rho.mean() if len(rho) else 0:.4f}"
                  f" ({noise.mode})")
-        secret_free: Corpus = inputs.extra.get("secret_free", inputs.public)
+        secret_free: Corpus = inputs.secret_free if inputs.secret_free is not None else inputs.public
         base = secret_free if cfg.cluster_public == "secret_free" and len(secret_free) else inputs.public
         private_emb = ctx.embed_private(inputs.private.texts)
         # the secret-free records are the private file's too (public only under SecPE's relation): they go through
         # the private embedding cache like the rest of the file, so a later run embeds none of the file again
-        from_file = inputs.extra.get("secret_free")
+        from_file = inputs.secret_free
 
         def embed_base(corpus: Corpus) -> np.ndarray:
             if from_file is not None and corpus is from_file:

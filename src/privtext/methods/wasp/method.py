@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -53,7 +53,7 @@ from ...mechanisms.labels import allocate
 from ...mechanisms.topq import dp_topq_histograms, paper_contribution, topq_contribution, topq_event
 from ...privacy.release import gaussian_release
 from ...progress import progress
-from ..base import MethodDescription, RunContext, Synthetic, public_label_weights
+from ..base import MethodDescription, RunContext, StatementParts, Synthetic, public_label_weights
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
 from .calibration import paper_formula
@@ -68,6 +68,10 @@ from .rounds import (
     select_output,
     shared_keys,
 )
+
+if TYPE_CHECKING:
+    from ...privacy.ledger import Ledger
+    from ...rundir import IterationStore
 
 
 class WASPOptions(BackendOptions):
@@ -111,6 +115,19 @@ class RoundInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass
+class RoundsState:
+    """What the rounds carry from one to the next: the collective set D, the generator weights, each label's
+    better and worse examples, the H̃ⁿ over D of the last round (zeros after an unvoted one) and the last
+    released H̃ⁿ (which labels the shared pool's texts at the end)."""
+
+    D: Population
+    weights: np.ndarray
+    examples: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    hn: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    h_assign: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 class WASP(DPVoteMethod):
@@ -205,10 +222,12 @@ class WASP(DPVoteMethod):
         return {"iterations": ev.iterations, "num_samples": ev.num_samples,
                 "label_distribution": ev.label_distribution.kind, "calibration": self.config.privacy.calibration}
 
-    def statement_parts(self, ledger: Any) -> dict[str, Any]:
+    def statement_parts(self, ledger: Ledger) -> StatementParts:
+        """The Gaussian-vote methods' statement (:class:`~privtext.methods.votes.DPVoteMethod`) with WASP's
+        parameters: Δ_Q, Top-Q, the prompts, the weighting, the generators."""
         parts = super().statement_parts(ledger)
         o = self.options
-        parts["parameters"].update({
+        parts.parameters.update({
             "noise_multiplier": self.sigma,
             "sensitivity": "user" if (o.parties is not None and o.parties.level == "user") else "record",
             "topq_sensitivity": self.sensitivity,
@@ -218,14 +237,15 @@ class WASP(DPVoteMethod):
             "generators": list(self._gen_names),
             "shared_pool_generators": list(getattr(self, "_shared_names", []))})
         if o.feedback == "none":
-            parts["headline"] = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
-                                 + parts["headline"])
-        parts["treated_as_public"] = [*parts.get("treated_as_public", []),
-                                      "the generators' names, backends and options"]
+            parts.headline = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
+                              + parts.headline)
+        parts.treated_as_public = [*parts.treated_as_public, "the generators' names, backends and options"]
         return parts
 
     # ------------------------------------------------------------------ the rounds (the generation policy)
     def generate(self, ctx: RunContext) -> Synthetic:
+        """Alg 1: T rounds of generation, embedding and (but after the last) one Top-Q vote release each; the
+        output is the collective set D (``output: nearest``: the top of a last vote per label)."""
         o = self.options
         ev = self.config.evolution
         T, N = ev.iterations, ev.num_samples
@@ -244,93 +264,104 @@ class WASP(DPVoteMethod):
         sizes = round_sizes(n_gen, T)
         self.rounds_info = []
         self._gens = gens
-        embedder = ctx.embedder
         private_emb = None
         self._parties: list[Any] | None = None
         if n_rel:
             private_emb = ctx.embed_private(ctx.inputs.private.texts)
             if o.parties is not None:
-                self._parties = self.build_parties(private_emb, ctx.private_groups)
-        D = Population.empty(embedder.dim)
-        weights = np.full(K, 1.0 / K)
-        examples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        hn = np.zeros(0)
-        h_assign = np.zeros(0)  # the last released H̃ⁿ (labels the shared pool's texts at the end)
+                self._parties = self.build_parties(private_emb, ctx.private_groups, ctx.inputs.party_of)
+        pool = RoundsState(D=Population.empty(ctx.embedder.dim), weights=np.full(K, 1.0 / K))
         with progress("rounds", T) as rounds:
             for t in range(T):
                 store = self.run.iteration(t, space)
                 if store.is_complete():  # resumed: the round's candidates, votes and weights were kept
-                    D, hn, _, state = store.load_complete()
-                    info = RoundInfo(**state["round"])
-                    self.rounds_info.append(info)
-                    weights = np.asarray(info.weights_next or info.weights_used)
-                    if "examples" in state:
-                        examples = {int(c): (np.asarray(g, dtype=np.int64), np.asarray(b, dtype=np.int64))
-                                    for c, (g, b) in state["examples"].items()}
-                        h_assign = hn
-                    rounds.advance(1)
-                    continue
-                n_k = generator_counts(weights, int(sizes[t]))
-                info = RoundInfo(round=t, n_per_generator=[int(x) for x in n_k],
-                                 weights_used=[float(x) for x in weights])
-                voted = bool(n_rel) and (t < T - 1 or o.output == "nearest")
-                new = self._generate_round(t, gens, space, label_w, n_k, D, examples, shared=shared, voted=voted)
-                # a shared-pool text has one copy per label: each distinct text is embedded once
-                distinct = list(dict.fromkeys(new.texts))
-                with self.metrics.stage("embedding", iteration=t) as st, \
-                        progress(f"round {t}: embedding", len(distinct)) as bar:
-                    e = (np.asarray(embedder.embed(distinct), dtype=np.float32) if distinct
-                         else np.zeros((0, embedder.dim), dtype=np.float32))
-                    row = {x: i for i, x in enumerate(distinct)}
-                    new.emb = e[[row[x] for x in new.texts]] if len(new) else e
-                    bar.update(completed=len(distinct))
-                    st.count("texts", len(distinct))
-                D = Population.concat([D, new]) if len(D) else new
-                info.candidates = len(D)
-                hn = np.zeros(len(D))
-                state: dict[str, Any] = {}
-                good_idx = np.zeros(0, dtype=np.int64)
-                if voted:
-                    assert private_emb is not None
-                    hn, hf, fed = self._vote(t, ctx, private_emb, D)
-                    h_assign = hn
-                    if fed is not None:
-                        info.survivors = [int(x) for x in fed["survivors"]]
-                        info.sum_noise_std = float(fed["sum_noise_std"][0])
-                        sec = float(fed["seconds"][0])
-                        info.aggregation_seconds = sec if np.isfinite(sec) else None
-                    gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
-                    rw = copy_weights(shared_keys(D.ids, D.origin))  # a pool text counts once, not per copy
-                    size = np.maximum(np.bincount(gi, weights=rw, minlength=K), 1e-12)
-                    means_n = np.bincount(gi, weights=hn, minlength=K) / size
-                    means_f = np.bincount(gi, weights=hf, minlength=K) / size
-                    if o.weighting == "votes":
-                        weights = generator_weights(hn, gi, K, rw)
-                    info.weights_next = [float(x) for x in weights]
-                    info.nearest_mean_per_generator = [float(x) for x in means_n]
-                    info.furthest_mean_per_generator = [float(x) for x in means_f]
-                    info.nearest_total, info.furthest_total = float(hn.sum()), float(hf.sum())
-                    examples = select_examples(hn, hf, D.group, len(space), o.in_context,
-                                               rng=self.rng("wasp-examples", t), contrastive=o.contrastive)
-                    state["examples"] = {str(c): [g.tolist(), b.tolist()] for c, (g, b) in examples.items()}
-                    good_idx = np.concatenate([g for g, _ in examples.values()]) if examples else good_idx
-                    self.log(f"round {t}: generator weights → " + ", ".join(
-                        f"{self._gen_names[k]}={weights[k]:.3f}" for k in range(K)))
-                state["round"] = info.to_dict()
-                store.save_population(D, None)
-                store.finish(D, hn, good_idx, state)
-                self.rounds_info.append(info)
-                self.metrics.bump("rounds")
+                    self._reload_round(store, pool)
+                else:
+                    voted = bool(n_rel) and (t < T - 1 or o.output == "nearest")
+                    n_k = generator_counts(pool.weights, int(sizes[t]))
+                    info = RoundInfo(round=t, n_per_generator=[int(x) for x in n_k],
+                                     weights_used=[float(x) for x in pool.weights])
+                    new = self._generate_round(t, gens, space, label_w, n_k, pool.D, pool.examples, shared=shared,
+                                               voted=voted)
+                    self._round(t, ctx, store, pool, new, info, voted=voted, private_emb=private_emb)
                 rounds.advance(1)
+        D, hn = pool.D, pool.hn
         if any(shared):
             # each shared-pool text keeps the copy of the label whose private samples voted most for it
-            keep = assign_shared(shared_keys(D.ids, D.origin), h_assign, rng=self.rng("wasp-assign"))
+            keep = assign_shared(shared_keys(D.ids, D.origin), pool.h_assign, rng=self.rng("wasp-assign"))
             D, hn = D.take(keep), hn[keep]  # hn: over all of D (released, or zeros after an unvoted round)
         if o.output == "nearest" and n_rel:
             keep = select_output(hn, D.group, label_w, N, rng=self.rng("wasp-output"))
             D = D.take(keep)
         self._publish_rounds()
         return Synthetic(texts=list(D.texts), groups=np.asarray(D.group, dtype=np.int64))
+
+    def _reload_round(self, store: IterationStore, pool: RoundsState) -> None:
+        """A round a resumed run finds complete: its candidates, votes, weights and examples as kept."""
+        pool.D, pool.hn, _, state = store.load_complete()
+        info = RoundInfo(**state["round"])
+        self.rounds_info.append(info)
+        pool.weights = np.asarray(info.weights_next or info.weights_used)
+        if "examples" in state:
+            pool.examples = {int(c): (np.asarray(g, dtype=np.int64), np.asarray(b, dtype=np.int64))
+                             for c, (g, b) in state["examples"].items()}
+            pool.h_assign = pool.hn
+
+    def _round(self, t: int, ctx: RunContext, store: IterationStore, pool: RoundsState, new: Population, info: RoundInfo, *,
+               voted: bool, private_emb: np.ndarray | None) -> None:
+        """One round after its generation (Alg 1 lines 4-12): embed the new samples into D, then (``voted``) the
+        Top-Q release over D, the generator weights (Eq 8) and the examples of the next prompts (Eq 7); the round
+        is checkpointed."""
+        o = self.options
+        K = len(self._gen_names)
+        embedder = ctx.embedder
+        # a shared-pool text has one copy per label: each distinct text is embedded once
+        distinct = list(dict.fromkeys(new.texts))
+        with self.metrics.stage("embedding", iteration=t) as st, \
+                progress(f"round {t}: embedding", len(distinct)) as bar:
+            e = (np.asarray(embedder.embed(distinct), dtype=np.float32) if distinct
+                 else np.zeros((0, embedder.dim), dtype=np.float32))
+            row = {x: i for i, x in enumerate(distinct)}
+            new.emb = e[[row[x] for x in new.texts]] if len(new) else e
+            bar.update(completed=len(distinct))
+            st.count("texts", len(distinct))
+        D = Population.concat([pool.D, new]) if len(pool.D) else new
+        pool.D = D
+        info.candidates = len(D)
+        pool.hn = np.zeros(len(D))
+        state: dict[str, Any] = {}
+        good_idx = np.zeros(0, dtype=np.int64)
+        if voted:
+            assert private_emb is not None
+            hn, hf, fed = self._vote(t, ctx, private_emb, D)
+            pool.hn = pool.h_assign = hn
+            if fed is not None:
+                info.survivors = [int(x) for x in fed["survivors"]]
+                info.sum_noise_std = float(fed["sum_noise_std"][0])
+                sec = float(fed["seconds"][0])
+                info.aggregation_seconds = sec if np.isfinite(sec) else None
+            gi = np.array([self._gen_names.index(g) for g in D.generator], dtype=np.int64)
+            rw = copy_weights(shared_keys(D.ids, D.origin))  # a pool text counts once, not per copy
+            size = np.maximum(np.bincount(gi, weights=rw, minlength=K), 1e-12)
+            means_n = np.bincount(gi, weights=hn, minlength=K) / size
+            means_f = np.bincount(gi, weights=hf, minlength=K) / size
+            if o.weighting == "votes":
+                pool.weights = generator_weights(hn, gi, K, rw)
+            info.weights_next = [float(x) for x in pool.weights]
+            info.nearest_mean_per_generator = [float(x) for x in means_n]
+            info.furthest_mean_per_generator = [float(x) for x in means_f]
+            info.nearest_total, info.furthest_total = float(hn.sum()), float(hf.sum())
+            pool.examples = select_examples(hn, hf, D.group, len(ctx.space), o.in_context,
+                                            rng=self.rng("wasp-examples", t), contrastive=o.contrastive)
+            state["examples"] = {str(c): [g.tolist(), b.tolist()] for c, (g, b) in pool.examples.items()}
+            good_idx = np.concatenate([g for g, _ in pool.examples.values()]) if pool.examples else good_idx
+            self.log(f"round {t}: generator weights → " + ", ".join(
+                f"{self._gen_names[k]}={pool.weights[k]:.3f}" for k in range(K)))
+        state["round"] = info.to_dict()
+        store.save_population(D, None)
+        store.finish(D, pool.hn, good_idx, state)
+        self.rounds_info.append(info)
+        self.metrics.bump("rounds")
 
     def _shared_pool(self, gens: list[Any], label_w: np.ndarray, n_rel: int) -> list[bool]:
         """Per generator: whether its zero-shot samples form one shared pool (``evolution.initial_pool``'s idea,
