@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Annotated, Any
 
@@ -17,6 +18,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Privacy calculators: noise, ε, μ, (p, r).")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+#: T, the number of Gaussian releases composed (``budget secret`` and ``budget gaussian``)
+ReleasesOpt = Annotated[int, typer.Option("--iterations", "-T", min=1, help="number T of Gaussian releases")]
 
 
 def _emit(data: dict[str, Any], as_json: bool, rows: list[tuple[str, Any]], title: str) -> None:
@@ -44,12 +47,20 @@ def _fmt(v: Any) -> str:
 
 
 def _handled(fn: Any) -> Any:
-    from .app import handle_errors
+    """:func:`privtext.cli.app.handle_errors` around a command, imported when the command runs (the calculators'
+    module stays light to import)."""
 
-    return handle_errors(fn)
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from .app import handle_errors
+
+        return handle_errors(fn)(*args, **kwargs)
+
+    return wrapper
 
 
 @app.command("gdp")
+@_handled
 def gdp_cmd(
     mu: Annotated[float, typer.Option("--mu", help="μ of μ-GDP")],
     delta: Annotated[float, typer.Option("--delta", help="δ for the ε(δ) conversion")] = 1e-5,
@@ -57,89 +68,79 @@ def gdp_cmd(
 ) -> None:
     """ε for a given δ under μ-GDP, and the δ(ε) curve (SecPE Remark C.1)."""
 
-    @_handled
-    def run() -> None:
-        from ..privacy.conversions import gdp_delta, gdp_epsilon
+    from ..privacy.conversions import gdp_delta, gdp_epsilon
 
-        eps = float(gdp_epsilon(delta, mu))
-        table = [{"epsilon": e, "delta": float(gdp_delta(e, mu))} for e in (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)]
-        data = {"mu": mu, "delta": delta, "epsilon": eps, "delta_of_epsilon": table}
-        rows = [("μ", mu), (f"ε at δ={delta:g}", eps)] + [(f"δ(ε={r['epsilon']:g})", r["delta"]) for r in table]
-        _emit(data, as_json, rows, f"{mu:g}-GDP")
-
-    run()
+    eps = float(gdp_epsilon(delta, mu))
+    table = [{"epsilon": e, "delta": float(gdp_delta(e, mu))} for e in (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)]
+    data = {"mu": mu, "delta": delta, "epsilon": eps, "delta_of_epsilon": table}
+    rows = [("μ", mu), (f"ε at δ={delta:g}", eps)] + [(f"δ(ε={r['epsilon']:g})", r["delta"]) for r in table]
+    _emit(data, as_json, rows, f"{mu:g}-GDP")
 
 
 @app.command("secret")
+@_handled
 def secret_cmd(
     p: Annotated[float, typer.Option("--p", help="prior p (adversary's chance before seeing the output)")],
     r: Annotated[float, typer.Option("--r", help="posterior bound r > p")],
-    iterations: Annotated[int, typer.Option("--iterations", "-T", min=1, help="Gaussian releases")] = 1,
+    iterations: ReleasesOpt = 1,
     delta: Annotated[float, typer.Option("--delta", help="δ for the record-level ε")] = 1e-5,
     as_json: JsonOpt = False,
 ) -> None:
     """μ of a (p, r) budget (Eq 4) and the Gaussian noise multiplier for T releases at sensitivity 1."""
+    from ..privacy.calibration import augpe_noise_multiplier
+    from ..privacy.conversions import gdp_epsilon, mu_from_pr, r_from_mu_p
 
-    @_handled
-    def run() -> None:
-        from ..privacy.calibration import augpe_noise_multiplier
-        from ..privacy.conversions import gdp_epsilon, mu_from_pr, r_from_mu_p
-
-        mu = float(mu_from_pr(p, r))
-        sigma = augpe_noise_multiplier(mu, compositions=iterations) if math.isfinite(mu) else 0.0
-        data = {"p": p, "r": r, "r_over_p": r / p, "mu": mu, "iterations": iterations, "sigma": sigma,
-                "check_r": float(r_from_mu_p(p, mu)) if math.isfinite(mu) else 1.0,
-                "epsilon_at_delta": float(gdp_epsilon(delta, mu)) if math.isfinite(mu) else math.inf,
-                "delta": delta,
-                "note": "σ = √T/μ for a single record's secret (Lemma 3.2); SecretNoise lowers it for sampled records"}
-        rows = [("p", p), ("r", r), ("r/p", r / p), ("μ = Φ⁻¹(1−p) − Φ⁻¹(1−r)", mu),
-                (f"σ for T={iterations} (Δ=1)", sigma), (f"record-level ε at δ={delta:g}", data["epsilon_at_delta"])]
-        _emit(data, as_json, rows, "(p, r)-secret protection")
-
-    run()
+    mu = float(mu_from_pr(p, r))
+    sigma = augpe_noise_multiplier(mu, compositions=iterations) if math.isfinite(mu) else 0.0
+    data = {"p": p, "r": r, "r_over_p": r / p, "mu": mu, "iterations": iterations, "sigma": sigma,
+            "check_r": float(r_from_mu_p(p, mu)) if math.isfinite(mu) else 1.0,
+            "epsilon_at_delta": float(gdp_epsilon(delta, mu)) if math.isfinite(mu) else math.inf,
+            "delta": delta,
+            "note": "σ = √T/μ for a single record's secret (Lemma 3.2); SecretNoise lowers it for sampled records"}
+    rows = [("p", p), ("r", r), ("r/p", r / p), ("μ = Φ⁻¹(1−p) − Φ⁻¹(1−r)", mu),
+            (f"σ for T={iterations} (Δ=1)", sigma), (f"record-level ε at δ={delta:g}", data["epsilon_at_delta"])]
+    _emit(data, as_json, rows, "(p, r)-secret protection")
 
 
 @app.command("gaussian")
+@_handled
 def gaussian_cmd(
     epsilon: Annotated[float, typer.Option("--epsilon", help="target ε")],
     delta: Annotated[float, typer.Option("--delta", help="target δ")],
-    iterations: Annotated[int, typer.Option("--iterations", "-T", min=1, help="number of Gaussian releases")] = 1,
+    iterations: ReleasesOpt = 1,
     sensitivity: Annotated[float, typer.Option("--sensitivity", help="L2 sensitivity Δ of each release")] = 1.0,
     method: Annotated[str, typer.Option("--method", help="pld | paper | wasp")] = "pld",
     as_json: JsonOpt = False,
 ) -> None:
     """Noise multiplier σ/Δ and noise std σ for T Gaussian releases meeting (ε, δ)."""
 
-    @_handled
-    def run() -> None:
-        from ..errors import InvalidPrivacyParameter
-        from ..privacy.accounting import epsilon_for_delta
-        from ..privacy.budget import Budget
-        from ..privacy.calibration import gaussian_noise_multiplier
-        from ..privacy.events import gaussian_event, self_composed
+    from ..errors import InvalidPrivacyParameter
+    from ..privacy.accounting import epsilon_for_delta
+    from ..privacy.budget import Budget
+    from ..privacy.calibration import gaussian_noise_multiplier
+    from ..privacy.events import gaussian_event, self_composed
 
-        budget = Budget.dp(epsilon, delta)
-        if method in ("pld", "paper"):
-            z = gaussian_noise_multiplier(budget, compositions=iterations, method=method)  # type: ignore[arg-type]
-        else:  # a method's own closed form (WASP's, privtext.methods.wasp.calibration), found by its registered name
-            from ..methods import METHODS
+    budget = Budget.dp(epsilon, delta)
+    if method in ("pld", "paper"):
+        z = gaussian_noise_multiplier(budget, compositions=iterations, method=method)  # type: ignore[arg-type]
+    else:  # a method's own closed form (WASP's, privtext.methods.wasp.calibration), found by its registered name
+        from ..methods import METHODS
 
-            formula = getattr(METHODS.get(method), "paper_formula", None) if method in METHODS else None
-            if formula is None:
-                raise InvalidPrivacyParameter(f"--method must be one of pld, paper, wasp; got {method!r}")
-            z = formula(releases=iterations)(budget)  # T − 1 = iterations private rounds
-        achieved = epsilon_for_delta(self_composed(gaussian_event(z), iterations), delta) if z > 0 else math.inf
-        data = {"epsilon": epsilon, "delta": delta, "iterations": iterations, "sensitivity": sensitivity,
-                "method": method, "noise_multiplier": z, "noise_std": z * sensitivity, "achieved_epsilon": achieved}
-        rows = [("target", f"(ε={epsilon:g}, δ={delta:g}) over T={iterations}"), ("method", method),
-                ("noise multiplier σ/Δ", z), (f"noise std (Δ={sensitivity:g})", z * sensitivity),
-                ("ε achieved (PLD)", achieved)]
-        _emit(data, as_json, rows, "Gaussian mechanism")
-
-    run()
+        formula = getattr(METHODS.get(method), "paper_formula", None) if method in METHODS else None
+        if formula is None:
+            raise InvalidPrivacyParameter(f"--method must be one of pld, paper, wasp; got {method!r}")
+        z = formula(releases=iterations)(budget)  # T − 1 = iterations private rounds
+    achieved = epsilon_for_delta(self_composed(gaussian_event(z), iterations), delta) if z > 0 else math.inf
+    data = {"epsilon": epsilon, "delta": delta, "iterations": iterations, "sensitivity": sensitivity,
+            "method": method, "noise_multiplier": z, "noise_std": z * sensitivity, "achieved_epsilon": achieved}
+    rows = [("target", f"(ε={epsilon:g}, δ={delta:g}) over T={iterations}"), ("method", method),
+            ("noise multiplier σ/Δ", z), (f"noise std (Δ={sensitivity:g})", z * sensitivity),
+            ("ε achieved (PLD)", achieved)]
+    _emit(data, as_json, rows, "Gaussian mechanism")
 
 
 @app.command("noise-ratio")
+@_handled
 def noise_ratio_cmd(
     records: Annotated[int, typer.Option("--records", min=1, help="N private records")] = 8000,
     secrets: Annotated[int, typer.Option("--secrets", min=1, help="m secrets")] = 400,
@@ -154,39 +155,34 @@ def noise_ratio_cmd(
 ) -> None:
     """σ_GDP/σ_secret in SecPE's Fig 3 set-up, per sampling rule, with both GDP baselines (record and
     secret-group sensitivity) and the comparison at equal utility (the relative error of the released count)."""
+    from ..privacy.noise_ratio import noise_ratio
+    from ..rng import make_rng
+    from .app import out, print_json
 
-    @_handled
-    def run() -> None:
-        from ..privacy.noise_ratio import noise_ratio
-        from ..rng import make_rng
-        from .app import out, print_json
+    rules = tuple(x.strip() for x in sampling.split(",") if x.strip())
+    d = noise_ratio(records=records, secrets=secrets, rate=rate, r_over_p=r_over_p, p=p, clusterings=iterations,
+                    sample=sample, samplings=rules, blowups=("exact", "paper"), rng=make_rng(seed))
+    d["seed"] = seed
+    if as_json:
+        print_json(d)
+        return
+    from rich.table import Table
 
-        rules = tuple(x.strip() for x in sampling.split(",") if x.strip())
-        d = noise_ratio(records=records, secrets=secrets, rate=rate, r_over_p=r_over_p, p=p, clusterings=iterations,
-                        sample=sample, samplings=rules, blowups=("exact", "paper"), rng=make_rng(seed))
-        d["seed"] = seed
-        if as_json:
-            print_json(d)
-            return
-        from rich.table import Table
-
-        out.print(f"N={records}, m={secrets}, rate={rate:g}, p={p:g}, r={d['r']:g}, μ={d['mu']:.4g}; {iterations} "
-                  f"clustering(s) = {d['compositions']} releases per secret ({sample} sample, Δ="
-                  f"{d['release_sensitivity']:.3g}) vs {iterations} GDP histogram(s); at most {d['holders_max']} "
-                  f"holders per secret; σ_GDP record {d['sigma_gdp_record']:.4g}, group {d['sigma_gdp_group']:.4g} "
-                  f"(relative error of its count {d['count_error_gdp_group']:.3g})", highlight=False)
-        t = Table(title="σ_secret per sampling rule (exact blow-up)", title_justify="left")
-        for c in ("rule", "σ_secret", "E\\[sampled]", "σ_GDP/σ record", "σ_GDP/σ group", "count error",
-                  "error vs GDP group"):
-            t.add_column(c, justify="right")
-        for rule, per in d["rules"].items():
-            r = per["exact"]
-            t.add_row(f"{rule} ({r['mode']})", _fmt(r["sigma"]), _fmt(r["expected_sampled"]),
-                      _fmt(r["ratio_record"]) if r["sigma"] > 0 else "no noise", _fmt(r["ratio_group"])
-                      if r["sigma"] > 0 else "no noise", _fmt(r["count_error"]), _fmt(r["error_ratio"]))
-        out.print(t)
-        for rule, per in d["rules"].items():
-            if per["exact"].get("no_noise"):
-                out.print(f"{rule}: {per['exact']['no_noise']}", highlight=False)
-
-    run()
+    out.print(f"N={records}, m={secrets}, rate={rate:g}, p={p:g}, r={d['r']:g}, μ={d['mu']:.4g}; {iterations} "
+              f"clustering(s) = {d['compositions']} releases per secret ({sample} sample, Δ="
+              f"{d['release_sensitivity']:.3g}) vs {iterations} GDP histogram(s); at most {d['holders_max']} "
+              f"holders per secret; σ_GDP record {d['sigma_gdp_record']:.4g}, group {d['sigma_gdp_group']:.4g} "
+              f"(relative error of its count {d['count_error_gdp_group']:.3g})", highlight=False)
+    t = Table(title="σ_secret per sampling rule (exact blow-up)", title_justify="left")
+    for c in ("rule", "σ_secret", "E\\[sampled]", "σ_GDP/σ record", "σ_GDP/σ group", "count error",
+              "error vs GDP group"):
+        t.add_column(c, justify="right")
+    for rule, per in d["rules"].items():
+        r = per["exact"]
+        t.add_row(f"{rule} ({r['mode']})", _fmt(r["sigma"]), _fmt(r["expected_sampled"]),
+                  _fmt(r["ratio_record"]) if r["sigma"] > 0 else "no noise", _fmt(r["ratio_group"])
+                  if r["sigma"] > 0 else "no noise", _fmt(r["count_error"]), _fmt(r["error_ratio"]))
+    out.print(t)
+    for rule, per in d["rules"].items():
+        if per["exact"].get("no_noise"):
+            out.print(f"{rule}: {per['exact']['no_noise']}", highlight=False)

@@ -7,7 +7,7 @@ import json
 import os
 import shlex
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -68,13 +68,7 @@ def register(app: typer.Typer) -> None:
         cfg = load_config(config, overrides=set_ or [])
         target = Path(output if output is not None else cfg.output)
         _refuse_finished(target)
-        try:
-            with interruptible():
-                root = run_config(cfg, out=output, force=force)
-        except KeyboardInterrupt:
-            _interrupted(target, console)
-        _summary(root, as_json, out, print_json)
-        _exit_if_the_audit_failed(root)
+        _run_and_summarise(lambda: run_config(cfg, out=output, force=force), target, as_json)
 
     @app.command("resume")
     @handle_errors
@@ -85,11 +79,17 @@ def register(app: typer.Typer) -> None:
         """Continue an interrupted run from its last complete iteration (released noise is reused)."""
         from ..runner import resume_run
 
+        _run_and_summarise(lambda: resume_run(run_dir), run_dir, as_json)
+
+    def _run_and_summarise(start: Callable[[], Path], target: Path, as_json: bool) -> None:
+        """Run ``start`` (a new run or a resume writing into ``target``) so that SIGINT/SIGTERM stop it cleanly
+        (:func:`interruptible`; exit 130 with the resume line), then print the summary and exit
+        :data:`AUDIT_FAILED` where its prompt or output audit failed."""
         try:
             with interruptible():
-                root = resume_run(run_dir)
+                root = start()
         except KeyboardInterrupt:
-            _interrupted(run_dir, console)
+            _interrupted(target, console)
         _summary(root, as_json, out, print_json)
         _exit_if_the_audit_failed(root)
 
