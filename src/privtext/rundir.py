@@ -97,10 +97,13 @@ class StageMetrics:
             self.counts: dict[str, float] = {}
 
         def count(self, key: str, n: float) -> None:
+            """Add ``n`` to this stage's counter ``key`` (added to the stage's totals when the ``with`` block ends)."""
             self.counts[key] = self.counts.get(key, 0) + n
 
     @contextlib.contextmanager
     def stage(self, name: str, *, iteration: int | None = None) -> Iterator[StageMetrics._Stage]:
+        """Time the ``with`` block as one call of stage ``name`` (in ``iteration`` too, when given) and record the
+        counts the block adds with ``count``; the time is recorded even when the block raises."""
         st = StageMetrics._Stage(self, name, iteration)
         t0 = time.perf_counter()
         try:
@@ -110,6 +113,8 @@ class StageMetrics:
             self.add(name, dt, iteration=iteration, **st.counts)
 
     def add(self, name: str, seconds: float, *, iteration: int | None = None, **counts: float) -> None:
+        """Record one call of stage ``name`` that took ``seconds`` (wall) with ``counts``: summed into the run's totals
+        for that stage and, with ``iteration``, into that iteration's."""
         agg = self.stages.setdefault(name, {"seconds": 0.0, "calls": 0})
         agg["seconds"] += seconds
         agg["calls"] += 1
@@ -122,13 +127,16 @@ class StageMetrics:
                 it[k] = it.get(k, 0) + v
 
     def bump(self, key: str, n: float = 1) -> None:
+        """Add ``n`` to the run-wide counter ``key`` (e.g. ``synthetic_records``)."""
         self.counters[key] = self.counters.get(key, 0) + n
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form written to ``private/metrics.json``: stages, per-iteration stages and counters."""
         return {"stages": self.stages, "per_iteration": self.per_iteration, "counters": self.counters}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StageMetrics:
+        """The metrics read back from :meth:`to_dict`'s form (copies; missing parts are empty), for a resume."""
         return cls(
             stages={k: dict(v) for k, v in d.get("stages", {}).items()},
             per_iteration={k: {s: dict(x) for s, x in v.items()} for k, v in d.get("per_iteration", {}).items()},
@@ -145,10 +153,12 @@ class RunDir:
     # paths
     @property
     def config(self) -> Path:
+        """``config.yaml``: the shareable resolved configuration (release)."""
         return self.root / CONFIG
 
     @property
     def private_config(self) -> Path:
+        """``private/config.yaml``: the full resolved configuration with absolute paths, which resume reads."""
         return self.root / PRIVATE_CONFIG
 
     def resolved_config(self) -> Path:
@@ -157,73 +167,94 @@ class RunDir:
 
     @property
     def ledger(self) -> Path:
+        """``private/ledger.jsonl``: one privacy event per line, appended and fsync'd before its noisy value is used.
+        """
         return self.root / LEDGER
 
     @property
     def privacy(self) -> Path:
+        """``privacy.json``: the guarantee in words and numbers (release; its presence with synthetic.jsonl marks a
+        finished run)."""
         return self.root / PRIVACY
 
     @property
     def checkpoints(self) -> Path:
+        """``private/checkpoints``: one ``iter_NNN`` folder per iteration plus ``releases/`` for releases outside any
+        iteration."""
         return self.root / CHECKPOINTS
 
     @property
     def prompts(self) -> Path:
+        """``prompts.jsonl``: every prompt sent to a generator (release: public text and released values only)."""
         return self.root / PROMPTS
 
     @property
     def synthetic(self) -> Path:
+        """``synthetic.jsonl``: the final synthetic records (release)."""
         return self.root / SYNTHETIC
 
     @property
     def keyphrases(self) -> Path:
+        """``keyphrases.jsonl``: DP-KPS's sampled keyphrase sequences (release: post-processing of its releases)."""
         return self.root / KEYPHRASES
 
     @property
     def metrics(self) -> Path:
+        """``private/metrics.json``: wall time and counts per stage (:class:`StageMetrics`)."""
         return self.root / METRICS
 
     @property
     def log_path(self) -> Path:
+        """``private/log.txt``: the human-readable log (private: it holds exact counts)."""
         return self.root / LOG
 
     @property
     def embed_cache(self) -> Path:
+        """``private/cache/embeddings``: the embedding cache, keyed by a salted hash of each text."""
         return self.root / EMBED_CACHE
 
     @property
     def cache(self) -> Path:
+        """``private/cache``: caches of the run (private)."""
         return self.root / CACHE
 
     @property
     def private(self) -> Path:
+        """``private/``: the private diagnostics folder (mode 0700), never to be shared."""
         return self.root / PRIVATE
 
     @property
     def guard_state(self) -> Path:
+        """``private/guard``: the prompt guard's salt and the generators' outputs, kept for a resume."""
         return self.root / GUARD
 
     @property
     def diagnostics(self) -> Path:
+        """``private/diagnostics.json``: exact statistics of the private data (counts, secrets, audit hits)."""
         return self.root / DIAGNOSTICS
 
     @property
     def heldout(self) -> Path:
+        """``heldout.jsonl``: public records held out for evaluation (release; only with ``data.public_holdout``)."""
         return self.root / HELDOUT
 
     @property
     def report(self) -> Path:
+        """``report.html``: the shareable report (no private diagnostics)."""
         return self.root / REPORT
 
     @property
     def diagnostic_report(self) -> Path:
+        """``private/report.html``: the report with private diagnostics, kept inside ``private/``."""
         return self.private / REPORT
 
     @property
     def evaluation(self) -> Path:
+        """``evaluation.json``: the results of ``privtext evaluate`` (release)."""
         return self.root / EVALUATION
 
     def checkpoint(self, iteration: int) -> Path:
+        """The checkpoint folder of ``iteration``: ``private/checkpoints/iter_NNN`` (not created here)."""
         return self.checkpoints / f"iter_{iteration:03d}"
 
     def release_path(self, key: str, iteration: int | None) -> Path:
@@ -316,6 +347,8 @@ class RunDir:
 
     @property
     def marker(self) -> Path:
+        """``private/RUNDIR``: written last when privtext creates a run directory; how ``--force`` knows privtext made
+        it."""
         return self.root / MARKER
 
     def is_privtext_run(self) -> bool:
@@ -326,6 +359,7 @@ class RunDir:
             return False
 
     def is_complete(self) -> bool:
+        """Whether the run finished: synthetic.jsonl and privacy.json both exist."""
         return self.synthetic.exists() and self.privacy.exists()
 
     def _occupied_message(self) -> str:
@@ -465,11 +499,14 @@ class RunDir:
                                              .splitlines())
 
     def require(self) -> RunDir:
+        """This run directory, after checking that it holds config.yaml; raises :class:`~privtext.errors.RunError`
+        otherwise."""
         if not self.config.exists():
             raise RunError(f"{self.root} is not a privtext run directory (no {CONFIG})")
         return self
 
     def log(self, message: str) -> None:
+        """Append ``message`` with a local timestamp (seconds) as one line of ``private/log.txt``."""
         stamp = _dt.datetime.now().isoformat(timespec="seconds")
         with open(self.log_path, "a", encoding="utf-8") as f:
             f.write(f"{stamp} {message}\n")
@@ -525,6 +562,7 @@ def _quote(path: Path | str) -> str:
 
 
 def read_npy(path: Path) -> np.ndarray:
+    """The array saved at ``path`` (``.npy``), read without pickle."""
     return np.load(path, allow_pickle=False)
 
 
@@ -551,9 +589,12 @@ class IterationStore:
 
     # candidates before the vote
     def has_population(self) -> bool:
+        """Whether the candidates before the vote were saved (population.parquet and embeddings.npy)."""
         return (self.folder / "population.parquet").exists() and (self.folder / "embeddings.npy").exists()
 
     def save_population(self, pop: Population, vote_emb: np.ndarray | None) -> None:
+        """Save the candidates before the vote: their float32 embeddings, the embeddings the vote used (lookahead only)
+        and, last, population.parquet, whose presence means the rest is there."""
         assert pop.emb is not None
         self._mk()
         _write_npy(pop.emb.astype(np.float32), self.folder / "embeddings.npy")
@@ -563,6 +604,8 @@ class IterationStore:
         _write_parquet(pop.frame(self.label_values, self.label_columns), self.folder / "population.parquet")
 
     def load_population(self) -> tuple[Population, np.ndarray | None]:
+        """The saved candidates with their embeddings, and the vote's embeddings (``None`` without lookahead); raises
+        :class:`~privtext.errors.ResumeError` when the embeddings and the table disagree in length."""
         import pandas as pd
 
         df = pd.read_parquet(self.folder / "population.parquet")
@@ -574,6 +617,9 @@ class IterationStore:
 
 
     def finish(self, pop: Population, histogram: np.ndarray, selected: np.ndarray, state: dict[str, Any]) -> None:
+        """Write the iteration's end: the released ``histogram`` (float64), the ``selected`` indices,
+        candidates.parquet (population with votes, selected and times_selected), state.json and, last, the COMPLETE
+        marker."""
         self._mk()
         votes = np.asarray(histogram, dtype=np.float64)
         sel = np.zeros(len(pop), dtype=bool)
@@ -590,9 +636,11 @@ class IterationStore:
         atomic_write_text(self.folder / "COMPLETE", "ok\n")
 
     def is_complete(self) -> bool:
+        """Whether this iteration's COMPLETE marker exists (everything of the iteration was written)."""
         return (self.folder / "COMPLETE").exists()
 
     def load_complete(self) -> tuple[Population, np.ndarray, np.ndarray, dict[str, Any]]:
+        """(population, released histogram, selected indices, state) of a complete iteration, for a resume."""
         pop, _ = self.load_population()
         hist = read_npy(self.folder / "histogram.npy")
         selected = read_npy(self.folder / "selected_index.npy")
@@ -610,14 +658,18 @@ class IterationStore:
             raise RunError(f"{p}: unreadable ({e})") from None
 
     def histogram(self) -> np.ndarray | None:
+        """The released histogram used for selection (float64), or ``None`` before the iteration finished."""
         p = self.folder / "histogram.npy"
         return read_npy(p) if p.exists() else None
 
     def state(self) -> dict[str, Any]:
+        """The iteration summary (state.json)."""
         return json.loads((self.folder / "state.json").read_text(encoding="utf-8"))
 
     # lookahead variations, reused as children
     def save_lookahead(self, reuse: Mapping[str, tuple[list[str], np.ndarray]]) -> None:
+        """Save the lookahead variations made for the vote (parent → texts and their embeddings) to reuse them as
+        children after a resume; nothing when there are none."""
         if not reuse:
             return
         self._mk()
@@ -630,6 +682,7 @@ class IterationStore:
                        self.folder / "lookahead.parquet")
 
     def load_lookahead(self) -> dict[str, tuple[list[str], np.ndarray]]:
+        """The saved lookahead variations, parent → (texts, float32 embeddings); empty when none were saved."""
         path = self.folder / "lookahead.parquet"
         if not path.exists():
             return {}
