@@ -62,6 +62,9 @@ DEFAULT_CLASSIFIERS = ("embedding-logreg", "tfidf-logreg")
 
 
 def corpus_fingerprint(corpus: Corpus) -> str:
+    """A 24-hex-digit BLAKE2b digest of the corpus's texts and labels in order (label columns sorted): equal for
+    the same records, so two evaluations can be seen to use the same real set (evaluation.json's
+    ``real.fingerprint``)."""
     h = hashlib.blake2b(digest_size=12)
     for i in range(len(corpus)):
         h.update(corpus.texts[i].encode("utf-8"))
@@ -98,6 +101,9 @@ def load_real(
     real: Corpus | str | os.PathLike[str], *, text_column: str, label_columns: Sequence[str],
     max_real: int | None, rng: np.random.Generator,
 ) -> tuple[Corpus, str]:
+    """(corpus, its name or path): the real evaluation corpus, read from a path or taken as given, cut to a uniform
+    sample of ``max_real`` records (order kept) drawn with ``rng``. Raises :class:`~privtext.errors.DataError` when
+    ``max_real`` < 2."""
     if isinstance(real, Corpus):
         corpus, path = real, real.name or "(corpus)"
     else:
@@ -173,6 +179,8 @@ class EvaluationOptions:
 
     @classmethod
     def from_kwargs(cls, base: EvaluationOptions | None, kwargs: Mapping[str, Any]) -> EvaluationOptions:
+        """``base`` (default: the defaults) with the fields in ``kwargs`` replaced; raises
+        :class:`~privtext.errors.ConfigError` naming any key that is not a field."""
         fields = set(cls.__dataclass_fields__)
         unknown = sorted(set(kwargs) - fields)
         if unknown:
@@ -200,6 +208,8 @@ class EvaluationContext:
     private_notes: list[str] = field(default_factory=list)  # notes that state private facts (private file only)
 
     def rng(self, *keys: object) -> np.random.Generator:
+        """The evaluation's generator for ``keys``: ``derive(seed, "eval", *keys)``, so every metric's draws are
+        fixed by the seed and independent of the others'."""
         return derive(self.seed, "eval", *keys)
 
 
@@ -221,9 +231,12 @@ class Distribution:
     name = "distribution"
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """One progress step."""
         return 1
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """``fid``, ``precision_recall`` (k = min(knn_k, n − 1); ``None`` when k < 1), ``mauve`` (when asked) and
+        ``lengths`` of the synthetic set against the real corpus."""
         ctx.progress.step("FID and precision/recall")
         k = min(ctx.options.knn_k, len(ctx.real) - 1, len(ctx.syn) - 1)
         return {
@@ -250,9 +263,13 @@ class Baselines:
     name = "baselines"
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """Three progress steps with baselines, else one."""
         return 3 if ctx.options.baselines else 1
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """Sets ``ctx.train_sets`` (synthetic, and with baselines OnlyPrivate and zero-shot where available) and
+        returns their sizes, the notes, and the zero-shot set's FID and lengths; a note (and a warning) when the
+        real corpus overlaps the private one."""
         ctx.progress.step("baselines")
         ctx.train_sets = {"synthetic": ctx.syn}
         if ctx.options.baselines:
@@ -296,9 +313,12 @@ class Downstream:
     name = "downstream"
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """One progress step per classifier; none on an unlabelled corpus."""
         return len(ctx.options.classifiers) if ctx.labels else 0
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """``downstream``: each classifier's accuracy per training set and label column, trained on the set and
+        tested on the real corpus (``None`` on an unlabelled corpus)."""
         if not ctx.labels:
             return {"downstream": None}
         clfs = list(ctx.options.classifiers)
@@ -329,9 +349,12 @@ class NextWord:
         return (not ctx.labels) if ctx.options.next_word is None else bool(ctx.options.next_word)
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """One progress step when the next-word model runs, else none."""
         return 1 if self._on(ctx) else 0
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """``next_word``: the next-word accuracy on the real corpus of a small model trained on each training set
+        (``None`` when it does not run)."""
         if not self._on(ctx):
             return {"next_word": None}
         nw = {}
@@ -352,9 +375,12 @@ class PerIteration:
         return ctx.view.iterations() if ctx.options.per_iteration else []
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """One progress step per complete iteration (none when ``per_iteration`` is off)."""
         return len(self._its(ctx))
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """``per_iteration``: per complete iteration, the number selected, their FID and the first classifier's
+        accuracy (at least two selected), and the iteration's σ and candidate count where its state holds them."""
         per_it: list[dict[str, Any]] = []
         clfs = list(ctx.options.classifiers)
         primary = clfs[0] if clfs else None
@@ -386,9 +412,12 @@ class Votes:
     name = "votes"
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """No progress step of its own (it reads saved files)."""
         return 0
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """``votes``: per iteration, the released vote distribution per label; the sorted votes are kept only for
+        the last iteration that took a vote."""
         ctx.progress.note("votes and runtime")
         votes: dict[str, Any] = {}
         for t in ctx.view.iterations():
@@ -412,9 +441,11 @@ class Runtime:
     name = "runtime"
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """No progress step of its own (it reads metrics.json)."""
         return 0
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """``runtime``: the run's wall time per stage group and its LLM usage (private: timings of private work)."""
         return {"runtime": runtime_split(ctx.view.metrics)}
 
 
@@ -424,9 +455,12 @@ class SecretExposure:
     name = "secrets"
 
     def steps(self, ctx: EvaluationContext) -> int:
+        """One progress step."""
         return 1
 
     def compute(self, ctx: EvaluationContext) -> dict[str, Any]:
+        """``secrets``: how often each given secret occurs in the synthetic set and in the zero-shot baseline
+        (``None`` when no secrets were given)."""
         secrets = ctx.options.secrets
         out = None
         if secrets:
