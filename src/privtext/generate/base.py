@@ -71,32 +71,45 @@ class GenerationStats:
     seconds: float = 0.0  # wall time inside the generator's public methods
 
     def to_dict(self) -> dict[str, Any]:
+        """The counters as a dict (what the engine writes to metrics.json)."""
         return asdict(self)
 
     def merge(self, other: GenerationStats) -> None:
+        """Add every counter of ``other`` to this one's (e.g. a fan-out's per-endpoint generators into one total)."""
         for k, v in asdict(other).items():
             setattr(self, k, getattr(self, k) + v)
 
 
 @runtime_checkable
 class Generator(Protocol):
+    """What a method may ask of a foundation model: Aug-PE's RANDOM_API and VARIATION_API, DP-KPS's seeded documents
+    and WASP's contrastive prompt, each returning exactly one text per request; see the module docstring.
+    :class:`BaseGenerator` implements the checks and bookkeeping; backends fill in its ``_op`` methods."""
+
     name: str
     stats: GenerationStats
 
-    def random(self, label: LabelInfo | None, n: int, *, rng: np.random.Generator) -> list[str]: ...
+    def random(self, label: LabelInfo | None, n: int, *, rng: np.random.Generator) -> list[str]:
+        """``n`` new texts (RANDOM_API), conditioned on the public ``label`` when given."""
 
     def variation(
         self, texts: Sequence[str], label: LabelInfo | None, spec: VariationSpec, *, rng: np.random.Generator
-    ) -> list[str]: ...
+    ) -> list[str]:
+        """One variation of each of ``texts`` (VARIATION_API), as ``spec`` asks (paraphrase or fill-in-the-blanks),
+        in order."""
 
     def seeded(self, keyphrases: Sequence[Sequence[str]], doc_type: str, *, rng: np.random.Generator,
-               examples: Sequence[Sequence[str]] | None = None) -> list[str]: ...
+               examples: Sequence[Sequence[str]] | None = None) -> list[str]:
+        """One document of type ``doc_type`` per keyphrase list (DP-KPS), with per-list public ``examples`` shown in
+        its prompt."""
 
     def contrastive(
         self, good: Sequence[str], bad: Sequence[str], label: LabelInfo | None, n: int, *, rng: np.random.Generator
-    ) -> list[str]: ...
+    ) -> list[str]:
+        """``n`` texts from a few-shot prompt with worse (``bad``) and better (``good``) examples (WASP Tab 7)."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the backend's resources; later calls raise :class:`~privtext.errors.BackendError`."""
 
 
 @dataclass
@@ -130,6 +143,8 @@ class GeneratorContext:
 
 
 def check_label(label: Any) -> LabelInfo | None:
+    """``label`` as a :class:`~privtext.data.labels.LabelInfo` (a mapping column → value is converted); ``None`` for
+    ``None`` or an empty label. Raises :class:`~privtext.errors.ConfigError` for anything else."""
     if label is None or isinstance(label, LabelInfo):
         return label or None
     if isinstance(label, Mapping):
@@ -138,6 +153,8 @@ def check_label(label: Any) -> LabelInfo | None:
 
 
 def check_spec(spec: Any) -> VariationSpec:
+    """``spec`` as a :class:`VariationSpec` (a mapping is passed to its constructor, which checks the fields);
+    raises :class:`~privtext.errors.ConfigError` for anything else."""
     if isinstance(spec, VariationSpec):
         return spec
     if isinstance(spec, Mapping):
@@ -158,6 +175,8 @@ def check_examples(examples: Any, n: int) -> list[list[str]]:
 
 
 def check_texts_lists(x: Any) -> list[Any]:
+    """``x`` as a list (the per-prompt example lists of ``seeded``); raises :class:`~privtext.errors.DataError` when
+    it is not iterable."""
     try:
         return list(x)
     except TypeError:
@@ -165,6 +184,8 @@ def check_texts_lists(x: Any) -> list[Any]:
 
 
 def check_keyphrases(keyphrases: Any) -> list[list[str]]:
+    """The keyphrase lists with every phrase stripped; raises :class:`~privtext.errors.DataError` for a single
+    string (at the top or as one list) or an empty or non-string phrase, naming its position."""
     if isinstance(keyphrases, (str, bytes)):
         raise DataError("keyphrases must be a sequence of keyphrase lists, got a single string")
     out = []
@@ -182,6 +203,7 @@ def check_keyphrases(keyphrases: Any) -> list[list[str]]:
 
 
 def check_doc_type(doc_type: Any) -> str:
+    """``doc_type`` stripped; raises :class:`~privtext.errors.ConfigError` unless it is a non-empty string."""
     if not isinstance(doc_type, str) or not doc_type.strip():
         raise ConfigError(f"doc_type must be a non-empty string such as 'medical record', got {doc_type!r}")
     return doc_type.strip()
@@ -242,6 +264,8 @@ class BaseGenerator:
 
     # ---- public API
     def random(self, label: LabelInfo | None, n: int, *, rng: np.random.Generator) -> list[str]:
+        """``n`` new texts (RANDOM_API) after checking the arguments; no backend call for ``n == 0``. Raises
+        :class:`~privtext.errors.BackendError` when closed or when the backend returns another count."""
         n = check_n(n)
         label = check_label(label)
         check_rng(rng)
@@ -250,6 +274,8 @@ class BaseGenerator:
     def variation(
         self, texts: Sequence[str], label: LabelInfo | None, spec: VariationSpec, *, rng: np.random.Generator
     ) -> list[str]:
+        """One variation per text (VARIATION_API) after checking the arguments, in order. Raises
+        :class:`~privtext.errors.BackendError` when closed or when the backend returns another count."""
         texts = check_texts(texts)
         label = check_label(label)
         spec = check_spec(spec)
@@ -269,6 +295,8 @@ class BaseGenerator:
     def contrastive(
         self, good: Sequence[str], bad: Sequence[str], label: LabelInfo | None, n: int, *, rng: np.random.Generator
     ) -> list[str]:
+        """``n`` texts from WASP's contrastive prompt after checking the arguments; raises
+        :class:`~privtext.errors.DataError` when ``n`` > 0 and ``good`` is empty (``bad`` may be)."""
         good = check_texts(good, what="good")
         bad = check_texts(bad, what="bad")
         n = check_n(n)
@@ -292,6 +320,8 @@ class BaseGenerator:
         return out
 
     def close(self) -> None:
+        """Mark the generator closed (backends also free their model or connections); later calls raise
+        :class:`~privtext.errors.BackendError`."""
         self._closed = True
 
     def __enter__(self) -> BaseGenerator:
