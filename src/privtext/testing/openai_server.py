@@ -46,6 +46,10 @@ _WORDS = (
 
 @dataclass
 class Fault:
+    """One injected fault: the next request (to ``path``, when set) consumes it and gets its reply late, no reply
+    (a timeout, a dropped connection), an HTTP error, or an empty or malformed reply. Build one with the class
+    methods and queue it with :meth:`OpenAIServer.inject`."""
+
     kind: str
     seconds: float = 0.0
     code: int = 200
@@ -55,10 +59,12 @@ class Fault:
 
     @classmethod
     def delay(cls, seconds: float, *, path: str | None = None) -> Fault:
+        """Answer normally after waiting ``seconds`` (cut short, and the connection closed, when the server stops)."""
         return cls("delay", seconds=seconds, path=path)
 
     @classmethod
     def timeout(cls, seconds: float = 5.0, *, path: str | None = None) -> Fault:
+        """Wait ``seconds``, then close the connection without a reply (a client-side timeout when it waits less)."""
         return cls("timeout", seconds=seconds, path=path)
 
     @classmethod
@@ -70,18 +76,22 @@ class Fault:
 
     @classmethod
     def empty(cls, *, path: str | None = None) -> Fault:
+        """A 200 reply with no choices (no embeddings on ``/embeddings``)."""
         return cls("empty", path=path)
 
     @classmethod
     def empty_content(cls, *, path: str | None = None) -> Fault:
+        """A 200 chat or completion reply whose choices have empty text."""
         return cls("empty_content", path=path)
 
     @classmethod
     def malformed(cls, *, path: str | None = None) -> Fault:
+        """A 200 reply whose JSON body is cut off mid-way."""
         return cls("malformed", path=path)
 
     @classmethod
     def drop(cls, *, path: str | None = None) -> Fault:
+        """Close the connection without any reply."""
         return cls("drop", path=path)
 
 
@@ -114,6 +124,9 @@ def _count_tokens(text: str) -> int:
 
 @dataclass
 class RecordedRequest:
+    """One request the server received: method, path, parsed JSON body, whether its API key was accepted, the kind
+    of fault it consumed (``None``: none) and its arrival time (``time.time()``)."""
+
     method: str
     path: str
     body: Any
@@ -144,6 +157,7 @@ class OpenAIServer:
     # -------------------------------------------------------------------------------------------- control
     @property
     def port(self) -> int:
+        """The TCP port the started server listens on; raises ``RuntimeError`` before :meth:`start`."""
         if self._httpd is None:
             raise RuntimeError("server not started")
         return int(self._httpd.server_address[1])
@@ -154,6 +168,8 @@ class OpenAIServer:
         return f"http://{self._host}:{self.port}/v1"
 
     def start(self) -> OpenAIServer:
+        """Start serving on a free port of the host in a daemon thread (nothing when already started) and return the
+        server."""
         if self._httpd is not None:
             return self
         server = self
@@ -170,6 +186,8 @@ class OpenAIServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving: wake delayed requests, shut the HTTP server down and join its thread (5 s at most). Safe to
+        call twice."""
         self._stop.set()
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -192,11 +210,13 @@ class OpenAIServer:
                 self._faults.extend(faults)
 
     def clear_faults(self) -> None:
+        """Drop every queued fault."""
         with self._lock:
             self._faults.clear()
 
     @property
     def pending_faults(self) -> int:
+        """How many queued faults no request has consumed yet."""
         with self._lock:
             return len(self._faults)
 
@@ -209,6 +229,7 @@ class OpenAIServer:
         return None
 
     def count(self, path_suffix: str = "") -> int:
+        """How many recorded requests have a path ending in ``path_suffix`` (all of them for ``""``)."""
         return sum(1 for r in self.requests if r.path.endswith(path_suffix))
 
     # ------------------------------------------------------------------------------------------- replies
@@ -282,6 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
+        """Silence the standard library's per-request log lines on stderr."""
         return
 
     def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
@@ -323,6 +345,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None, False
 
     def do_GET(self) -> None:
+        """``GET .../models``: the served model ids (401 without the key); 404 for any other path."""
         path = self.path.split("?")[0]
         ok, _ = self._authorized()
         self.owner.requests.append(RecordedRequest("GET", path, None, ok, None))
@@ -336,6 +359,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(404, f"no route for GET {path}")
 
     def do_POST(self) -> None:
+        """Chat completions, completions and embeddings: consume a queued fault for the path first, then check the
+        JSON body, the API key, the model, the required field and the temperature (400/401/404 errors worded as
+        OpenAI's) and send the deterministic reply."""
         owner = self.owner
         path = self.path.split("?")[0].rstrip("/")
         body, parsed = self._read_body()
