@@ -38,6 +38,8 @@ class RunView:
     # ------------------------------------------------------------------------------------------ files
     @cached_property
     def config(self) -> dict[str, Any]:
+        """The run's resolved configuration as a mapping (``private/config.yaml``, else ``config.yaml``), read once;
+        raises :class:`~privtext.errors.RunError` when it is not YAML or not a mapping."""
         import yaml
 
         path = self.dir.resolved_config()  # the full one where it is here (the run's owner evaluates it)
@@ -60,10 +62,13 @@ class RunView:
 
     @cached_property
     def privacy(self) -> dict[str, Any]:
+        """``privacy.json`` as a mapping (empty when absent), read once; raises :class:`~privtext.errors.RunError`
+        when it is corrupt."""
         return self._json(self.dir.privacy)
 
     @cached_property
     def metrics(self) -> dict[str, Any]:
+        """``private/metrics.json`` (time and counts per stage) as a mapping, empty when absent, read once."""
         return self._json(self.dir.metrics)
 
     @cached_property
@@ -92,43 +97,52 @@ class RunView:
     # ------------------------------------------------------------------------------------------ config bits
     @property
     def name(self) -> str:
+        """The configured run name, else the folder's name."""
         return str(self.config.get("name") or self.root.name)
 
     @property
     def method(self) -> str:
+        """The method's registered name, from privacy.json (else the configuration; ``"?"`` when neither says)."""
         return str(self.privacy.get("method") or self.config.get("method") or "?")
 
     @property
     def seed(self) -> int:
+        """The run's seed (0 when the configuration holds no non-negative integer)."""
         s = self.config.get("seed")
         return int(s) if isinstance(s, int) and s >= 0 else 0
 
     @property
     def data(self) -> dict[str, Any]:
+        """The configuration's ``data`` section (empty when absent)."""
         d = self.config.get("data")
         return d if isinstance(d, dict) else {}
 
     @property
     def text_column(self) -> str:
+        """The private corpus's text column (default ``text``)."""
         return str(self.data.get("text_column") or "text")
 
     @property
     def label_columns(self) -> list[str]:
+        """The configured label columns (empty for unlabelled data)."""
         return [str(c) for c in (self.data.get("label_columns") or [])]
 
     @property
     def num_samples(self) -> int | None:
+        """The configured number of synthetic samples (``evolution.num_samples``), or ``None`` when not set."""
         ev = self.config.get("evolution")
         n = ev.get("num_samples") if isinstance(ev, dict) else None
         return int(n) if isinstance(n, int) else None
 
     @property
     def embedder_config(self) -> dict[str, Any] | None:
+        """The configuration's ``embedder`` section, or ``None`` when absent."""
         e = self.config.get("embedder")
         return e if isinstance(e, dict) else None
 
     # ------------------------------------------------------------------------------------------ checkpoints
     def iterations(self) -> list[int]:
+        """The iterations whose checkpoint is complete, in order."""
         return self.dir.complete_iterations()
 
     def _ckpt(self, t: int) -> Any:
@@ -147,9 +161,13 @@ class RunView:
         return df
 
     def state(self, t: int) -> dict[str, Any]:
+        """The state.json summary of iteration ``t``; raises :class:`~privtext.errors.RunError` when its checkpoint
+        is incomplete."""
         return dict(self._ckpt(t).state())
 
     def histogram(self, t: int) -> np.ndarray | None:
+        """The released histogram iteration ``t`` selected with (``None`` when not saved); raises
+        :class:`~privtext.errors.RunError` when the checkpoint is incomplete."""
         return self._ckpt(t).histogram()
 
     def _frame_corpus(self, df: Any, name: str) -> Corpus:
