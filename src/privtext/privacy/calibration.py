@@ -70,9 +70,12 @@ class DpTarget:
             raise InvalidPrivacyParameter("epsilon must be positive for an (ε, δ) target")
 
     def value(self, event: DpEvent | list[DpEvent]) -> float:
+        """ε(δ) of ``event`` at this target's δ, from dp_accounting's pessimistic PLD (the ledger's accountant)."""
         return epsilon_for_delta(event, self.delta)
 
     def gap(self, event: DpEvent | list[DpEvent]) -> float:
+        """ε(δ) of ``event`` minus the target ε: ≤ 0 where the event meets the target (what :func:`calibrate` drives
+        to 0 from below)."""
         return self.value(event) - self.epsilon
 
     @property
@@ -81,6 +84,7 @@ class DpTarget:
         return float(gdp_mu_for_dp(self.epsilon, self.delta))
 
     def describe(self) -> str:
+        """The target in words, e.g. ``(ε=4, δ=1e-05)-DP``."""
         return f"(ε={self.epsilon:g}, δ={self.delta:g})-DP"
 
 
@@ -95,16 +99,20 @@ class GdpTarget:
             raise InvalidPrivacyParameter(f"mu must be a positive finite number, got {self.mu!r}")
 
     def value(self, event: DpEvent | list[DpEvent]) -> float:
+        """The μ of ``event`` under exact GDP composition, μ = (Σ(Δ/σ_i)²)^½; raises for non-Gaussian events."""
         return gdp_mu_of(event)
 
     def gap(self, event: DpEvent | list[DpEvent]) -> float:
+        """μ of ``event`` minus the target μ: ≤ 0 where the event meets the target."""
         return self.value(event) - self.mu
 
     @property
     def gaussian_mu(self) -> float:
+        """The target μ itself (a Gaussian composition may reach exactly μ)."""
         return float(self.mu)
 
     def describe(self) -> str:
+        """The target in words, e.g. ``μ=1-GDP``."""
         return f"μ={self.mu:g}-GDP"
 
 
@@ -119,20 +127,26 @@ class SecretTarget:
         check_pr(self.p, self.r)
 
     def value(self, event: DpEvent | list[DpEvent]) -> float:
+        """The blow-up B(p) of ``event`` at the target's prior p (Lemma 3.2 for Gaussians, pessimistic PLD for
+        mixtures; SecPE Alg 1 line 6)."""
         return blowup_of(event, self.p)
 
     def gap(self, event: DpEvent | list[DpEvent]) -> float:
         # cheap bounds decide far from the boundary (no PLD); the sign always agrees with secret_check, which is
         # also what the ledger uses
+        """How far ``event`` is from (p, r)-protection on the equivalent-μ scale Φ⁻¹(B(p)) − Φ⁻¹(p) minus μ(p, r)
+        (Eq 4): ≤ 0 exactly where :func:`~privtext.privacy.accounting.secret_check` (the ledger's test) accepts it."""
         ok, value, _ = secret_check(event, self.p, self.r)
         g = equivalent_mu(value, self.p) - self.gaussian_mu
         return min(g, 0.0) if ok else max(g, 1e-300)
 
     @property
     def gaussian_mu(self) -> float:
+        """μ(p, r) = Φ⁻¹(1−p) − Φ⁻¹(1−r) (inverse of SecPE Eq 4): the GDP μ whose blow-up at p is exactly r."""
         return float(mu_from_pr(self.p, self.r))
 
     def describe(self) -> str:
+        """The target in words, e.g. ``(p=0.0001, r=0.001)-secret protection``."""
         return f"(p={self.p:g}, r={self.r:g})-secret protection"
 
 
