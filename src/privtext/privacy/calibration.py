@@ -132,10 +132,11 @@ class SecretTarget:
         return blowup_of(event, self.p)
 
     def gap(self, event: DpEvent | list[DpEvent]) -> float:
+        """How far ``event`` is from (p, r)-protection on the equivalent-μ scale: Φ⁻¹(B(p)) − Φ⁻¹(p) minus μ(p, r)
+        (inverse of SecPE Eq 4); ≤ 0 exactly where :func:`~privtext.privacy.accounting.secret_check` (the ledger's
+        test) accepts it."""
         # cheap bounds decide far from the boundary (no PLD); the sign always agrees with secret_check, which is
         # also what the ledger uses
-        """How far ``event`` is from (p, r)-protection on the equivalent-μ scale Φ⁻¹(B(p)) − Φ⁻¹(p) minus μ(p, r)
-        (Eq 4): ≤ 0 exactly where :func:`~privtext.privacy.accounting.secret_check` (the ledger's test) accepts it."""
         ok, value, _ = secret_check(event, self.p, self.r)
         g = equivalent_mu(value, self.p) - self.gaussian_mu
         return min(g, 0.0) if ok else max(g, 1e-300)
