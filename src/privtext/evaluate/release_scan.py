@@ -94,6 +94,7 @@ class Finding:
     why: str
 
     def line(self) -> str:
+        """The finding as one report line: ``file [where] kind: value — why``."""
         return f"{self.file} [{self.where}] {self.kind}: {self.value} — {self.why}"
 
 
@@ -275,6 +276,7 @@ class _Scanner:
         return [p for p in out if p not in ("/", "")]
 
     def add(self, file: str, kind: str, where: str, value: Any, why: str) -> None:
+        """Record a finding; the offending value is shortened to 120 characters."""
         text = str(value)
         self.findings.append(Finding(file, kind, where, text if len(text) <= 120 else text[:117] + "…", why))
 
@@ -293,6 +295,8 @@ class _Scanner:
         return math.isfinite(x) and x != 0 and round_release(x) != x
 
     def number(self, file: str, where: str, x: float, *, precision_rule: bool) -> None:
+        """Flag a number that is a raw noisy value kept in private/checkpoints and not rounded to ``RELEASE_DIGITS``
+        significant digits; with ``precision_rule``, any number with more digits than that."""
         if self._unrounded(x) and self._kept_match(x):
             self.add(file, "unrounded_noisy_value", where, repr(x),
                      f"a raw noisy value kept in private/checkpoints, not rounded to {RELEASE_DIGITS} significant "
@@ -303,11 +307,14 @@ class _Scanner:
                      "parameters")
 
     def count(self, file: str, where: str, n: int) -> None:
+        """Flag an integer equal to an exact private count (of at least ``min_count``) that no public size explains."""
         why = self.counts.get(n)
         if why is not None:
             self.add(file, "private_count", where, n, f"equals {why}, which no public size explains")
 
     def numbers_in_text(self, file: str, where: str, s: str) -> None:
+        """Flag numbers written in text with more than ``RELEASE_DIGITS`` significant digits that equal a raw noisy
+        value kept in private/checkpoints."""
         for m in _NUMBER.finditer(s):
             tok = m.group(0)
             digits = len(re.sub(r"[^0-9]", "", tok.split("e")[0].split("E")[0]).lstrip("0"))
@@ -321,6 +328,8 @@ class _Scanner:
                              "a raw noisy value kept in private/checkpoints, written out in full")
 
     def paths_in_text(self, file: str, where: str, s: str, *, generic: bool) -> None:
+        """Flag the first local absolute path in ``s`` (the run's, an input's, the home or working folder); with
+        ``generic``, also any POSIX path under a usual or existing root folder, or a Windows path."""
         for p in self.local:
             if p in s:
                 self.add(file, "absolute_path", where, p, "a local absolute path (the run's, an input's, the home "
@@ -341,6 +350,9 @@ class _Scanner:
 
     # structured files
     def tree(self, file: str, obj: Any, *, precision_rule_at: Any, prefix: str = "") -> None:
+        """Check every leaf of a parsed JSON/YAML object: timings and timestamps by key, numbers (the precision rule
+        where ``precision_rule_at(path)`` says so), private counts (except keys that are public sizes), and paths
+        and long numbers in strings."""
         for path, key, v in _leaves(obj):
             rule = precision_rule_at(path)
             path = prefix + path
@@ -376,6 +388,8 @@ class _Scanner:
                 self.numbers_in_text(file, path, v)
 
     def html(self, file: str, text: str) -> None:
+        """Check an HTML file: timing columns in table headers, absolute paths, the first ISO timestamp, noisy
+        values and private counts in its visible text (styles and data URIs removed)."""
         text = _DATA_URI.sub("data:", _STYLE.sub("", text))
         for m in _TH.finditer(text):
             label = _TAG.sub("", m.group(1))
@@ -391,6 +405,7 @@ class _Scanner:
             self.count(file, "text", int(m.group(0).replace(",", "")))
 
     def plain(self, file: str, text: str) -> None:
+        """Check a text file line by line for ISO timestamps, absolute paths and unrounded noisy values."""
         for i, line in enumerate(text.splitlines(), 1):
             if _ISO.search(line):
                 self.add(file, "timestamp", f"line {i}", _ISO.search(line).group(0), "an ISO date and time")  # type: ignore[union-attr]
@@ -398,6 +413,9 @@ class _Scanner:
             self.numbers_in_text(file, f"line {i}", line)
 
     def file(self, path: Path) -> None:
+        """Check one release file by its kind: config.yaml (paths only), privacy.json (the precision rule on
+        ``released`` only), other JSON, JSONL (per line), YAML, HTML, else plain text; a file that is not UTF-8 is
+        itself a finding."""
         rel = path.relative_to(self.root).as_posix()
         try:
             text = path.read_text(encoding="utf-8")
