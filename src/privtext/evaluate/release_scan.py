@@ -413,9 +413,9 @@ class _Scanner:
             self.numbers_in_text(file, f"line {i}", line)
 
     def file(self, path: Path) -> None:
-        """Check one release file by its kind: config.yaml (paths only), privacy.json (the precision rule on
-        ``released`` only), other JSON, JSONL (per line), YAML, HTML, else plain text; a file that is not UTF-8 is
-        itself a finding."""
+        """Check one release file by its kind: config.yaml (without the precision rule: its numbers are
+        parameters), privacy.json (the precision rule on ``released`` only), other JSON, JSONL (per line), YAML,
+        HTML, else plain text; a file that is not UTF-8 is itself a finding."""
         rel = path.relative_to(self.root).as_posix()
         try:
             text = path.read_text(encoding="utf-8")
