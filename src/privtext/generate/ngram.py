@@ -141,6 +141,7 @@ class Vocabulary:
         return len(self.id2tok)
 
     def encode(self, tokens: Sequence[str]) -> list[int]:
+        """The ids of ``tokens``; a token outside the vocabulary becomes ``<unk>`` (id 2)."""
         get = self.tok2id.get
         return [get(t, UNK) for t in tokens]
 
@@ -321,6 +322,7 @@ class KNModel:
         return p
 
     def ngrams(self) -> int:
+        """How many n-gram entries (orders 1 to n) the model stores: its size."""
         return self.n_entries
 
 
@@ -365,18 +367,24 @@ class _Mixture:
         self.penalises = bool(self.pen2 or self.pen3)
 
     def pick(self, u: float) -> KNModel:
+        """The component a uniform draw ``u`` ∈ [0, 1) picks by the cumulative weights."""
         if len(self.models) == 1:
             return self.models[0]
         return self.models[min(bisect.bisect_right(self.cw, u), len(self.models) - 1)]
 
     def penalised(self, hist: Sequence[int], w: int) -> bool:
+        """Whether word ``w`` after ``hist`` completes a penalised bigram or trigram."""
         return w in self.pen2.get(hist[-1], ()) or w in self.pen3.get((hist[-2], hist[-1]), ())
 
     def prob(self, hist: Sequence[int], w: int, *, scale: float | None = None) -> float:
+        """P(w | hist) under the mixture: the weighted sum of the components' Kneser-Ney probabilities (back-off
+        weights shrunk by ``scale`` when given); no penalty applied."""
         return sum(wt * m.prob(m.chain(hist), w, scale=scale)
                    for m, wt in zip(self.models, self.weights, strict=True))
 
     def dist(self, hist: Sequence[int]) -> np.ndarray:
+        """The mixture's whole next-word distribution after ``hist`` (a vector over the vocabulary), penalised words
+        multiplied by ``accept``; not renormalised."""
         p = sum(wt * m.dist(m.chain(hist)) for m, wt in zip(self.models, self.weights, strict=True))
         assert isinstance(p, np.ndarray)
         if self.penalises:
@@ -420,6 +428,8 @@ class KeyphraseRetriever:
         return out
 
     def top(self, phrases: Sequence[Sequence[str]], k: int) -> list[int]:
+        """The indices of at most ``k`` training texts that hold at least one of ``phrases``, best first by the sum
+        of log(N / texts holding the phrase) over the phrases they hold (ties by index)."""
         score = np.zeros(self.n_docs)
         for ph in phrases:
             h = self.holding(ph)
@@ -498,6 +508,7 @@ class NgramLM:
 
     @property
     def n_docs(self) -> int:
+        """The number of training texts."""
         return len(self._doc_offsets) - 1
 
     @property
@@ -519,6 +530,8 @@ class NgramLM:
 
     # ------------------------------------------------------------------------------------------- mixture
     def label_keys(self, label: LabelInfo | None) -> list[Any]:
+        """The label models that apply to ``label``: one per label column it names that has a model, then the joint
+        model of all columns where there is one; empty for no label."""
         if not label:
             return []
         d = label.as_dict()
@@ -531,6 +544,9 @@ class NgramLM:
 
     def mixture(self, label: LabelInfo | None = None, *, extra: Sequence[tuple[KNModel, float]] = (),
                 penalised: set[tuple[int, ...]] | None = None, accept: float = 1.0) -> _Mixture:
+        """The mixture to sample from: the global model (weight 1 − label_weight) and the label models of ``label``
+        (label_weight shared equally), scaled down to make room for the ``extra`` (model, weight) pairs;
+        ``penalised`` n-grams are accepted with probability ``accept``. Components of weight 0 are dropped."""
         keys = self.label_keys(label)
         models = [self.global_model]
         weights = [1.0 - (self.label_weight if keys else 0.0)]
@@ -549,6 +565,8 @@ class NgramLM:
         return _Mixture([models[i] for i in keep], [weights[i] for i in keep], penalised=penalised, accept=accept)
 
     def sample_length(self, label: LabelInfo | None, rng_u: _Uniforms) -> int:
+        """A length in words drawn from the public texts' lengths (of the most specific label model's texts when
+        ``label`` has one)."""
         keys = self.label_keys(label)
         arr = self.lengths[keys[-1]] if keys else self.lengths[None]
         return int(arr[min(int(rng_u() * len(arr)), len(arr) - 1)])
@@ -661,6 +679,9 @@ class NgramLM:
 
     def sample(self, u: _Uniforms, *, label: LabelInfo | None = None, length: int | None = None,
                max_words: int = 1000, mix: _Mixture | None = None, exact_length: bool = False) -> str:
+        """One free text from the mixture (default: of ``label``), of ``length`` words (default: drawn by
+        :meth:`sample_length`), at most ``max_words``; without ``exact_length`` it may run on to the end of a
+        sentence, to min(max_words, 1.5·length + 20) words."""
         mix = mix or self.mixture(label)
         n = length if length is not None else self.sample_length(label, u)
         n = max(1, min(n, max_words))
@@ -682,6 +703,8 @@ class NgramLM:
         return total, len(ids)
 
     def perplexity(self, texts: Sequence[str], *, label: LabelInfo | None = None) -> float:
+        """exp(−Σ log P / Σ predicted tokens) over ``texts`` (each text with ``</s>``; natural log; the label models
+        of ``label`` mixed in): the model's perplexity on them."""
         lp, n = 0.0, 0
         for t in texts:
             a, b = self.log_prob(t, label=label)
@@ -717,6 +740,9 @@ MIN_IN_RANGE = 20
 
 
 class NgramOptions(BackendOptions):
+    """Options of the ``ngram`` generator: a label-conditioned Kneser-Ney model trained on the run's public text
+    (see each field's description)."""
+
     order: int = Field(default=4, ge=1, le=8, description="n-gram order")
     min_count: int = Field(default=1, ge=1, description="words seen fewer times become <unk> (never emitted)")
     label_weight: float = Field(default=0.5, ge=0, le=1, description="weight of the label models in the mixture")
@@ -774,6 +800,9 @@ class NgramGenerator(BaseGenerator):
     @classmethod
     def from_options(cls, options: NgramOptions, ctx: GeneratorContext, *, family: Any,
                      name: str | None) -> NgramGenerator:
+        """The generator trained on the run's public corpus (never private text; a
+        :class:`~privtext.errors.ConfigError` without one), on a seeded subset of ``train_texts`` texts when set,
+        with the public label columns the run uses."""
         public, cols = ctx.training_corpus("ngram")
         if options.train_texts is not None and options.train_texts < len(public):
             from ..rng import derive
@@ -1002,6 +1031,7 @@ class NgramGenerator(BaseGenerator):
         return out
 
     def perplexity(self, texts: Sequence[str], *, label: LabelInfo | None = None) -> float:
+        """The model's perplexity on ``texts`` (see :meth:`NgramLM.perplexity`)."""
         return self.lm.perplexity(texts, label=label)
 
 
