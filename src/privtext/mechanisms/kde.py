@@ -142,6 +142,10 @@ class RandomFourierFeatures:
 
     @classmethod
     def draw(cls, dim: int, n_features: int, *, bandwidth: float, rng: np.random.Generator) -> RandomFourierFeatures:
+        """I = ``n_features`` random features for points of dimension D = ``dim`` at bandwidth h: ω ~ N(0, I_D) per
+        feature, β ~ U[0, 2π), W = √2·ω/h. Drawn from ``rng`` with public parameters only (no data). Raises
+        :class:`~privtext.errors.ConfigError` for a non-positive size or bandwidth or a missing
+        ``numpy.random.Generator``."""
         dim = _check_pos_int("dim", dim)
         n = _check_pos_int("n_features", n_features)
         h = _check_bandwidth(bandwidth)
@@ -153,10 +157,12 @@ class RandomFourierFeatures:
 
     @property
     def dim(self) -> int:
+        """D, the dimension of the points (embeddings) the features take."""
         return int(self.weights.shape[0])
 
     @property
     def n_features(self) -> int:
+        """I, the number of random features (the sketch's length per class)."""
         return int(self.weights.shape[1])
 
     def _check(self, x: np.ndarray) -> np.ndarray:

@@ -49,6 +49,8 @@ PRIVTEXT_TO_GOLD: dict[str, str] = {
 
 @dataclass(frozen=True)
 class GoldSpan:
+    """One gold entity span of presidio-research: character offsets [start, end) into its text and its entity label."""
+
     start: int
     end: int
     label: str
@@ -89,6 +91,10 @@ def _strip(text: str, s: int, e: int) -> tuple[int, int]:
 
 @dataclass
 class TypeScore:
+    """Span counts of one predicted type (``tp_pred`` of ``n_pred`` predicted spans overlap a gold span of the same
+    label) or of one gold label (``tp_gold`` of ``n_gold`` gold spans are overlapped by a prediction of that label,
+    ``exact_gold`` with the same offsets)."""
+
     tp_pred: int = 0
     n_pred: int = 0
     tp_gold: int = 0
@@ -97,14 +103,18 @@ class TypeScore:
 
     @property
     def precision(self) -> float | None:
+        """tp_pred / n_pred, or ``None`` when nothing of this type was predicted."""
         return self.tp_pred / self.n_pred if self.n_pred else None
 
     @property
     def recall(self) -> float | None:
+        """tp_gold / n_gold (any overlap counts), or ``None`` when the gold set has no span of this label."""
         return self.tp_gold / self.n_gold if self.n_gold else None
 
     @property
     def exact_recall(self) -> float | None:
+        """exact_gold / n_gold (same offsets after stripping white space), or ``None`` when the gold set has no span
+        of this label."""
         return self.exact_gold / self.n_gold if self.n_gold else None
 
 

@@ -129,14 +129,17 @@ class SecretMatrix:
 
     @property
     def n_records(self) -> int:
+        """The number of records (rows)."""
         return int(self.matrix.shape[0])
 
     @property
     def n_secrets(self) -> int:
+        """The number of distinct secrets (columns)."""
         return int(self.matrix.shape[1])
 
     @property
     def shape(self) -> tuple[int, int]:
+        """(records, secrets)."""
         return self.n_records, self.n_secrets
 
     def __len__(self) -> int:

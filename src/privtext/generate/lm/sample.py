@@ -29,6 +29,10 @@ from .codes import ANSWER, EOS, PAD
 
 @dataclass(frozen=True)
 class SamplingSettings:
+    """How the lm generator samples: softmax temperature, nucleus ``top_p``, ``top_k`` (0: off), at most
+    ``max_new_tokens`` and (free text) at least ``min_new_tokens`` tokens before ``<|eos|>``, and ``batch_size``
+    prompts per forward pass. Raises :class:`~privtext.errors.ConfigError` on a value out of range."""
+
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int = 0
