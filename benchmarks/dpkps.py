@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from privtext.evaluate.embedding import resolve_embedder
     from privtext.generate.ngram import NgramGenerator
     from privtext.generate.prompts import load_family
-    from privtext.methods.dpkps.core import DPKPSParams, run_dpkps
+    from privtext.methods.dpkps.core import DPKPSOptions, run_dpkps
     from privtext.privacy.pure import pure_epsilon
     from privtext.rng import derive, noise_rng
 
@@ -136,10 +136,10 @@ def main(argv: list[str] | None = None) -> int:
 
         runs = [(k, *SPLITS[k]) for k in eps_list] + [("no-signal", 1e-6, 1e-6)]
         for key, e_voc, e_kde in runs:
-            params = DPKPSParams(epsilon_vocab=e_voc, epsilon_kde=e_kde, vocab_size=args.vocab_size,
-                                 length=args.length, sequence=args.sequence, n_features=args.n_features,
-                                 bandwidth=args.bandwidth, threshold=args.threshold, max_terms=32,
-                                 sketch=args.sketch, contrast=args.contrast, term_weighting=args.term_weighting)
+            params = DPKPSOptions(epsilon_vocab=e_voc, epsilon_kde=e_kde, vocab_size=args.vocab_size,
+                                  length=args.length, sequence=args.sequence, n_features=args.n_features,
+                                  bandwidth=args.bandwidth, threshold=args.threshold, max_terms=32,
+                                  sketch=args.sketch, contrast=args.contrast, term_weighting=args.term_weighting)
             t0 = time.perf_counter()
             res = run_dpkps(texts, labels, classes=classes, public_vocabulary=vocab, embedder=emb, generator=gen,
                             params=params, n_per_class=per_class, rng=derive(args.seed, "dpkps", task, key),

@@ -13,7 +13,7 @@ Measures per setting (all in %, balanced chance 10 %):
 * ``logreg_bal`` / ``wlogreg_bal`` — balanced accuracy of (class-weighted) logistic regression on MiniLM
   embeddings of the synthetic texts, on the test slice.
 
-``--settings`` is a JSON list of {"name": ..., "params": {DPKPSParams overrides}, "ngram": {NgramOptions
+``--settings`` is a JSON list of {"name": ..., "params": {DPKPSOptions overrides}, "ngram": {NgramOptions
 overrides}, "eps": ε (optional)}; ``--control`` adds each setting at ε = 10⁻⁶.
 
     PYTHONPATH=src python benchmarks/dpkps_signal.py --seeds 0,1 --settings '[{"name": "default"}]'
@@ -103,12 +103,12 @@ def run_setting(s: Setup, setting: dict[str, Any], eps: float, seed: int, seq_on
 
     from privtext.data import Corpus
     from privtext.evaluate.downstream import downstream_accuracy
-    from privtext.methods.dpkps.core import DPKPSParams, dpkps_sequences
+    from privtext.methods.dpkps.core import DPKPSOptions, dpkps_sequences
     from privtext.rng import derive, noise_rng
 
     kw = {"vocab_size": 400, "length": 8, "n_features": 256, "bandwidth": 0.3, "threshold": 2.0,
           **setting.get("params", {})}
-    params = DPKPSParams.from_total(eps, **kw)
+    params = DPKPSOptions.from_total(eps, **kw)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     kp = dpkps_sequences(s.priv_t, s.priv_y, classes=s.classes, public_vocabulary=s.vocab, embedder=s.emb,

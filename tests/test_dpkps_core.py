@@ -16,7 +16,7 @@ from privtext.embed.hashing import HashingEmbedder
 from privtext.errors import ConfigError, DataError, InvalidPrivacyParameter
 from privtext.generate.ngram import NgramGenerator
 from privtext.methods.dpkps.core import (
-    DPKPSParams,
+    DPKPSOptions,
     dpkps_event,
     dpkps_plan,
     dpkps_sequences,
@@ -42,11 +42,11 @@ def yelp() -> dict[str, Any]:
             "vocab": vocabulary_from_corpus(public, min_count=3, max_terms=3000)}
 
 
-def _params(eps: float, **kw: Any) -> DPKPSParams:
+def _params(eps: float, **kw: Any) -> DPKPSOptions:
     base = dict(epsilon_vocab=eps, epsilon_kde=eps, vocab_size=200, length=5, bandwidth=0.3, n_features=2048,
                 max_terms=32)
     base.update(kw)
-    return DPKPSParams(**base)  # type: ignore[arg-type]
+    return DPKPSOptions(**base)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------- accounting
@@ -55,8 +55,8 @@ def _params(eps: float, **kw: Any) -> DPKPSParams:
 @pytest.mark.parametrize(("sequence", "ensemble", "k"), [("independent", "log", 1), ("iterative", "log", 3),
                                                           ("iterative", "linear", 5)])
 def test_event_is_the_data_free_factory_and_composes(sequence: str, ensemble: str, k: int) -> None:
-    p = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=5.0, vocab_size=20, length=5, sequence=sequence,  # type: ignore[arg-type]
-                    ensemble=ensemble, n_features=32, max_terms=10)  # type: ignore[arg-type]
+    p = DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=5.0, vocab_size=20, length=5, sequence=sequence,  # type: ignore[arg-type]
+                     ensemble=ensemble, n_features=32, max_terms=10)  # type: ignore[arg-type]
     texts = ["alpha beta gamma delta epsilon zeta", "beta gamma alpha eta theta iota", "kappa alpha beta"] * 4
     labels = ["x", "y", "x"] * 4
     vocab = PublicVocabulary(tuple("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
@@ -103,8 +103,8 @@ def test_releases_are_recorded_before_private_data_is_read(options: dict[str, An
     texts = Counted(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"])
     labels = Counted(["x", "y", "x"])
     vocab = PublicVocabulary(("alpha", "beta", "gamma", "delta"), counts=(5, 4, 3, 2), documents=9)
-    p = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=4, length=2, sequence="iterative", n_features=8,
-                    max_terms=4, **options)
+    p = DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=4, length=2, sequence="iterative", n_features=8,
+                     max_terms=4, **options)
     seen: list[tuple[str, int, int]] = []
 
     class Watching(DirectReleases):
@@ -220,32 +220,38 @@ def test_end_to_end_with_the_ngram_generator(yelp: dict[str, Any], any_seed: int
 
 
 def test_bad_parameters_name_the_value() -> None:
-    with pytest.raises(InvalidPrivacyParameter, match="epsilon_kde"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=0.0)
-    with pytest.raises(ConfigError, match="vocab_size=5 < length=10"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=5)
-    with pytest.raises(ConfigError, match="sequence"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, sequence="greedy")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="bandwidth"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, bandwidth=-1.0)
-    with pytest.raises(ConfigError, match="max_terms=4 < length=10"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, sequence="iterative", max_terms=4)
-    p = DPKPSParams.from_total(6.0)
-    assert (p.epsilon_vocab, p.epsilon_kde) == pytest.approx((1.0, 5.0)) and p.epsilon_total == pytest.approx(6.0)
-    vocab = PublicVocabulary(tuple(f"w{i}" for i in range(20)))
-    small = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=10, length=2, n_features=8)
-    kw: dict[str, Any] = dict(public_vocabulary=vocab, embedder=HashingEmbedder(dim=8), params=small,
-                              rng=np.random.default_rng(0))
-    with pytest.raises(ConfigError, match="contrast"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, contrast=-1.0)
+    """A field out of range is refused when the options are built (pydantic names the field); a combination that
+    cannot run is refused by ``check`` (called by the run before anything is written, and by every library
+    function before anything is recorded)."""
+    from pydantic import ValidationError
+
+    for bad in ({"epsilon_kde": 0.0}, {"sequence": "greedy"}, {"bandwidth": -1.0}, {"contrast": -1.0},
+                {"vocab_selection": "last"}):
+        with pytest.raises(ValidationError, match=next(iter(bad))):
+            DPKPSOptions(**{"epsilon_vocab": 1.0, "epsilon_kde": 1.0, **bad})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="vocab_size=5 < length=8"):  # the run's default length
+        DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=5).check()
+    with pytest.raises(ConfigError, match="max_terms=4 < length=8"):
+        DPKPSOptions(sequence="iterative", max_terms=4).check()
     with pytest.raises(ConfigError, match="term_weighting='idf' needs weighting='mean'"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, term_weighting="idf", weighting="sum", max_points=3)
-    with pytest.raises(ConfigError, match="vocab_selection"):
-        DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_selection="last")  # type: ignore[arg-type]
+        DPKPSOptions(term_weighting="idf", weighting="sum", max_points=3).with_epsilons(1.0, 1.0)
+    with pytest.raises(InvalidPrivacyParameter, match="epsilon_vocab"):
+        DPKPSOptions().with_epsilons(-1.0, 1.0)
+    with pytest.raises(ConfigError, match=r"epsilon_vocab and dpkps\.epsilon_kde"):  # the library needs both
+        dpkps_plan(DPKPSOptions(epsilon_vocab=1.0))
+    with pytest.raises(ConfigError, match="vocab_size=5 < length=8"):  # checked before anything is recorded
+        dpkps_event(DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=5))
+    p = DPKPSOptions.from_total(6.0)
+    assert (p.epsilon_vocab, p.epsilon_kde) == pytest.approx((1.0, 5.0)) and p.epsilon_total == pytest.approx(6.0)
+    # one class, one set of defaults: the library's are what `privtext run` uses (issue 37)
+    assert (p.vocab_size, p.length, p.r) == (400, 8, 10)
+    small = DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=10, length=2, n_features=8)
+    kw: dict[str, Any] = dict(public_vocabulary=PublicVocabulary(tuple(f"w{i}" for i in range(20))),
+                              embedder=HashingEmbedder(dim=8), params=small, rng=np.random.default_rng(0))
     with pytest.raises(ConfigError, match="document counts"):  # a glossary has no frequencies; nothing recorded
         dpkps_sequences(["w1"], ["x"], classes=["x"], n_per_class=1,
-                        **{**kw, "params": DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=10, length=2,
-                                                       n_features=8, term_weighting="idf")})
+                        **{**kw, "params": DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=10, length=2,
+                                                        n_features=8, term_weighting="idf")})
     with pytest.raises(DataError, match="'z'"):
         dpkps_sequences(["w1 w2", "w3"], ["x", "z"], classes=["x", "y"], n_per_class=1, **kw)
     with pytest.raises(ConfigError, match="missing"):
@@ -261,7 +267,7 @@ def test_bad_parameters_name_the_value() -> None:
 
 
 def _tiny_run(**kw: Any) -> Any:
-    p = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=4, length=2, n_features=8, max_terms=4)
+    p = DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=4, length=2, n_features=8, max_terms=4)
     vocab = PublicVocabulary(("alpha", "beta", "gamma", "delta", "eps", "zeta"))
     return dpkps_sequences(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"], ["x", "y", "x"],
                            classes=["x", "y"], public_vocabulary=vocab, embedder=HashingEmbedder(dim=8), params=p,

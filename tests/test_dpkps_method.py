@@ -15,7 +15,7 @@ from privtext.data import Corpus
 from privtext.data.vocabulary import vocabulary_from_corpus
 from privtext.errors import ConfigError
 from privtext.mechanisms.vocabulary import term_histogram
-from privtext.methods.dpkps.core import DPKPSParams, dpkps_event, dpkps_plan
+from privtext.methods.dpkps.core import DPKPSOptions, dpkps_event, dpkps_plan
 from privtext.privacy.events import event_from_dict, event_key
 from privtext.runner import resume_run
 from privtext.testing.tinyrun import tiny_run, toy_corpora
@@ -58,7 +58,7 @@ def _ledger(run: Path) -> list[dict[str, Any]]:
 
 def test_ledger_holds_the_planned_events_and_the_statement_is_pure(tmp_path: Path) -> None:
     run = _run(tmp_path)
-    params = DPKPSParams(epsilon_vocab=1.0, epsilon_kde=5.0, vocab_size=20, length=4, n_features=32)
+    params = DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=5.0, vocab_size=20, length=4, n_features=32)
     led = _ledger(run)
     assert [e["key"] for e in led] == [p.key for p in dpkps_plan(params)]
     events = [event_from_dict(e["event"]) for e in led]

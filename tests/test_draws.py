@@ -306,15 +306,15 @@ def test_dpkps_vocabulary_and_term_histogram_noise(neighbouring: str, any_seed: 
     so the exact counts are known."""
     from privtext.data.vocabulary import PublicVocabulary
     from privtext.embed.hashing import HashingEmbedder
-    from privtext.methods.dpkps.core import DPKPSParams, dpkps_sequences
+    from privtext.methods.dpkps.core import DPKPSOptions, dpkps_sequences
 
     words = [f"term{chr(97 + i // 676)}{chr(97 + i // 26 % 26)}{chr(97 + i % 26)}" for i in range(1200)]
     vocab = PublicVocabulary(tuple(words), source="test")
     texts = [f"{words[0]} and {words[1]}"] * 60
     labels = ["x"] * 30 + ["y"] * 30
     r = 4
-    params = DPKPSParams(epsilon_vocab=0.5, epsilon_kde=0.7, r=r, vocab_size=len(words), length=3,
-                         neighbouring=neighbouring, sketch="histogram", sequence="independent", threshold=0.0)
+    params = DPKPSOptions(epsilon_vocab=0.5, epsilon_kde=0.7, r=r, vocab_size=len(words), length=3,
+                          neighbouring=neighbouring, sketch="histogram", sequence="independent", threshold=0.0)
     keeper = Recording()
     dpkps_sequences(texts, labels, classes=["x", "y"], public_vocabulary=vocab, embedder=HashingEmbedder(dim=32),
                     params=params, n_per_class=2, rng=np.random.default_rng(any_seed), keeper=keeper,

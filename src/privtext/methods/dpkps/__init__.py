@@ -2,7 +2,7 @@
 as a library :mod:`.core`."""
 
 from .core import (
-           DPKPSParams,
+           DPKPSOptions,
            DPKPSResult,
            KeyphraseSequences,
            dpkps_event,
@@ -10,7 +10,7 @@ from .core import (
            dpkps_sequences,
            run_dpkps,
 )
-from .method import DPKPS, DPKPSOptions, split_epsilon
+from .method import DPKPS, split_epsilon
 
-__all__ = ["DPKPS", "DPKPSOptions", "DPKPSParams", "DPKPSResult", "KeyphraseSequences", "dpkps_event", "dpkps_plan",
+__all__ = ["DPKPS", "DPKPSOptions", "DPKPSResult", "KeyphraseSequences", "dpkps_event", "dpkps_plan",
            "dpkps_sequences", "run_dpkps", "split_epsilon"]

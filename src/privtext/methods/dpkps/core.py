@@ -37,7 +37,7 @@ public document frequencies (a document still counts ≤ r distinct terms; its w
 contrast sampling reads released values only.
 
 What is treated as public: the public vocabulary, the class names (``classes``: the label schema, never derived
-from the private labels), ``n_per_class``, every parameter of :class:`DPKPSParams`, the embedder and generator,
+from the private labels), ``n_per_class``, every parameter of :class:`DPKPSOptions`, the embedder and generator,
 and the random features. Private: the texts and their labels.
 """
 
@@ -49,18 +49,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
+from ...backends import BackendOptions
 from ...data.vocabulary import PublicVocabulary
 from ...errors import ConfigError, DataError, InvalidPrivacyParameter
 from ...mechanisms.kde import (
     BlockProjections,
-    Ensemble,
     KDESketch,
-    NoiseMode,
     RandomFourierFeatures,
-    SequenceMode,
     TermHistogram,
-    Weighting,
     dp_kde_sketch_terms,
     dp_term_histogram,
     ensemble_blocks,
@@ -71,7 +69,6 @@ from ...mechanisms.kde import (
     sketch_sensitivity,
 )
 from ...mechanisms.vocabulary import (
-    Neighbouring,
     VocabularyRelease,
     check_epsilon,
     check_neighbouring,
@@ -91,46 +88,72 @@ def _pos_int(name: str, v: Any, *, allow_none: bool = False) -> None:
         raise ConfigError(f"dpkps.{name} must be a positive integer, got {v!r}")
 
 
-@dataclass(frozen=True)
-class DPKPSParams:
-    """Every public parameter of a DP-KPS run (the future ``dpkps:`` config section).
+class DPKPSOptions(BackendOptions):
+    """Every public parameter of DP-KPS: the ``dpkps:`` config section of a run, and the parameters of the library
+    functions below (one class, one set of defaults: what ``privtext run`` uses).
 
-    ``r``, ``vocab_size`` and ``length`` default to the paper's experiments (§3 "Method components": r = 10,
-    |Ṽ| = 1000, L = 10). ``bandwidth``, ``n_features`` and ``threshold`` default to what worked on the Yelp
-    validation slice with MiniLM (docs/dpkps.md): the paper's h = 1 made the sampled sequences chance-level even
-    without noise (the KDE of unit-norm word embeddings is nearly flat at h = 1), and the Laplace noise of a
-    score grows like √I, so few features are better at ε ≤ 15 on corpora of thousands of records.
+    ``r`` is the paper's (§3 "Method components": r = 10). ``vocab_size`` (400) and ``length`` (8) are smaller
+    than the paper's |Ṽ| = 1000, L = 10: chosen on the Yelp validation slice (docs/dpkps.md). ``bandwidth``,
+    ``n_features`` and ``threshold`` default to what worked there with MiniLM: the paper's h = 1 made the sampled
+    sequences chance-level even without noise (the KDE of unit-norm word embeddings is nearly flat at h = 1), and
+    the Laplace noise of a score grows like √I, so few features are better at ε ≤ 15 on corpora of thousands of
+    records. ``sketch``, ``term_weighting`` and ``contrast`` default to what carried class signal on Yelp
+    (N = 2000, ε = 10; docs/dpkps.md "Class signal"): the term histogram (``bandwidth`` and ``n_features`` then
+    unused), idf weights when the public vocabulary has document counts, lift exponent 1. ``sketch="rff",
+    term_weighting="uniform", contrast=0`` is the paper's estimator and distribution.
 
-    ``sketch``, ``term_weighting`` and ``contrast`` default to what carried class signal on Yelp (N = 2000,
-    ε = 10; docs/dpkps.md "Class signal"): the term histogram (``bandwidth`` and ``n_features`` then unused),
-    idf weights when the public vocabulary has document counts, lift exponent 1. ``sketch="rff",
-    term_weighting="uniform", contrast=0`` is the paper's estimator and distribution."""
+    ``epsilon_vocab`` and ``epsilon_kde`` may be left out of a run's section (the run splits its budget:
+    :func:`privtext.methods.dpkps.method.budget_split`); the library functions need both
+    (:meth:`with_epsilons`, :meth:`from_total`). Pydantic checks each field on construction; :meth:`check`
+    checks how they combine (called by the run before anything is written and by every library function)."""
 
-    epsilon_vocab: float
-    epsilon_kde: float
-    r: int = 10  # terms per document in the vocabulary histogram (App A.1's S)
-    vocab_size: int = 1000  # |Ṽ|
-    length: int = 10  # L, keyphrases per sequence
-    sequence: SequenceMode = "independent"
-    ensemble: Ensemble = "log"
-    n_features: int = 256  # I, random Fourier features per sketch
-    bandwidth: float = 0.3  # h, per block (the paper: 1)
-    max_terms: int | None = 64  # keyphrases per document used by the sketches
-    noise: NoiseMode = "sum"
-    weighting: Weighting = "mean"
-    max_points: int | None = None  # per-document cap for weighting="sum"
-    neighbouring: Neighbouring = "add_remove"
-    allow_repeats: bool = False  # may a term appear twice in one sequence
-    threshold: float = 2.0  # κ: scores below κ noise standard deviations get no probability (0: the paper)
-    vocab_selection: Literal["first", "idf"] = "first"  # a document's r counted terms (App A.1: the first r)
-    # a document's unit of sketch mass over its terms; auto: idf when the public vocabulary has document counts
-    term_weighting: Literal["auto", "uniform", "idf"] = "auto"
-    contrast: float = 1.0  # α: class weights × lift over the all-class estimate^α (0: the paper's distribution)
-    sketch: Literal["auto", "histogram", "rff"] = "auto"  # auto: histogram for independent sequences, else rff
+    epsilon_vocab: float | None = Field(default=None, gt=0, description="ε of the DP vocabulary (with epsilon_kde)")
+    epsilon_kde: float | None = Field(default=None, gt=0, description="ε of all DP-KDE sketches together")
+    vocab_share: float = Field(default=1 / 6, gt=0, lt=1, description="ε_vocab / (ε − ε_labels) when the two "
+                               "epsilons are not given")
+    r: int = Field(default=10, ge=1, description="terms per document in the vocabulary histogram (App A.1's S)")
+    vocab_size: int = Field(default=400, ge=1, description="|Ṽ|, the DP vocabulary's size")
+    length: int = Field(default=8, ge=1, description="L, keyphrases per sequence")
+    sequence: Literal["independent", "iterative"] = "independent"
+    ensemble: Literal["log", "linear"] = "log"
+    n_features: int = Field(default=256, ge=1, description="I, random Fourier features per sketch")
+    bandwidth: float = Field(default=0.3, gt=0, description="h, per block (the paper: 1)")
+    max_terms: int | None = Field(default=64, ge=1, description="keyphrases per document used by the sketches")
+    noise: Literal["sum", "paper"] = "sum"
+    weighting: Literal["mean", "sum"] = "mean"
+    max_points: int | None = Field(default=None, ge=1, description="per-document cap for weighting='sum'")
+    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+    allow_repeats: bool = Field(default=False, description="may a term appear twice in one sequence")
+    threshold: float = Field(default=2.0, ge=0, description="κ: scores below κ noise standard deviations get no "
+                             "probability (0: the paper)")
+    sketch: Literal["auto", "histogram", "rff"] = Field(
+        default="auto", description="the density release: histogram (the discrete-kernel DP-KDE on the DP "
+        "vocabulary; noise √2/ε per term) or rff (the paper's Gaussian DP-KDE with random Fourier features; noise "
+        "2√I/ε per score); auto: histogram for independent sequences, rff for iterative ones (docs/dpkps.md)")
+    term_weighting: Literal["auto", "uniform", "idf"] = Field(
+        default="auto", description="how a document's unit of sketch mass is spread over its terms: uniform, or "
+        "∝ the terms' public idf (auto: idf when the public vocabulary has document counts)")
+    contrast: float = Field(default=1.0, ge=0, description="sampling: class weights × (lift over the all-class "
+                            "estimate)^contrast; 0 is the paper's distribution")
+    vocab_selection: Literal["first", "idf"] = Field(
+        default="first", description="which r terms of a document the DP vocabulary counts: its first r (the "
+        "paper) or its r of highest public idf")
+    glossary: str | None = Field(default=None, description="public vocabulary file (one term a line); default: "
+                                 "words and phrases of the public corpus")
+    vocabulary_min_count: int = Field(default=3, ge=1)
+    vocabulary_max_terms: int = Field(default=5000, ge=1)
+    doc_type: str | None = Field(default=None, description="the document type named in the prompts (default: the "
+                                 "prompt family's)")
+    batch_size: int = Field(default=256, ge=1)
+    few_shot: int = Field(default=0, ge=0, description="public example texts in each seeded prompt (App B.2.5), "
+                          "drawn at random from data.public")
 
-    def __post_init__(self) -> None:
-        check_epsilon(self.epsilon_vocab, name="epsilon_vocab")
-        check_epsilon(self.epsilon_kde, name="epsilon_kde")
+    def check(self) -> DPKPSOptions:
+        """``self`` when its parameters combine into a run; else a :class:`ConfigError` naming them. The epsilons,
+        when given, are checked too (:func:`~privtext.mechanisms.vocabulary.check_epsilon`)."""
+        for name in ("epsilon_vocab", "epsilon_kde"):
+            if getattr(self, name) is not None:
+                check_epsilon(getattr(self, name), name=name)
         for name in ("r", "vocab_size", "length", "n_features"):
             _pos_int(name, getattr(self, name))
         _pos_int("max_terms", self.max_terms, allow_none=True)
@@ -147,14 +170,8 @@ class DPKPSParams:
         c = self.contrast
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < math.inf:
             raise ConfigError(f"dpkps.contrast must be a finite number ≥ 0, got {c!r}")
-        if self.vocab_selection not in ("first", "idf"):
-            raise ConfigError(f"dpkps.vocab_selection must be 'first' or 'idf', got {self.vocab_selection!r}")
-        if self.term_weighting not in ("auto", "uniform", "idf"):
-            raise ConfigError(f"dpkps.term_weighting must be 'auto', 'uniform' or 'idf', got {self.term_weighting!r}")
         if self.term_weighting == "idf" and self.weighting != "mean":
             raise ConfigError("dpkps.term_weighting='idf' needs weighting='mean' (a record's weights sum to 1)")
-        if self.sketch not in ("auto", "histogram", "rff"):
-            raise ConfigError(f"dpkps.sketch must be 'auto', 'histogram' or 'rff', got {self.sketch!r}")
         if self.sketch == "histogram" and self.sequence != "independent":
             raise ConfigError("dpkps.sketch='histogram' draws independent terms; iterative sequences need "
                               "sketch='rff' (the KDE of m-term windows)")
@@ -166,20 +183,29 @@ class DPKPSParams:
         if self.max_terms is not None and self.sequence == "iterative" and self.max_terms < self.length:
             raise ConfigError(f"dpkps.max_terms={self.max_terms} < length={self.length}: no document could "
                               "contribute to the L-block sketch")
+        return self
+
+    def with_epsilons(self, epsilon_vocab: float, epsilon_kde: float) -> DPKPSOptions:
+        """A checked copy with both epsilons set (what the library functions take)."""
+        return self.model_copy(update={"epsilon_vocab": float(epsilon_vocab),
+                                       "epsilon_kde": float(epsilon_kde)}).check()
 
     @classmethod
-    def from_total(cls, epsilon: float, *, vocab_share: float = 1 / 6, **kw: Any) -> DPKPSParams:
+    def from_total(cls, epsilon: float, *, vocab_share: float = 1 / 6, **kw: Any) -> DPKPSOptions:
         """Split one ε: ε_vocab = share·ε, ε_kde = the rest (default 1/6: the paper's ε = 6 = 1 + 5 setting)."""
         e = check_epsilon(epsilon, name="epsilon")
         if not 0 < vocab_share < 1:
             raise InvalidPrivacyParameter(f"vocab_share must be in (0, 1), got {vocab_share!r}")
+        base = cls(vocab_share=vocab_share, **kw)
         if math.isinf(e):
-            return cls(epsilon_vocab=math.inf, epsilon_kde=math.inf, **kw)
-        return cls(epsilon_vocab=vocab_share * e, epsilon_kde=(1 - vocab_share) * e, **kw)
+            return base.with_epsilons(math.inf, math.inf)
+        return base.with_epsilons(vocab_share * e, (1 - vocab_share) * e)
 
     @property
     def epsilon_total(self) -> float:
-        return self.epsilon_vocab + self.epsilon_kde
+        """ε_vocab + ε_kde (both must be set)."""
+        ev, ek = _epsilons(self)
+        return ev + ek
 
     def idf_term_weights(self, has_document_counts: bool) -> bool:
         """Whether the sketch's term weights are the public idf: ``term_weighting="idf"``, or ``"auto"`` when the
@@ -200,20 +226,39 @@ class DPKPSParams:
         return ensemble_blocks(self.length, sequence=self.sequence, ensemble=self.ensemble)
 
 
-def dpkps_plan(params: DPKPSParams) -> list[Release]:
+def _epsilons(params: DPKPSOptions) -> tuple[float, float]:
+    """(ε_vocab, ε_kde) of options the library functions were given: both must be set."""
+    ev, ek = params.epsilon_vocab, params.epsilon_kde
+    if ev is None or ek is None:
+        raise ConfigError("the DP-KPS library functions need dpkps.epsilon_vocab and dpkps.epsilon_kde: give both "
+                          "(DPKPSOptions.with_epsilons or DPKPSOptions.from_total)")
+    return ev, ek
+
+
+def _checked(params: DPKPSOptions) -> DPKPSOptions:
+    """``params`` checked (:meth:`DPKPSOptions.check`) with both epsilons set, before anything is recorded."""
+    if not isinstance(params, DPKPSOptions):
+        raise ConfigError(f"params must be DPKPSOptions, got {type(params).__name__}")
+    _epsilons(params)
+    return params.check()
+
+
+def dpkps_plan(params: DPKPSOptions) -> list[Release]:
     """The releases of a run, in order, described without data: each a Laplace release whose Δ₁ is the relation's
     (``params.neighbouring``: add/remove or replace one document) for the mechanism's per-document contribution
     (:func:`~privtext.mechanisms.vocabulary.vocabulary_contribution`, :func:`~privtext.mechanisms.kde.
     histogram_contribution`, :func:`~privtext.mechanisms.kde.sketch_contribution`)."""
+    params = _checked(params)
+    eps_vocab, eps_kde = _epsilons(params)
     relation = NeighbouringRelation.of(params.neighbouring)
     out = [laplace_release(
-        "dpkps/vocabulary", mechanism="dp_vocabulary", epsilon=params.epsilon_vocab,
+        "dpkps/vocabulary", mechanism="dp_vocabulary", epsilon=eps_vocab,
         contribution=vocabulary_contribution(params.r), relation=relation,
         description=f"DP vocabulary (App A.1): first {params.r} terms per document, Laplace histogram, top "
                     f"{params.vocab_size}")]
     if params.sketch_kind == "histogram":
         out.append(laplace_release(
-            "dpkps/histogram", mechanism="dp_term_histogram", epsilon=params.epsilon_kde,
+            "dpkps/histogram", mechanism="dp_term_histogram", epsilon=eps_kde,
             contribution=histogram_contribution(weighting=params.weighting, max_points=params.max_points),
             relation=relation,
             description=f"per-class DP term histogram over Ṽ (the discrete-kernel DP-KDE), all classes (parallel "
@@ -221,7 +266,7 @@ def dpkps_plan(params: DPKPSParams) -> list[Release]:
         return out
     contribution = sketch_contribution(params.n_features, noise=params.noise, weighting=params.weighting,
                                        max_points=params.max_points)
-    for m, eps in zip(params.blocks, ensemble_epsilons(params.epsilon_kde, len(params.blocks)), strict=True):
+    for m, eps in zip(params.blocks, ensemble_epsilons(eps_kde, len(params.blocks)), strict=True):
         out.append(laplace_release(
             f"dpkps/kde/m={m}", mechanism="dp_rff_sketch", epsilon=eps, contribution=contribution, relation=relation,
             description=f"DP-KDE sketch over {m}-term windows, all classes (parallel composition), "
@@ -229,14 +274,16 @@ def dpkps_plan(params: DPKPSParams) -> list[Release]:
     return out
 
 
-def dpkps_event(params: DPKPSParams) -> Any:
+def dpkps_event(params: DPKPSOptions) -> Any:
     """The run's event, without data: ``ComposedDpEvent([vocabulary, ComposedDpEvent(sketches)])``."""
     from ...privacy.events import composed
 
+    params = _checked(params)
+    eps_vocab, eps_kde = _epsilons(params)
     n_sketches = 1 if params.sketch_kind == "histogram" else len(params.blocks)
     return composed([
-        vocabulary_event(params.r, params.epsilon_vocab, neighbouring=params.neighbouring),
-        kde_ensemble_event(params.epsilon_kde, n_sketches),
+        vocabulary_event(params.r, eps_vocab, neighbouring=params.neighbouring),
+        kde_ensemble_event(eps_kde, n_sketches),
     ])
 
 
@@ -333,7 +380,7 @@ def dpkps_sequences(
     classes: Sequence[str],
     public_vocabulary: PublicVocabulary,
     embedder: Any,
-    params: DPKPSParams,
+    params: DPKPSOptions,
     n_per_class: int | Mapping[str, int],
     rng: np.random.Generator,
     keeper: Any = None,
@@ -349,6 +396,7 @@ def dpkps_sequences(
     ChaCha20 CSPRNG keyed by OS entropy per release (:func:`privtext.rng.noise_rng`), never the caller's ``rng``.
     Reproducible noise is an explicit opt-in and NOT private (whoever knows the seed can subtract the noise):
     ``noise_rng=lambda key: privtext.rng.noise_rng(seed, key, reproducible=True)``."""
+    params = _checked(params)
     classes, counts = _check_inputs(private_texts, private_labels, classes, public_vocabulary, params, n_per_class,
                                     rng)
     keeper = keeper if keeper is not None else DirectReleases()
@@ -385,7 +433,7 @@ def dpkps_sequences(
 
 
 def _check_inputs(private_texts: Sequence[str], private_labels: Sequence[Any], classes: Sequence[str],
-                  public_vocabulary: PublicVocabulary, params: DPKPSParams, n_per_class: int | Mapping[str, int],
+                  public_vocabulary: PublicVocabulary, params: DPKPSOptions, n_per_class: int | Mapping[str, int],
                   rng: np.random.Generator) -> tuple[tuple[str, ...], list[int]]:
     """The classes as strings and the number of sequences per class; a typed error naming any bad input, before
     anything is recorded."""
@@ -403,13 +451,13 @@ def _check_inputs(private_texts: Sequence[str], private_labels: Sequence[Any], c
     return names, counts
 
 
-def _release_vocabulary(private_texts: Sequence[str], public_vocabulary: PublicVocabulary, params: DPKPSParams,
+def _release_vocabulary(private_texts: Sequence[str], public_vocabulary: PublicVocabulary, params: DPKPSOptions,
                         planned: Release, keeper: Any, noise_rng: Callable[[str], np.random.Generator],
                         ) -> tuple[VocabularyRelease, PublicVocabulary]:
     """Step 1: the DP vocabulary Ṽ (released through ``keeper``) and Ṽ as a public vocabulary."""
 
     def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
-        rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=params.epsilon_vocab,
+        rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=_epsilons(params)[0],
                                 size=params.vocab_size, rng=noise_rng(planned.key), neighbouring=params.neighbouring,
                                 select=params.vocab_selection)
         return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
@@ -418,7 +466,7 @@ def _release_vocabulary(private_texts: Sequence[str], public_vocabulary: PublicV
     idx = np.asarray(vals["indices"], dtype=np.int64)
     vocab_release = VocabularyRelease(
         terms=tuple(public_vocabulary.terms[int(i)] for i in idx), indices=idx,
-        noisy_counts=np.asarray(vals["noisy_counts"], dtype=np.float64), epsilon=params.epsilon_vocab, r=params.r,
+        noisy_counts=np.asarray(vals["noisy_counts"], dtype=np.float64), epsilon=_epsilons(params)[0], r=params.r,
         scale=planned.meta["laplace_scale"], sensitivity=planned.sensitivity, neighbouring=params.neighbouring,
         public_size=len(public_vocabulary))
     return vocab_release, vocab_release.vocabulary(public_vocabulary)
@@ -445,14 +493,14 @@ class _PrivateTerms:
 
 
 def _release_histogram(terms: _PrivateTerms, n_classes: int, dp_vocab: PublicVocabulary,
-                       term_weights: np.ndarray | None, params: DPKPSParams, planned: Release, keeper: Any,
+                       term_weights: np.ndarray | None, params: DPKPSOptions, planned: Release, keeper: Any,
                        noise_rng: Callable[[str], np.random.Generator]) -> TermHistogram:
     """Step 3 (``sketch_kind: histogram``): the per-class DP term histogram, released through ``keeper``."""
 
     def hist_compute() -> tuple[dict[str, np.ndarray], Any]:
         doc_terms, doc_classes = terms()
         h, ev = dp_term_histogram(doc_terms, doc_classes, n_classes=n_classes, n_terms=len(dp_vocab),
-                                  epsilon=params.epsilon_kde, rng=noise_rng(planned.key),
+                                  epsilon=_epsilons(params)[1], rng=noise_rng(planned.key),
                                   max_terms=params.max_terms, weighting=params.weighting,
                                   max_points=params.max_points, neighbouring=params.neighbouring,
                                   term_weights=term_weights)
@@ -464,19 +512,19 @@ def _release_histogram(terms: _PrivateTerms, n_classes: int, dp_vocab: PublicVoc
     if noisy.shape != (n_classes, len(dp_vocab)):
         raise DataError(f"release {planned.key}: a histogram of shape {noisy.shape}, expected "
                         f"{(n_classes, len(dp_vocab))} (was the run resumed with other classes?)")
-    return TermHistogram(noisy=noisy, epsilon=params.epsilon_kde, scale=planned.meta["laplace_scale"],
+    return TermHistogram(noisy=noisy, epsilon=_epsilons(params)[1], scale=planned.meta["laplace_scale"],
                          sensitivity=planned.sensitivity, weighting=params.weighting,
                          neighbouring=params.neighbouring)
 
 
 def _release_sketches(terms: _PrivateTerms, n_classes: int, emb: np.ndarray, term_weights: np.ndarray | None,
-                      params: DPKPSParams, plan: list[Release], keeper: Any,
+                      params: DPKPSOptions, plan: list[Release], keeper: Any,
                       noise_rng: Callable[[str], np.random.Generator], rng_features: np.random.Generator,
                       ) -> tuple[list[KDESketch], list[BlockProjections]]:
     """Step 3: one DP-KDE sketch per block count m (ε_kde split equally), each released through ``keeper``; the
     random features are public and kept with the release (resume draws none again)."""
     blocks = params.blocks
-    eps_each = ensemble_epsilons(params.epsilon_kde, len(blocks))
+    eps_each = ensemble_epsilons(_epsilons(params)[1], len(blocks))
     sketches: list[KDESketch] = []
     projections: list[BlockProjections] = []
     for k, (m, eps, r_feat) in enumerate(zip(blocks, eps_each, rng_features.spawn(len(blocks)), strict=True)):
@@ -513,7 +561,7 @@ def _release_sketches(terms: _PrivateTerms, n_classes: int, emb: np.ndarray, ter
 
 def _keyphrase_sequences(classes: tuple[str, ...], vocab_release: VocabularyRelease,
                          sketches: tuple[KDESketch | TermHistogram, ...], ids: list[np.ndarray],
-                         dp_vocab: PublicVocabulary, params: DPKPSParams, plan: list[Release]
+                         dp_vocab: PublicVocabulary, params: DPKPSOptions, plan: list[Release]
                          ) -> KeyphraseSequences:
     seqs: list[tuple[str, ...]] = []
     labels: list[str] = []
@@ -534,7 +582,7 @@ def run_dpkps(
     public_vocabulary: PublicVocabulary,
     embedder: Any,
     generator: Any,
-    params: DPKPSParams,
+    params: DPKPSOptions,
     n_per_class: int | Mapping[str, int],
     rng: np.random.Generator,
     doc_type: str | None = None,
@@ -544,6 +592,7 @@ def run_dpkps(
 ) -> DPKPSResult:
     """Steps 1–5: synthetic texts with their classes. One ``generator.seeded`` prompt per sequence; the prompt
     names ``doc_type`` (default: the generator's prompt family's document type) and the terms only."""
+    params = _checked(params)
     _pos_int("batch_size", batch_size)
     if doc_type is None:
         family = getattr(generator, "family", None)
@@ -563,7 +612,7 @@ def run_dpkps(
 
 
 __all__ = [
-    "DPKPSParams",
+    "DPKPSOptions",
     "DPKPSResult",
     "KeyphraseSequences",
     "dpkps_event",

@@ -1,6 +1,7 @@
 """``method: dpkps`` — DP-KPS as a run (dpkps.txt §2): DP vocabulary → per-class DP-KDE sketches → keyphrase
-sequences → one generator prompt per sequence. The pipeline itself is :mod:`privtext.methods.dpkps_core`; this
-module gives it a run directory, a ledger, the release keeper, the label schema and the statement.
+sequences → one generator prompt per sequence. The pipeline itself and its options (:class:`DPKPSOptions`, the
+``dpkps:`` section) are :mod:`.core`; this module gives it a run directory, a ledger, the release keeper, the label
+schema and the statement.
 
 Budget (pure ε-DP, add/remove one private record)
 -------------------------------------------------
@@ -25,66 +26,20 @@ family's ``seeded.template``); each text takes the class of the sketch its seque
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import Field
 
-from ...backends import BackendOptions
 from ...config import Config
 from ...data import Corpus
 from ...errors import ConfigError
 from ...privacy.relation import NeighbouringRelation
 from ...progress import progress
 from ..base import Inputs, LabelNoise, MethodDescription, MethodRun, RunContext, StatementParts, Synthetic
-from .core import DPKPSParams, dpkps_plan, dpkps_sequences
+from .core import DPKPSOptions, dpkps_plan, dpkps_sequences
 
 if TYPE_CHECKING:
     from ...privacy.ledger import Ledger
-
-
-class DPKPSOptions(BackendOptions):
-    """The ``dpkps:`` section (defaults: docs/dpkps.md, chosen on the Yelp validation slice)."""
-
-    epsilon_vocab: float | None = Field(default=None, gt=0, description="ε of the DP vocabulary (with epsilon_kde)")
-    epsilon_kde: float | None = Field(default=None, gt=0, description="ε of all DP-KDE sketches together")
-    vocab_share: float = Field(default=1 / 6, gt=0, lt=1, description="ε_vocab / (ε − ε_labels) when the two "
-                               "epsilons are not given")
-    r: int = Field(default=10, ge=1)
-    vocab_size: int = Field(default=400, ge=1)
-    length: int = Field(default=8, ge=1)
-    sequence: Literal["independent", "iterative"] = "independent"
-    ensemble: Literal["log", "linear"] = "log"
-    n_features: int = Field(default=256, ge=1)
-    bandwidth: float = Field(default=0.3, gt=0)
-    max_terms: int | None = Field(default=64, ge=1)
-    noise: Literal["sum", "paper"] = "sum"
-    weighting: Literal["mean", "sum"] = "mean"
-    max_points: int | None = Field(default=None, ge=1)
-    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
-    allow_repeats: bool = False
-    threshold: float = Field(default=2.0, ge=0)
-    sketch: Literal["auto", "histogram", "rff"] = Field(
-        default="auto", description="the density release: histogram (the discrete-kernel DP-KDE on the DP "
-        "vocabulary; noise √2/ε per term) or rff (the paper's Gaussian DP-KDE with random Fourier features; noise "
-        "2√I/ε per score); auto: histogram for independent sequences, rff for iterative ones (docs/dpkps.md)")
-    term_weighting: Literal["auto", "uniform", "idf"] = Field(
-        default="auto", description="how a document's unit of sketch mass is spread over its terms: uniform, or "
-        "∝ the terms' public idf (auto: idf when the public vocabulary has document counts)")
-    contrast: float = Field(default=1.0, ge=0, description="sampling: class weights × (lift over the all-class "
-                            "estimate)^contrast; 0 is the paper's distribution")
-    vocab_selection: Literal["first", "idf"] = Field(
-        default="first", description="which r terms of a document the DP vocabulary counts: its first r (the "
-        "paper) or its r of highest public idf")
-    glossary: str | None = Field(default=None, description="public vocabulary file (one term a line); default: "
-                                 "words and phrases of the public corpus")
-    vocabulary_min_count: int = Field(default=3, ge=1)
-    vocabulary_max_terms: int = Field(default=5000, ge=1)
-    doc_type: str | None = Field(default=None, description="the document type named in the prompts (default: the "
-                                 "prompt family's)")
-    batch_size: int = Field(default=256, ge=1)
-    few_shot: int = Field(default=0, ge=0, description="public example texts in each seeded prompt (App B.2.5), "
-                          "drawn at random from data.public")
 
 
 def pure_budget(config: Config) -> Any:
@@ -143,22 +98,15 @@ class DPKPS(MethodRun):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
-        split_epsilon(config, options)
-        cls.params_of(config, options)
-        if config.evolution.label_distribution.kind == "public" and config.data.label_values is not None:
-            pass  # checked against the corpus in label_space
+        """The budget split (:func:`budget_split`) and how the options combine (:meth:`DPKPSOptions.check`)."""
+        cls.resolved_options(config, options)
 
     @staticmethod
-    def params_of(config: Config, options: DPKPSOptions, budget: Any = None) -> DPKPSParams:
+    def resolved_options(config: Config, options: DPKPSOptions, budget: Any = None) -> DPKPSOptions:
+        """``options`` with ε_vocab and ε_kde of the run's budget split (:func:`split_epsilon`), checked: what
+        the library functions of :mod:`.core` take."""
         ev, ek, _ = split_epsilon(config, options, budget)
-        return DPKPSParams(
-            epsilon_vocab=ev, epsilon_kde=ek, r=options.r, vocab_size=options.vocab_size, length=options.length,
-            sequence=options.sequence, ensemble=options.ensemble, n_features=options.n_features,
-            bandwidth=options.bandwidth, max_terms=options.max_terms, noise=options.noise,
-            weighting=options.weighting, max_points=options.max_points, neighbouring=options.neighbouring,
-            allow_repeats=options.allow_repeats, threshold=options.threshold, sketch=options.sketch,
-            term_weighting=options.term_weighting, contrast=options.contrast,
-            vocab_selection=options.vocab_selection)
+        return options.with_epsilons(ev, ek)
 
     def budget_of(self) -> Any:
         return pure_budget(self.config)
@@ -200,7 +148,7 @@ class DPKPS(MethodRun):
         space, public = ctx.space, ctx.public
         ev, ek, eps_labels = split_epsilon(self.config, self.options, self.budget)
         self.eps = {"vocab": ev, "kde": ek, "labels": eps_labels}
-        self.params = params = self.params_of(self.config, self.options, self.budget)
+        self.params = params = self.resolved_options(self.config, self.options, self.budget)
         gen = ctx.generator
         with self.metrics.stage("public_vocabulary"):
             vocab = self.public_vocabulary(public)
