@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, config_from_dict, load_config
-from .errors import ConfigError, MissingDependencyError
+from .errors import ConfigError, optional_import
 from .privacy.release import Release
 from .privacy.statement import PrivacyStatement
 from .rundir import RunDir
@@ -124,10 +124,7 @@ class Run:
 
     def to_dataset(self) -> Any:
         """The synthetic records as a Hugging Face ``datasets.Dataset`` (extra ``[hf]``)."""
-        try:
-            import datasets
-        except ImportError as e:
-            raise MissingDependencyError("datasets", "hf", "Run.to_dataset") from e
+        datasets = optional_import("datasets", "hf", "Run.to_dataset")
         return datasets.Dataset.from_pandas(self.synthetic, preserve_index=False)
 
     @property

@@ -6,6 +6,8 @@ matters states the privacy reason. The CLI turns them into a one-line message an
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class PrivtextError(Exception):
     """Base class of every error privtext raises on purpose."""
@@ -85,6 +87,18 @@ class MissingDependencyError(BackendError, ImportError):
             f"{purpose} needs the optional package {package!r}: install it with "
             f"`pip install 'privtext[{extra}]' -c constraints.txt`"
         )
+
+
+def optional_import(module: str, extra: str, purpose: str, *, package: str | None = None) -> Any:
+    """``import module`` (a dotted name gives the submodule), or a :class:`MissingDependencyError` naming
+    ``package`` (default: the module's top-level name), the ``extra`` that installs it and ``purpose`` when it is
+    not installed. The one way privtext imports an optional dependency."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependencyError(package or module.split(".")[0], extra, purpose) from None
 
 
 class RunError(PrivtextError):

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
-from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..errors import BackendError, ConfigError, optional_import
 from . import BackendOptions
 
 log = logging.getLogger("privtext.openai")
@@ -114,11 +114,7 @@ class OpenAIClient:
             log.info("%s: environment variable %r is empty; sending no real API key to %s", what,
                      opts.api_key_env, opts.base_url)
         self._secret = key
-        try:
-            import openai
-        except ImportError:
-            raise MissingDependencyError("openai", "openai", what) from None
-        self._openai = openai
+        openai = self._openai = optional_import("openai", "openai", what)
         common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": opts.timeout,
                                   "default_headers": dict(opts.extra_headers or {}) or None}
         if opts.organization:

@@ -11,18 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError, optional_import
 
 _BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def ray_module(purpose: str) -> Any:
     """``import ray``, or a :class:`MissingDependencyError` naming ``purpose`` and the ``[ray]`` extra."""
-    try:
-        import ray
-    except ImportError:
-        raise MissingDependencyError("ray", "ray", purpose) from None
-    return ray
+    return optional_import("ray", "ray", purpose)
 
 
 def ray_data_module(purpose: str) -> Any:

@@ -32,7 +32,7 @@ from ..errors import (
     DataFormatError,
     EmptyTextError,
     MissingColumnError,
-    MissingDependencyError,
+    optional_import,
 )
 from .corpus import Corpus
 
@@ -252,10 +252,7 @@ def _read_hf(spec: str) -> tuple[list[dict[str, Any]], list[str], str]:
     name = parts[0]
     config = parts[1] if len(parts) > 1 and parts[1] else None
     split = parts[2] if len(parts) > 2 and parts[2] else "train"
-    try:
-        import datasets
-    except ImportError:
-        raise MissingDependencyError("datasets", "hf", f"loading {spec}") from None
+    datasets = optional_import("datasets", "hf", f"loading {spec}")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     try:
         ds = datasets.load_dataset(name, config, split=split)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import DataError, MissingDependencyError
+from ..errors import DataError, optional_import
 from ._threads import single_blas
 from .results import AsDict
 
@@ -181,10 +181,7 @@ def mauve_score(
 
     Features are the given embeddings (no GPT-2 featurisation: no model is downloaded).
     """
-    try:
-        import mauve
-    except ImportError:
-        raise MissingDependencyError("mauve-text", "mauve", "MAUVE") from None
+    mauve = optional_import("mauve", "mauve", "MAUVE", package="mauve-text")
     r, s = _as_2d(real, "real embeddings"), _as_2d(synthetic, "synthetic embeddings")
     seed = int(rng.integers(0, 2**31 - 1))
     out = mauve.compute_mauve(

@@ -17,17 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, DataError, MissingDependencyError
+from ..errors import BackendError, DataError, optional_import
 from ..rng import spawn_seed
 
 
 def _imports() -> tuple[Any, Any]:
-    try:
-        import torch
-        import transformers
-    except ImportError:
-        raise MissingDependencyError("transformers", "eval", "fine-tuning a Hugging Face classifier") from None
-    return torch, transformers
+    purpose = "fine-tuning a Hugging Face classifier"
+    return (optional_import("torch", "eval", purpose, package="transformers"),
+            optional_import("transformers", "eval", purpose))
 
 
 class HFEncoderClassifier:

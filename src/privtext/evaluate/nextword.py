@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, MissingDependencyError
+from ..errors import DataError, optional_import
 from ..rng import spawn_seed
 from .results import AsDict
 
@@ -56,11 +56,7 @@ class NextWordResult(AsDict):
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependencyError("torch", "eval", "next-word prediction") from None
-    return torch
+    return optional_import("torch", "eval", "next-word prediction")
 
 
 def _build_model(kind: str, vocab: int, *, seq_len: int, emb_dim: int, hidden: int, layers: int, heads: int) -> Any:
@@ -82,10 +78,8 @@ def _build_model(kind: str, vocab: int, *, seq_len: int, emb_dim: int, hidden: i
 
         return WordLSTM()
     if kind == "gpt2":
-        try:
-            from transformers import GPT2Config, GPT2LMHeadModel
-        except ImportError:
-            raise MissingDependencyError("transformers", "eval", "the GPT-2 next-word model") from None
+        transformers = optional_import("transformers", "eval", "the GPT-2 next-word model")
+        GPT2Config, GPT2LMHeadModel = transformers.GPT2Config, transformers.GPT2LMHeadModel
         cfg = GPT2Config(vocab_size=vocab, n_positions=seq_len + 1, n_embd=emb_dim, n_layer=layers, n_head=heads,
                          bos_token_id=EOS, eos_token_id=EOS)
         inner = GPT2LMHeadModel(cfg)

@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AggregationError, ConfigError, MissingDependencyError
+from ..errors import AggregationError, ConfigError, optional_import
 from .noise import (
     LocalFn,
     QuantisationPlan,
@@ -75,10 +75,7 @@ _FRAME = struct.Struct(">Q")
 
 
 def _require_flwr() -> None:
-    try:
-        import flwr  # noqa: F401
-    except ImportError as e:
-        raise MissingDependencyError("flwr", "flower", "secure aggregation (privtext.federated.secure_sum)") from e
+    optional_import("flwr", "flower", "secure aggregation (privtext.federated.secure_sum)")
 
 
 # --- the mask generator -----------------------------------------------------------------------------------------

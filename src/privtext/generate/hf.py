@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..backends import BackendOptions
-from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..errors import BackendError, ConfigError, optional_import
 from ..rng import spawn_seed
 from .base import PromptedGenerator, check_local_model
 from .prompts import Prompt
@@ -51,12 +51,8 @@ class TransformersGenerator(PromptedGenerator):
     def __init__(self, *, options: TransformersOptions, **kw: Any):
         super().__init__(options=options, **kw)
         o = options
-        try:
-            import torch
-            import transformers
-        except ImportError:
-            raise MissingDependencyError("transformers", "hf", "the transformers generator") from None
-        self._torch = torch
+        torch = self._torch = optional_import("torch", "hf", "the transformers generator", package="transformers")
+        transformers = optional_import("transformers", "hf", "the transformers generator")
         cuda = torch.cuda.is_available()
         device = o.device if o.device != "auto" else ("cuda" if cuda else "cpu")
         if device.startswith("cuda") and not cuda:

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..backends import BackendOptions
-from ..errors import BackendError, MissingDependencyError
+from ..errors import BackendError, optional_import
 from ..rng import spawn_seed
 from .base import PromptedGenerator, check_local_model
 from .prompts import Prompt
@@ -72,11 +72,7 @@ class VLLMGenerator(PromptedGenerator):
     def __init__(self, *, options: VLLMOptions, llm: Any = None, **kw: Any):
         super().__init__(options=options, **kw)
         o = options
-        try:
-            import vllm
-        except ImportError:
-            raise MissingDependencyError("vllm", "vllm", "the vllm generator (CUDA GPU only)") from None
-        self._vllm = vllm
+        vllm = self._vllm = optional_import("vllm", "vllm", "the vllm generator (CUDA GPU only)")
         if llm is None:
             engine_kw: dict[str, Any] = {
                 "model": o.model, "tokenizer": o.tokenizer or o.model, "dtype": o.dtype,

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import BackendError, ConfigError, MissingDependencyError, PrivacyError
+from ..errors import BackendError, ConfigError, PrivacyError, optional_import
 from ..privacy.events import DpEvent, dpsgd_event
 from ..privacy.noise import add_gaussian, add_gaussian_torch
 from ..privacy.relation import Contribution
@@ -56,11 +56,7 @@ def dpsgd_contribution(max_grad_norm: float) -> Contribution:
 
 
 def _opacus() -> Any:
-    try:
-        import opacus
-    except ImportError:
-        raise MissingDependencyError("opacus", "dpft", "DP-SGD fine-tuning (method: dpft)") from None
-    return opacus
+    return optional_import("opacus", "dpft", "DP-SGD fine-tuning (method: dpft)")
 
 
 @functools.cache

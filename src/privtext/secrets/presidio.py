@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, optional_import
 from .canonical import canonicalize
 from .holders import HoldersFromValues
 from .matrix import SecretMatrix, as_texts, from_mentions
@@ -45,11 +45,8 @@ PRIVTEXT_TO_PRESIDIO = {v: k for k, v in PRESIDIO_TO_PRIVTEXT.items()}
 
 
 def _import_presidio() -> Any:
-    try:
-        import presidio_analyzer
-    except ImportError:
-        raise MissingDependencyError("presidio-analyzer", "presidio", "the 'presidio' secret detector") from None
-    return presidio_analyzer
+    return optional_import("presidio_analyzer", "presidio", "the 'presidio' secret detector",
+                           package="presidio-analyzer")
 
 
 def offline_tld_extractor() -> Any:
