@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..backends import BackendOptions, check_n, check_rng, check_texts
 from ..data.labels import LabelInfo
@@ -355,6 +355,23 @@ class BaseGenerator:
     def _contrastive(self, good: list[str], bad: list[str], label: LabelInfo | None, n: int,
                      rng: np.random.Generator) -> list[str]:
         raise NotImplementedError
+
+
+class LocalModelOptions(BackendOptions):
+    """The options of a model run on this machine that every engine takes: the ``transformers`` and ``vllm``
+    backends, and ``local``, which passes exactly these on to the engine it picks (one place for their defaults
+    and bounds)."""
+
+    model: str = Field(description="a local folder or a hub name in the local cache")
+    tokenizer: str | None = Field(default=None, description="defaults to model")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int = Field(default=0, ge=0, description="0 disables top-k")
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    chat_template: Literal["auto", "always", "never"] = "auto"
+    system_prompt: str | None = Field(default=None, description="replaces the prompt family's system message")
+    trust_remote_code: bool = False
 
 
 def check_local_model(options: Any, engine: str) -> None:

@@ -10,35 +10,27 @@ same after the call as before it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from ..backends import BackendOptions
 from ..errors import BackendError, ConfigError, optional_import
 from ..rng import spawn_seed
-from .base import PromptedGenerator, check_local_model
+from .base import LocalModelOptions, PromptedGenerator, check_local_model
 from .prompts import Prompt
 
 
-class TransformersOptions(BackendOptions):
-    model: str = Field(description="hub name (from the local cache) or a local folder")
-    tokenizer: str | None = Field(default=None, description="defaults to model")
+class TransformersOptions(LocalModelOptions):
+    """Options of the ``transformers`` generator (Hugging Face ``generate`` on this machine), besides
+    :class:`~privtext.generate.base.LocalModelOptions`."""
+
     device: str = Field(default="auto", description="auto, cpu, cuda, cuda:1, mps")
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     batch_size: int = Field(default=8, ge=1)
-    temperature: float = Field(default=1.0, gt=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    top_k: int = Field(default=0, ge=0, description="0 disables top-k")
     max_new_tokens: int = Field(default=256, ge=1)
     min_new_tokens: int = Field(default=1, ge=0)
     no_repeat_ngram_size: int = Field(default=0, ge=0)
-    repetition_penalty: float = Field(default=1.0, gt=0)
     max_prompt_tokens: int | None = Field(default=None, ge=1, description="truncate prompts from the left")
-    chat_template: Literal["auto", "always", "never"] = "auto"
-    system_prompt: str | None = Field(default=None, description="replaces the prompt family's system message")
-    trust_remote_code: bool = False
     empty_retries: int = Field(default=2, ge=0, description="re-generate replies that decode to empty text")
     torch_threads: int | None = Field(default=None, ge=1, description="CPU threads for generation (restored after "
                                       "each call); 1 is often fastest for small models on a busy machine")

@@ -15,26 +15,19 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..backends import BackendOptions, parse_options
+from ..backends import parse_options
 from ..errors import ConfigError
-from .base import GeneratorContext, check_local_model
+from .base import GeneratorContext, LocalModelOptions, check_local_model
 
 
-class LocalOptions(BackendOptions):
-    model: str = Field(description="a local folder or a hub name in the local cache")
-    tokenizer: str | None = None
+class LocalOptions(LocalModelOptions):
+    """Options of the ``local`` generator: the engine, the options both engines take
+    (:class:`~privtext.generate.base.LocalModelOptions` and the token limits), and per-engine extras."""
+
     engine: Literal["auto", "vllm", "transformers"] = Field(
         default="auto", description="auto: vLLM when CUDA and vllm are available, else transformers")
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    temperature: float = Field(default=1.0, gt=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    top_k: int = Field(default=0, ge=0, description="0 disables top-k")
     max_new_tokens: int = Field(default=256, ge=1)
     min_new_tokens: int = Field(default=1, ge=0)
-    repetition_penalty: float = Field(default=1.0, gt=0)
-    chat_template: Literal["auto", "always", "never"] = "auto"
-    system_prompt: str | None = None
-    trust_remote_code: bool = False
     vllm: dict[str, Any] | None = Field(default=None, description="vLLM-only options (privtext.generate."
                                         "vllm_backend.VLLMOptions), e.g. gpu_memory_utilization")
     transformers: dict[str, Any] | None = Field(default=None, description="transformers-only options "
@@ -83,11 +76,7 @@ class LocalGenerator:
     def from_options(cls, options: LocalOptions, ctx: GeneratorContext, *, family: Any, name: str | None) -> Any:
         engine, why = choose_engine(options.engine)
         o = options
-        shared: dict[str, Any] = {
-            "model": o.model, "tokenizer": o.tokenizer, "dtype": o.dtype, "temperature": o.temperature,
-            "top_p": o.top_p, "top_k": o.top_k, "repetition_penalty": o.repetition_penalty,
-            "chat_template": o.chat_template, "system_prompt": o.system_prompt,
-            "trust_remote_code": o.trust_remote_code}
+        shared: dict[str, Any] = {k: getattr(o, k) for k in LocalModelOptions.model_fields}
         if engine == "vllm":
             from .vllm_backend import VLLMGenerator, VLLMOptions
 

@@ -10,37 +10,30 @@ template when it has one (``chat_template: auto``). For a vLLM *server*, use ``b
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from ..backends import BackendOptions
 from ..errors import BackendError, optional_import
 from ..rng import spawn_seed
-from .base import PromptedGenerator, check_local_model
+from .base import LocalModelOptions, PromptedGenerator, check_local_model
 from .prompts import Prompt
 
 
-class VLLMOptions(BackendOptions):
-    model: str
-    tokenizer: str | None = None
-    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+class VLLMOptions(LocalModelOptions):
+    """Options of the ``vllm`` generator (CUDA GPU only), besides :class:`~privtext.generate.base.LocalModelOptions`
+    (whose temperature may be 0 here: greedy decoding)."""
+
+    temperature: float = Field(default=1.0, ge=0, description="0: greedy decoding")
     tensor_parallel_size: int = Field(default=1, ge=1)
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     max_model_len: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    top_k: int = Field(default=0, ge=0, description="0 disables top-k")
     max_tokens: int = Field(default=256, ge=1)
     min_tokens: int = Field(default=1, ge=0)
-    repetition_penalty: float = Field(default=1.0, gt=0)
     frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
     presence_penalty: float = Field(default=0.0, ge=-2, le=2)
     stop: list[str] | None = None
-    chat_template: Literal["auto", "always", "never"] = "auto"
-    system_prompt: str | None = None
-    trust_remote_code: bool = False
     enable_prefix_caching: bool = Field(default=True, description="reuse the KV cache of shared prompt prefixes (a "
                                         "prompt family's system message and template: every request shares them)")
     engine_kwargs: dict[str, Any] | None = Field(default=None, description="extra keyword arguments for vllm.LLM")
