@@ -43,6 +43,9 @@ class Budget:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def dp(cls, epsilon: float, delta: float) -> Budget:
+        """(ε, δ)-DP for add-or-remove-one neighbours; ε(δ) is measured with the PLD accountant and the ledger
+        refuses a release above ε. Raises :class:`~privtext.errors.InvalidPrivacyParameter` unless 0 < ε < ∞ and 0 <
+        δ < 1."""
         check_epsilon(epsilon)
         check_delta(delta)
         if not (float(epsilon) > 0 and math.isfinite(float(epsilon))):
@@ -59,6 +62,8 @@ class Budget:
 
     @classmethod
     def gdp(cls, mu: float, *, report_delta: float = 1e-5) -> Budget:
+        """μ-GDP (SecPE Def 2.2); ε at ``report_delta`` is reported beside it (Remark C.1). Raises
+        :class:`~privtext.errors.InvalidPrivacyParameter` unless μ is positive and finite."""
         if not (isinstance(mu, (int, float, np.floating, np.integer)) and float(mu) > 0 and math.isfinite(float(mu))):
             raise InvalidPrivacyParameter(
                 f"mu must be a positive finite number, got {mu!r}: μ is the GDP distance between the output "
@@ -69,6 +74,9 @@ class Budget:
 
     @classmethod
     def secret(cls, p: Any, r: Any, *, report_delta: float = 1e-5) -> Budget:
+        """(p, r)-secret protection (SecPE Def 3.1): one pair, or per-secret 1-d arrays of p and r (one per column
+        of the membership matrix). Raises :class:`~privtext.errors.InvalidPrivacyParameter` unless 0 < p < r ≤ 1
+        elementwise."""
         pa, ra = check_pr(p, r)
         check_delta(report_delta)
         if pa.ndim == 0:
@@ -79,6 +87,9 @@ class Budget:
 
     @classmethod
     def noise(cls, report_delta: float = 1e-5, *, noise_multiplier: float | None = None) -> Budget:
+        """No privacy target: releases use the fixed ``noise_multiplier`` (σ/Δ), are recorded, and ε at
+        ``report_delta`` is only reported. Raises :class:`~privtext.errors.InvalidPrivacyParameter` for a negative
+        multiplier."""
         check_delta(report_delta)
         if noise_multiplier is not None and not noise_multiplier >= 0:
             raise InvalidPrivacyParameter(f"noise_multiplier must be ≥ 0, got {noise_multiplier!r}")
@@ -104,6 +115,7 @@ class Budget:
     # ------------------------------------------------------------------ views
     @property
     def per_secret(self) -> bool:
+        """Whether this is a secret budget with one (p, r) pair per secret."""
         return self.kind == "secret" and isinstance(self.p, tuple)
 
     @property
@@ -142,6 +154,8 @@ class Budget:
         return math.inf
 
     def to_dict(self) -> dict[str, Any]:
+        """The budget as privacy.json writes it: its kind and that kind's parameters (report_delta where ε is only
+        reported)."""
         d: dict[str, Any] = {"kind": self.kind}
         if self.kind == "dp":
             d.update(epsilon=self.epsilon, delta=self.delta)
@@ -157,6 +171,7 @@ class Budget:
         return d
 
     def describe(self) -> str:
+        """The budget in words, e.g. ``(ε=4, δ=1e-05)-DP`` or ``μ=1-GDP``."""
         if self.kind == "dp":
             return f"(ε={self.epsilon:g}, δ={self.delta:g})-DP"
         if self.kind == "pure":
@@ -212,9 +227,12 @@ class BudgetSplit:
         return cls("gdp", float(mu), tuple((str(k), float(v) * float(mu) ** 2) for k, v in shares.items()))
 
     def has(self, name: str) -> bool:
+        """Whether the split has a part called ``name``."""
         return any(n == name for n, _ in self.parts)
 
     def part(self, name: str) -> float:
+        """Part ``name`` in the split's additive unit (ε, or μ²); raises
+        :class:`~privtext.errors.InvalidPrivacyParameter` naming the parts when there is none."""
         for n, v in self.parts:
             if n == name:
                 return v

@@ -97,6 +97,8 @@ def check_pr(p: ArrayLike, r: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_mu(mu: ArrayLike, *, allow_inf: bool = False) -> np.ndarray:
+    """``mu`` as an array after checking μ ≥ 0 and finite (``allow_inf``: ∞ allowed, a non-private release); raises
+    :class:`~privtext.errors.InvalidPrivacyParameter` naming the bad value."""
     a = _arr("mu", mu)
     if (a < 0).any() or (not allow_inf and np.isinf(a).any()):
         raise InvalidPrivacyParameter(
@@ -120,6 +122,8 @@ def check_epsilon(eps: ArrayLike, *, name: str = "epsilon", positive: bool = Fal
 
 
 def check_delta(delta: ArrayLike, *, allow_zero: bool = False) -> np.ndarray:
+    """``delta`` as an array after checking 0 < δ < 1 (``allow_zero``: 0 ≤ δ < 1); raises
+    :class:`~privtext.errors.InvalidPrivacyParameter` naming the bad value."""
     a = _arr("delta", delta)
     bad = (a < 0) | (a >= 1) | ((a == 0) & (not allow_zero))
     if bad.any():
