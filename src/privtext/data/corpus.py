@@ -51,6 +51,8 @@ class Corpus:
         ids: Iterable[Any] | None = None,
         name: str = "",
     ) -> Corpus:
+        """A corpus of ``texts`` with label columns ``labels`` (column → one value per text) and ``ids`` (default
+        ``"0"``, ``"1"``, …); the constructor's checks apply (equal lengths, string texts, unique ids)."""
         texts = tuple(texts)
         ids_t = tuple(ids) if ids is not None else tuple(str(i) for i in range(len(texts)))
         return cls(ids=ids_t, texts=texts, labels=dict(labels or {}), name=name)
@@ -60,13 +62,17 @@ class Corpus:
 
     @property
     def label_columns(self) -> list[str]:
+        """The label column names, in order (empty for unlabelled text)."""
         return list(self.labels)
 
     def label_tuple(self, i: int, columns: Sequence[str] | None = None) -> tuple[str, ...]:
+        """Record ``i``'s label values for ``columns`` (default: all), in that order."""
         cols = self.label_columns if columns is None else list(columns)
         return tuple(self.labels[c][i] for c in cols)
 
     def label_tuples(self, columns: Sequence[str] | None = None) -> list[tuple[str, ...]]:
+        """Every record's label tuple for ``columns`` (default: all; an empty tuple each when there are none);
+        raises :class:`~privtext.errors.DataError` naming a missing column."""
         cols = self.label_columns if columns is None else list(columns)
         for c in cols:
             if c not in self.labels:
@@ -74,6 +80,8 @@ class Corpus:
         return list(zip(*(self.labels[c] for c in cols), strict=True)) if cols else [()] * len(self)
 
     def subset(self, indices: Iterable[int] | np.ndarray, *, name: str | None = None) -> Corpus:
+        """A new corpus of the records at ``indices`` (in that order; ids must stay unique), named ``name``
+        (default: this one's name)."""
         idx = [int(i) for i in np.asarray(list(indices) if not isinstance(indices, np.ndarray) else indices)]
         return Corpus(
             ids=tuple(self.ids[i] for i in idx),
@@ -83,12 +91,15 @@ class Corpus:
         )
 
     def select_labels(self, columns: Sequence[str]) -> Corpus:
+        """The same records with only the label ``columns``; raises :class:`~privtext.errors.DataError` naming
+        missing columns."""
         missing = [c for c in columns if c not in self.labels]
         if missing:
             raise DataError(f"corpus {self.name!r} lacks label column(s) {missing}; it has {self.label_columns}")
         return Corpus(self.ids, self.texts, {c: self.labels[c] for c in columns}, self.name)
 
     def records(self) -> list[dict[str, str]]:
+        """The records as dicts: ``id``, ``text`` and one key per label column."""
         out = []
         for i in range(len(self)):
             r = {"id": self.ids[i], "text": self.texts[i]}
@@ -98,6 +109,7 @@ class Corpus:
         return out
 
     def to_frame(self) -> Any:
+        """The corpus as a pandas DataFrame with columns ``id``, ``text`` and the label columns."""
         import pandas as pd
 
         d: dict[str, Any] = {"id": list(self.ids), "text": list(self.texts)}
@@ -106,6 +118,8 @@ class Corpus:
         return pd.DataFrame(d)
 
     def concat(self, other: Corpus, *, name: str | None = None) -> Corpus:
+        """This corpus followed by ``other`` (the constructor refuses duplicate ids); raises
+        :class:`~privtext.errors.DataError` when their label columns differ."""
         if set(self.labels) != set(other.labels):
             raise DataError(
                 f"cannot concatenate corpora with label columns {self.label_columns} and {other.label_columns}"

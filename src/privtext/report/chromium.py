@@ -33,6 +33,9 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 def find_chromium() -> str | None:
+    """The Chromium (or Chrome) executable to render with: ``$PRIVTEXT_CHROMIUM`` when it exists, else the first of
+    /usr/bin/chromium, chromium, chromium-browser, google-chrome, google-chrome-stable on the PATH; ``None`` when
+    there is none."""
     env = os.environ.get("PRIVTEXT_CHROMIUM")
     if env and Path(env).exists():
         return env
@@ -45,6 +48,10 @@ def find_chromium() -> str | None:
 
 @dataclass
 class RenderResult:
+    """What rendering a page showed: its title, console errors and warnings, uncaught exceptions, log errors,
+    failed requests, external requests (any URL but data:, file:, about: and blob:), image counts, the page's size
+    in CSS pixels, and the screenshot's path when one was taken."""
+
     url: str
     title: str = ""
     console_errors: list[str] = field(default_factory=list)
@@ -61,12 +68,15 @@ class RenderResult:
 
     @property
     def errors(self) -> list[str]:
+        """Every problem as one line each: console errors, exceptions, log errors, failed requests, external
+        requests and broken images (warnings are not problems)."""
         return [*self.console_errors, *self.exceptions, *self.log_errors, *self.failed_requests,
                 *(f"external request: {u}" for u in self.external_requests),
                 *([f"{self.broken_images} broken image(s)"] if self.broken_images else [])]
 
     @property
     def ok(self) -> bool:
+        """Whether the page rendered without any problem in :attr:`errors`."""
         return not self.errors
 
 
@@ -103,6 +113,7 @@ class _WebSocket:
         return out
 
     def send(self, text: str) -> None:
+        """Send ``text`` as one masked text frame (the client side of RFC 6455)."""
         data = text.encode("utf-8")
         head = bytearray([0x81])
         n = len(data)
@@ -119,6 +130,8 @@ class _WebSocket:
         self.sock.sendall(bytes(head) + mask + masked)
 
     def recv(self) -> str:
+        """The next text or binary message (fragments joined), pings skipped; raises
+        :class:`~privtext.errors.BackendError` when Chromium closes the connection."""
         parts: list[bytes] = []
         while True:
             b1, b2 = self._recv_exact(2)
@@ -142,6 +155,7 @@ class _WebSocket:
                     return b"".join(parts).decode("utf-8")
 
     def close(self) -> None:
+        """Close the socket (errors ignored)."""
         with contextlib.suppress(OSError):
             self.sock.close()
 
@@ -152,6 +166,8 @@ class _CDP:
         self.events: list[dict[str, Any]] = []
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
+        """Call DevTools method ``method`` and return its result, keeping the events that arrive meanwhile; raises
+        :class:`~privtext.errors.BackendError` on an error reply or after the timeout."""
         self._id += 1
         mid = self._id
         self.ws.send(json.dumps({"id": mid, "method": method, "params": params}))
@@ -167,6 +183,8 @@ class _CDP:
         raise BackendError(f"CDP {method} timed out after {self.timeout}s")
 
     def wait_event(self, method: str) -> dict[str, Any]:
+        """The first event ``method`` received (kept or still to come); raises
+        :class:`~privtext.errors.BackendError` after the timeout."""
         for e in self.events:
             if e.get("method") == method:
                 return e
@@ -180,6 +198,7 @@ class _CDP:
         raise BackendError(f"timed out waiting for {method}")
 
     def drain(self, seconds: float) -> None:
+        """Collect the events that arrive during the next ``seconds`` (the page settling)."""
         self.ws.sock.settimeout(seconds)
         end = time.monotonic() + seconds
         with contextlib.suppress(TimeoutError, socket.timeout):
