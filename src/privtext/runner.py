@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -13,6 +13,9 @@ from .config import Config, config_from_dict
 from .errors import ConfigError, DataError, ResumeError, RunError
 from .methods import METHODS
 from .rundir import RunDir
+
+if TYPE_CHECKING:
+    from .methods.base import Prepared
 
 
 def resolve_config(config: Config) -> tuple[Config, type[Any]]:
@@ -44,7 +47,7 @@ def method_sections() -> list[str]:
     return METHODS.names()
 
 
-def preflight(config: Config, cls: type[Any]) -> Config:
+def preflight(config: Config, cls: type[Any]) -> tuple[Config, Prepared]:
     """Everything that can be checked before a run directory exists: the method's static checks, the corpora
     (readable, non-empty, the columns named), the label set-up (the label space, the label distribution, every
     private label inside a declared schema), the budget against the data (δ must be well below 1/N) and its
@@ -53,7 +56,9 @@ def preflight(config: Config, cls: type[Any]) -> Config:
 
     Returns ``config`` with ``evolution.label_distribution.kind: auto`` replaced by the kind it stands for
     (:func:`privtext.methods.base.resolve_label_distribution`, the reason in ``picked``), so the run directory's
-    configuration, its resume and its statement all name the kind that was used."""
+    configuration, its resume and its statement all name the kind that was used; and the corpora as read
+    (:meth:`privtext.methods.base.MethodRun.prepare`, with the run's own streams), which the run takes
+    (:meth:`~privtext.methods.base.MethodRun.execute`) instead of reading them again."""
     from .embed import check_embedder
     from .generate import check_generator
     from .methods.base import (
@@ -61,15 +66,13 @@ def preflight(config: Config, cls: type[Any]) -> Config:
         label_space,
         private_groups,
         public_label_weights,
-        read_inputs,
         resolve_label_distribution,
     )
     from .progress import say
-    from .rng import derive
 
     cls.check_config(config, cls.parse_options(config))
-    inputs = read_inputs(config, subsample_rng=lambda: derive(0, "preflight"),
-                         public_rng=lambda: derive(0, "preflight"))
+    prepared = cls.prepare(config)
+    inputs = prepared.inputs
     if inputs.public is not None:
         _check_public_overlap(config, inputs)
     p = config.privacy
@@ -121,7 +124,7 @@ def preflight(config: Config, cls: type[Any]) -> Config:
     for g in gens:
         check_generator(g)
     check_embedder(config.embedder)
-    return config
+    return config, prepared
 
 
 #: the share of private records the public corpus may hold word for word before a run is refused as misconfigured
@@ -180,7 +183,7 @@ def _run_config(config: Config, *, out: str | os.PathLike[str] | None, force: bo
                 callbacks: Sequence[Callable[[Any], None]]) -> Path:
     source = config.source_path
     config, cls = resolve_config(config)
-    config = preflight(config, cls)
+    config, prepared = preflight(config, cls)
     root = Path(out if out is not None else config.output)
     existed = root.exists()
     protect = input_paths(config) + ([Path(source)] if source else [])
@@ -192,7 +195,7 @@ def _run_config(config: Config, *, out: str | os.PathLike[str] | None, force: bo
             ld = config.evolution.label_distribution
             if ld.picked:
                 run.log(f"evolution.label_distribution: {ld.kind} ({ld.picked})")
-            return cls(config, run, callbacks=callbacks).execute()
+            return cls(config, run, callbacks=callbacks).execute(prepared)
     except (ConfigError, DataError):
         _undo_start(run, existed=existed)
         raise

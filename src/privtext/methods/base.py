@@ -3,7 +3,8 @@
 :meth:`MethodRun.execute` owns a run's start and finish, for every method alike (no method overrides it;
 ``tests/test_method_contract.py`` checks that):
 
-1. **inputs** — the corpora (:func:`read_inputs`), the method's split (:meth:`MethodRun.split_data`: SecPE and
+1. **inputs** — the corpora, read once per run (:meth:`MethodRun.prepare`: the pre-run check reads them and hands
+   them over; a resumed run reads them here), the method's split (:meth:`MethodRun.split_data`: SecPE and
    Aug-PE's secret groups detect secrets here), the held-out slice written out;
 2. **label space** — the public label groups and each private record's group; a record outside the declared
    schema is refused for every method (:func:`private_groups`);
@@ -88,12 +89,22 @@ class Inputs:
     party_of: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """The run's corpora as :meth:`MethodRun.prepare` read them, once per run: the pre-run check
+    (:func:`privtext.runner.preflight`) checks them and hands them to :meth:`MethodRun.execute`, which reads
+    nothing again; ``seconds`` is the reading time (the run's ``loading`` stage)."""
+
+    inputs: Inputs
+    seconds: float
+
+
 def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generator],
                 public_rng: Callable[[], np.random.Generator]) -> Inputs:
     """Load the corpora a configuration names: the private corpus (a uniform ``data.max_private`` sample drawn with
     ``subsample_rng`` — privacy randomness), the public corpus minus its held-out slice, at most
-    ``data.max_public`` of it. Typed errors name the file, column or value. Used by the run and by the runner's
-    pre-flight check (which reads the data before any run directory exists)."""
+    ``data.max_public`` of it. Typed errors name the file, column or value. :meth:`MethodRun.prepare` reads a
+    run's corpora with it, once, before any run directory exists."""
     d = config.data
     private = load_corpus(d.private, text_column=d.text_column, label_columns=d.label_columns,
                           id_column=d.id_column, name="private")
@@ -524,7 +535,8 @@ class RunContext:
 
 class Method(Protocol):
     """What the runner needs of a method: a registry name, an options model for its config section, static
-    checks, and a constructor over (config, run directory) whose ``execute`` writes the run. Every registered
+    checks, the corpora read once (``prepare``), and a constructor over (config, run directory) whose ``execute``
+    writes the run. Every registered
     method is a :class:`MethodRun` subclass and runs on its skeleton."""
 
     name: ClassVar[str]
@@ -537,10 +549,13 @@ class Method(Protocol):
     @classmethod
     def parse_options(cls, config: Config) -> BaseModel: ...
 
+    @classmethod
+    def prepare(cls, config: Config) -> Prepared: ...
+
     def __init__(self, config: Config, run: RunDir, *,
                  callbacks: Sequence[Callable[[IterationResult], None]] = ()) -> None: ...
 
-    def execute(self) -> Path: ...
+    def execute(self, prepared: Prepared | None = None) -> Path: ...
 
 
 class MethodRun:
@@ -570,6 +585,22 @@ class MethodRun:
     def check_config(cls, config: Config, options: BaseModel) -> None:
         """Static checks of a configuration for this method (budget form, detectors that must load), run before
         any run directory exists. Raise :class:`ConfigError` naming the key."""
+
+    @classmethod
+    def prepare(cls, config: Config) -> Prepared:
+        """Read the run's corpora (:func:`read_inputs`), once per run: the pre-run check
+        (:func:`privtext.runner.preflight`) calls this before the run directory exists and hands the result to
+        :meth:`execute`; a resumed run calls it from :meth:`execute`. The streams are the run's own: the
+        ``data.max_private`` sample from the privacy stream ``max_private`` (:meth:`noise_rng`), the
+        ``data.max_public`` sample from the public stream ``max_public`` (:meth:`rng`). Hook: a method whose
+        private records come from elsewhere (``parties.files``: :class:`privtext.methods.parties.HoldsParties`)
+        reads them here."""
+        p = config.privacy
+        t0 = time.perf_counter()
+        inputs = read_inputs(config, subsample_rng=lambda: noise_rng(config.seed, "max_private",
+                                                                     reproducible=p.reproducible_noise),
+                             public_rng=lambda: derive(config.seed, "max_public", secure=p.secure))
+        return Prepared(inputs, time.perf_counter() - t0)
 
     #: the budget the ledger enforces (:meth:`budget_of`), set by :meth:`execute` before the first release
     budget: Budget
@@ -632,11 +663,12 @@ class MethodRun:
 
         return Budget.from_config(self.config.privacy)
 
-    def load_inputs(self) -> Inputs:
+    def load_inputs(self, prepared: Prepared | None = None) -> Inputs:
+        """The run's corpora: ``prepared`` (what the pre-run check read), else read now (:meth:`prepare`)."""
         d = self.config.data
-        with self.metrics.stage("loading"):
-            inputs = read_inputs(self.config, subsample_rng=lambda: self.noise_rng("max_private"),
-                                 public_rng=lambda: self.rng("max_public"))
+        prepared = prepared if prepared is not None else self.prepare(self.config)
+        self.metrics.add("loading", prepared.seconds)
+        inputs = prepared.inputs
         private, public, heldout = inputs.private, inputs.public, inputs.heldout
         self.subsampled = bool(d.max_private and inputs.subsampled)
         self.log(f"data: {len(private)} private records, {len(public) if public else 0} public"
@@ -702,13 +734,14 @@ class MethodRun:
         return gens, emb
 
     # ------------------------------------------------------------------ the run (every method's)
-    def execute(self) -> Path:
-        """The run skeleton (module docstring). Methods do not override this."""
+    def execute(self, prepared: Prepared | None = None) -> Path:
+        """The run skeleton (module docstring). Methods do not override this. ``prepared``: the corpora the
+        pre-run check read (:meth:`prepare`; read here when not given, as on resume)."""
         from ..privacy import Ledger
 
         t_start = time.perf_counter()
         run = self.run
-        inputs = self.split_data(self.load_inputs())
+        inputs = self.split_data(self.load_inputs(prepared))
         if inputs.heldout is not None and not run.heldout.exists():
             write_corpus(inputs.heldout, run.heldout)
         space = label_space(self.config, inputs.public)
@@ -949,7 +982,6 @@ def check_nonempty(corpus: Corpus, what: str) -> None:
         raise DataError(f"{what} is empty")
 
 
-__all__ = ["EvolutionMethod", "Inputs", "JsonObject", "LabelNoise", "Method", "MethodRun", "RunContext",
-           "StatementParts", "Synthetic",
-           "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs",
+__all__ = ["EvolutionMethod", "Inputs", "JsonObject", "LabelNoise", "Method", "MethodRun", "Prepared", "RunContext",
+           "StatementParts", "Synthetic", "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs",
            "resolve_label_distribution"]

@@ -10,6 +10,7 @@ The release itself (recorded before any party computes) is each method's.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,7 +24,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..federated.topq import PartyVotes
     from ..privacy.ledger import Ledger
-    from .base import Inputs, StatementParts
+    from .base import Prepared, StatementParts
 
 
 class PartiesOptions(BackendOptions):
@@ -108,24 +109,24 @@ class HoldsParties:
     def parties_options(self) -> PartiesOptions | None:
         return getattr(self.options, "parties", None)
 
-    def load_inputs(self) -> Inputs:
+    @classmethod
+    def prepare(cls, config: Config) -> Prepared:
         """With ``parties.files`` the private corpus is the parties' files, in order (``data.private`` is not
-        read); ``Inputs.party_of`` gives each private record's party."""
-        pt = self.parties_options()
+        read); ``Inputs.party_of`` gives each private record's party. The public side as configured
+        (:meth:`privtext.methods.base.MethodRun.prepare`)."""
+        pt = getattr(cls.parse_options(config), "parties", None)  # type: ignore[attr-defined]
         if pt is None or pt.files is None:
-            return super().load_inputs()  # type: ignore[misc]
+            return super().prepare(config)  # type: ignore[misc,no-any-return]
         from ..data import Corpus
         from ..federated import parties_from_files
-        from .base import Inputs
+        from .base import Inputs, Prepared
 
-        d = self.config.data
+        t0 = time.perf_counter()
+        d = config.data
         files = [str(Path(f).expanduser().resolve()) for f in pt.files]
-        real = self.config
-        try:  # the public side as configured; the private side from the first party's file (replaced below)
-            self.config = real.model_copy(update={"data": d.model_copy(update={"private": files[0]})})
-            inputs = super().load_inputs()  # type: ignore[misc]
-        finally:
-            self.config = real
+        # the public side as configured; the private side from the first party's file (replaced below)
+        first = config.model_copy(update={"data": d.model_copy(update={"private": files[0]})})
+        inputs = super().prepare(first).inputs  # type: ignore[misc]
         parties = parties_from_files(files, text_column=d.text_column, label_columns=list(d.label_columns),
                                      id_column=d.id_column)
         # ids are the party's own (files may reuse them): prefixed with the party index
@@ -134,7 +135,8 @@ class HoldsParties:
                          labels={c: tuple(v for p in parties for v in p.data.labels[c])  # type: ignore[attr-defined]
                                  for c in d.label_columns}, name="private (parties)")
         party_of = np.concatenate([np.full(len(party), party.index, dtype=np.int64) for party in parties])
-        return Inputs(private=private, public=inputs.public, heldout=inputs.heldout, party_of=party_of)
+        return Prepared(Inputs(private=private, public=inputs.public, heldout=inputs.heldout, party_of=party_of),
+                        time.perf_counter() - t0)
 
     def build_parties(self, private_emb: np.ndarray, private_groups: np.ndarray,
                       party_of: np.ndarray | None) -> list[PartyVotes]:
