@@ -135,7 +135,7 @@ def test_the_ngram_learner_and_the_options(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     public = [f"the {rng.choice(['soup', 'cake'])} was {rng.choice(['good', 'bad'])} ." for _ in range(50)]
     gen = build_generator({"backend": "ngram", "order": 3}, _ngram_ctx(public))
-    learner = build_learner({"kind": "ngram", "ngram": {"share": 0.2}}, gen, label_info=lambda g: None, seed=0)
+    learner = build_learner({"kind": "ngram_counts", "ngram": {"share": 0.2}}, gen, label_info=lambda g: None, seed=0)
     assert learner is not None
     base = gen.lm
     rec = learner.step(0, _candidates(["ngram"] * 6), _votes(tmp_path, [5, 0, 0, 0, 0, 0]), folder=tmp_path / "l")
@@ -144,7 +144,7 @@ def test_the_ngram_learner_and_the_options(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="lm or transformers"):
         build_learner({"kind": "dpo"}, gen, label_info=lambda g: None, seed=0)
     with pytest.raises(ConfigError, match="ngram generator"):
-        build_learner({"kind": "ngram"}, object(), label_info=lambda g: None, seed=0)
+        build_learner({"kind": "ngram_counts"}, object(), label_info=lambda g: None, seed=0)
     assert LearnOptions().kind == "none" and LearnOptions().dpo.beta == 0.01 and LearnOptions().dpo.epochs == 1
 
 

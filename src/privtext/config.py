@@ -314,6 +314,13 @@ class EvolutionConfig(Section):
     lookahead_include_self: bool = True
     variation: VariationConfig = Field(default_factory=VariationConfig)
     label_distribution: LabelDistributionConfig = Field(default_factory=LabelDistributionConfig)
+    learn: dict[str, Any] = Field(
+        default_factory=dict, description="learning from the released votes after each iteration (post-processing; "
+        "docs/learn.md): {kind: none | dpo | ngram_counts, pairs, dpo, ngram}, validated by "
+        "privtext.learn.options.LearnOptions; empty: kind none")
+    final: Literal["population", "model", "both"] = Field(
+        default="population", description="the synthetic set: the evolved population's last selection, samples the "
+        "trained generator writes from the public prompts (model, POPri), or half of each label from each (both)")
 
 
 class VotingConfig(Section):

@@ -18,9 +18,12 @@ One iteration t (0 ≤ t < T):
 4. **selection** — per label group, ``n_g`` candidates by ``rank`` (top noisy counts, random tie-break) or by
    ``sample`` (with replacement, probabilities ∝ the thresholded non-negative histogram, uniform when it is
    all zero — never the raw noisy counts);
-5. **checkpoint** — candidates, votes, selection, state; then the COMPLETE marker.
+5. **checkpoint** — candidates, votes, selection, state; then the COMPLETE marker;
+6. **learning** (``evolution.learn``, off by default) — the released votes teach the generator before iteration
+   t + 1 is generated (:mod:`privtext.engine.learning`; post-processing, no release added).
 
-The output is the selected samples of the last iteration (not their variations).
+The output is the selected samples of the last iteration (not their variations); with ``evolution.final: model``
+(or ``both``: half of each label) samples the trained generator writes from the public prompts (POPri).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from ..generate.base import Generator
 from ..progress import progress
 from ..rng import derive
 from ..rundir import RunDir, StageMetrics
+from .learning import EngineLearning
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,11 @@ class Engine:
         self.callbacks = tuple(callbacks)
         self.batch_size = batch_size
         self.gen_name = getattr(generator, "name", "generator")
+        self.learning = None
+        if EngineLearning.wanted(evolution):
+            self.learning = EngineLearning(evolution=evolution, generator=generator, labels=labels, scorer=scorer,
+                                           seed=seed, secure=secure, name=self.gen_name, metrics=metrics,
+                                           log=self.log)
         self.L = evolution.variations
         self.n_children = self.L - 1 if evolution.include_selected else self.L
         if evolution.include_selected and self.L < 2 and evolution.iterations > 1:
@@ -371,7 +380,34 @@ class Engine:
                 iterations.advance(1)
         assert prev is not None and prev_sel is not None
         final = prev.take(prev_sel)
+        if self.evo.final != "population":
+            final = self._final_from_model(final)
         return final, summaries
+
+    def _final_from_model(self, selected: Population) -> Population:
+        """``evolution.final``: model — every label's samples written by the trained generator from the public
+        prompts (RANDOM_API, as POPri samples its release); both — the first half of each label's selection kept, the
+        rest written by the model (:func:`privtext.learn.step.final_counts`). Public randomness, derived from the
+        seed; a resumed run writes the same texts."""
+        from ..learn.step import final_counts
+
+        T = self.evo.iterations
+        keep, write = final_counts(self.counts, self.evo.final)
+        jobs = [(g, [], int(n)) for g, n in enumerate(write) if n > 0]
+        outs = self._generate(T, "final", jobs, None) if jobs else []
+        parts = []
+        for g, n in enumerate(keep):
+            idx = np.nonzero(selected.group == g)[0][: int(n)]
+            if len(idx):
+                parts.append(selected.take(idx))
+        k = 0
+        for (g, _, _), texts in zip(jobs, outs, strict=True):
+            parts.append(self._new_pop(T, texts, g, "model", [None] * len(texts), k))
+            k += len(texts)
+        for p in parts:
+            p.emb = None
+        self.log(f"final: {int(keep.sum())} samples from the population, {int(write.sum())} from the trained model")
+        return Population.concat(parts)
 
     def _iteration(self, t: int, prev: Population | None, prev_sel: np.ndarray | None,
                    reuse: dict[str, tuple[list[str], np.ndarray]], summaries: list[dict[str, Any]]
@@ -379,9 +415,11 @@ class Engine:
         """One iteration (module docstring): candidates, embedding, the vote, selection, the checkpoint."""
         store = self.run_dir.iteration(t, self.labels)
         if store.is_complete():
-            prev, _, prev_sel, state = store.load_complete()
+            prev, hist, prev_sel, state = store.load_complete()
             summaries.append(state)
             self.log(f"iteration {t}: complete in checkpoint, reused")
+            if self.learning is not None:  # a finished step is restored; an unfinished one runs on the kept votes
+                self.learning.step(t, prev, hist, state, store.folder / "learn")
             return prev, prev_sel, store.load_lookahead()
         t0 = time.perf_counter()
         if store.has_population():
@@ -431,4 +469,6 @@ class Engine:
             for cb in self.callbacks:
                 cb(done)
         self.log(f"iteration {t}: selected {len(sel)} ({state['n_unique_selected']} distinct)")
+        if self.learning is not None:
+            self.learning.step(t, pop, hist, state, store.folder / "learn")
         return pop, sel, reuse_next

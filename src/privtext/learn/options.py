@@ -1,12 +1,15 @@
-"""The options of learning from the released votes, as the configuration section the lead will wire
-(``evolution.learn`` and ``evolution.final``, docs/learn.md). They live here, not in ``config.py``, until the
-method-neutral configuration section of issue 37 lands.
+"""The options of learning from the released votes: ``evolution.learn`` and ``evolution.final`` (docs/learn.md).
+
+``config.py`` holds ``evolution.learn`` as a mapping and ``evolution.final`` as a word (the configuration layer
+imports nothing above it); :func:`check_learn_config` validates the mapping with :class:`LearnOptions` and refuses
+the combinations that cannot work, naming the key, before any run folder exists (the vote methods' ``check_config``
+calls it with ``learns=True``, every other method with ``learns=False`` and the reason).
 
 ::
 
     evolution:
       learn:
-        kind: dpo            # none (default) | dpo | ngram
+        kind: dpo            # none (default) | dpo | ngram_counts
         pairs: {reject_rank: 0.5, group_size: 10, pairs_per_group: 1}
         dpo: {beta: 0.01, epochs: 1, lr: 5.0e-4, lora_r: 8}
         ngram: {share: 0.5}
@@ -15,11 +18,12 @@ method-neutral configuration section of issue 37 lands.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from ..backends import BackendOptions
+from ..errors import ConfigError
 
 
 class PairOptions(BackendOptions):
@@ -86,9 +90,10 @@ class NgramLearnOptions(BackendOptions):
 class LearnOptions(BackendOptions):
     """``evolution.learn``: what the released votes teach the generator after each iteration."""
 
-    kind: Literal["none", "dpo", "ngram"] = Field(
+    kind: Literal["none", "dpo", "ngram_counts"] = Field(
         default="none", description="none: the generator stays as it is; dpo: preference pairs → DPO on LoRA "
-        "adapters (the lm and transformers generators); ngram: vote-weighted n-gram counts")
+        "adapters (the lm and transformers generators); ngram_counts: vote-weighted n-gram counts (the ngram "
+        "generator)")
     pairs: PairOptions = Field(default_factory=PairOptions)
     dpo: DPOOptions = Field(default_factory=DPOOptions)
     ngram: NgramLearnOptions = Field(default_factory=NgramLearnOptions)
@@ -105,4 +110,45 @@ class FinalOptions(BackendOptions):
     mode: Literal["population", "model", "both"] = "population"
 
 
-__all__ = ["DPOOptions", "FinalMode", "FinalOptions", "LearnOptions", "NgramLearnOptions", "PairOptions"]
+#: the generator backends each kind trains (dpo: weights with LoRA adapters; ngram_counts: Kneser-Ney counts)
+TRAINS: dict[str, tuple[str, ...]] = {"dpo": ("lm", "small-lm", "transformers"), "ngram_counts": ("ngram",)}
+
+
+def learn_options(config: Any) -> LearnOptions:
+    """``config.evolution.learn`` validated (:class:`ConfigError` naming the key)."""
+    from ..backends import parse_options
+
+    return parse_options(LearnOptions, config.evolution.learn or {}, where="evolution.learn")  # type: ignore[no-any-return]
+
+
+def check_learn_config(config: Any, *, learns: bool, method: str, why: str = "") -> LearnOptions:
+    """``evolution.learn`` and ``evolution.final`` checked against the method and the generators, before any run
+    folder is written: learning needs a method that learns from its released votes (``learns``; ``why`` says why
+    not), ``dpo`` a generator with weights (lm, transformers), ``ngram_counts`` the ngram
+    generator, and ``final: model | both`` a learner (else the model is the public one: use the zero-shot
+    control). Raises :class:`ConfigError` naming the key."""
+    o = learn_options(config)
+    final = config.evolution.final
+    if o.kind == "none":
+        if final != "population":
+            raise ConfigError(f"evolution.final: {final} samples from the trained generator, but evolution.learn.kind "
+                              "is none (nothing is trained): set evolution.learn.kind or evolution.final: population")
+        return o
+    if not learns:
+        raise ConfigError(f"evolution.learn.kind: {o.kind}: method {method} does not learn from released votes"
+                          + (f" ({why})" if why else "") + "; use kind: none")
+    gens = list(getattr(config, "generators", None) or [config.generator])
+    for i, g in enumerate(gens):
+        backend = str(getattr(g, "backend", ""))
+        if backend not in TRAINS[o.kind]:
+            where = "generator.backend" if len(gens) == 1 and not getattr(config, "generators", None) else \
+                f"generators[{i}].backend"
+            raise ConfigError(f"evolution.learn.kind: {o.kind} trains the {' or '.join(TRAINS[o.kind])} generator; "
+                              f"{where} is {backend!r}"
+                              + (" (use kind: ngram_counts)" if backend == "ngram" else
+                                 " (use kind: dpo)" if backend in TRAINS["dpo"] else ""))
+    return o
+
+
+__all__ = ["TRAINS", "DPOOptions", "FinalMode", "FinalOptions", "LearnOptions", "NgramLearnOptions", "PairOptions",
+           "check_learn_config", "learn_options"]

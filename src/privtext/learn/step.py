@@ -169,6 +169,7 @@ class DPOLearner(Learner):
         folder.mkdir(parents=True, exist_ok=True)
         self._write_pairs(folder, pairs)
         result = self.train(iteration, pairs)
+        _fault(f"learn:iter_{iteration:03d}")
         rec = StepRecord(iteration=iteration, kind=self.kind, generator=self.name, pairs=len(pairs),
                          seconds=time.perf_counter() - t0, trained=result)
         save_adapter(self.model, folder, meta={"iteration": iteration, "pairs": len(pairs)})
@@ -202,7 +203,7 @@ class NgramLearner(Learner):
     """The vote-weighted re-estimate of the n-gram generator's counts (:mod:`.ngram`). It trains nothing and draws
     nothing: a resumed run rebuilds it from the checkpointed candidates and kept votes, so a step always runs."""
 
-    kind = "ngram"
+    kind = "ngram_counts"
 
     def __init__(self, generator: Any, options: LearnOptions, **kw: Any):
         super().__init__(generator, options, **kw)
@@ -229,6 +230,17 @@ class NgramLearner(Learner):
         return rec
 
 
+def _fault(point: str) -> None:
+    """Test hook: ``PRIVTEXT_FAULT=learn:iter_001`` kills the process (SIGKILL) after step 1 trained, before its
+    adapter and COMPLETE marker are written (tests/test_learn_engine.py: resume trains it again, to the same
+    adapter, and draws no noise)."""
+    import os
+    import signal
+
+    if os.environ.get("PRIVTEXT_FAULT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _finite(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
@@ -245,7 +257,7 @@ def build_learner(options: LearnOptions | dict[str, Any] | None, generator: Any,
     o = options if isinstance(options, LearnOptions) else LearnOptions.model_validate(options or {})
     if o.kind == "none":
         return None
-    cls = {"dpo": DPOLearner, "ngram": NgramLearner}[o.kind]
+    cls = {"dpo": DPOLearner, "ngram_counts": NgramLearner}[o.kind]
     return cls(generator, o, label_info=label_info, seed=seed, secure=secure, name=name)
 
 

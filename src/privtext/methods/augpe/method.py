@@ -26,10 +26,11 @@ from pydantic import Field
 
 from ...backends import BackendOptions
 from ...config import Config
+from ...engine.learning import learn_parameters, with_learn_hooks
 from ...errors import ConfigError
 from ...mechanisms.distributed import build_counter
 from ...privacy.release import Release
-from ..base import Computed, EvolutionMethod, LabelNoise, MethodDescription, RunContext
+from ..base import Computed, EvolutionMethod, LabelNoise, MethodDescription, RunContext, StatementParts
 from ..parties import PartiesOptions, check_parties
 from ..votes import DPVoteMethod
 from .scorers import DPVoteScorer, FederatedVoteScorer
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ...guard import PrivateGuard
     from ...privacy.budget import Budget
     from ...privacy.events import DpEvent
+    from ...privacy.ledger import Ledger
 
 
 class AugPEOptions(BackendOptions):
@@ -90,6 +92,10 @@ class AugPE(DPVoteMethod, EvolutionMethod):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
+        from ...learn.options import check_learn_config
+
+        check_learn_config(config, learns=not options.vocabulary_prompts, method=cls.name,
+                           why="augpe.vocabulary_prompts wraps the generator in DP-vocabulary prompts")
         if options.vocabulary_prompts and config.privacy.kind != "dp":
             raise ConfigError("augpe.vocabulary_prompts spends part of an (ε, δ) budget on a Laplace vocabulary: "
                               f"give privacy: {{epsilon, delta}} (got a {config.privacy.kind!r} budget)")
@@ -210,17 +216,24 @@ class AugPE(DPVoteMethod, EvolutionMethod):
         if self.options.parties is not None:
             self.released_rounds = []
             self.released["parties"] = {"rounds": self.released_rounds}  # survivors, sum noise std: public
-            return FederatedVoteScorer(
+            return with_learn_hooks(FederatedVoteScorer(
                 parties=self.build_parties(private_emb, ctx.private_groups, ctx.inputs.party_of),
                 options=self.options.parties,
                 sigma=sigma, voting=self.config.voting, threshold=ev.threshold, relation=ctx.relation,
                 keeper=ctx.keeper, value_bound=self.value_bound(), seed=self.seed,
                 reproducible=self.config.privacy.reproducible_noise, drop=self.drop_hook(),
-                on_round=self.released_rounds.append), label_noise
+                on_round=self.released_rounds.append), ctx), label_noise
         scorer = DPVoteScorer(private_emb=private_emb, private_groups=ctx.private_groups, sigma=sigma,
                               voting=self.config.voting, threshold=ev.threshold, relation=ctx.relation,
                               keeper=ctx.keeper, noise_rng=self.noise_rng, counter=build_counter(self.config.cluster))
-        return scorer, label_noise
+        return with_learn_hooks(scorer, ctx), label_noise
+
+    def statement_parts(self, ledger: Ledger) -> StatementParts:
+        """The vote methods' statement, with the learning settings (issue 38) among the parameters when learning
+        is on, stated as post-processing."""
+        parts = super().statement_parts(ledger)
+        parts.parameters.update(learn_parameters(self.config.evolution))
+        return parts
 
 
 __all__ = ["AugPE", "AugPEOptions", "label_sigma_ratio"]

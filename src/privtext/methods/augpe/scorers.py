@@ -9,7 +9,7 @@ scorer never computes Δ itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,14 @@ from ...privacy.events import gaussian_event
 from ...privacy.relation import ONE_VOTE_L2, NeighbouringRelation, party_normalised
 from ...privacy.release import ReleaseKeeper, gaussian_release
 from ..parties import PartiesOptions
+
+
+def released_noisy(histogram: np.ndarray, keeper: ReleaseKeeper, meta: Mapping[str, Any]) -> Any:
+    """``histogram`` as :class:`~privtext.learn.pairs.ReleasedVotes`: refused unless it equals the ``noisy`` value
+    the keeper kept for release ``meta["release"]``."""
+    from ...learn.pairs import ReleasedVotes
+
+    return ReleasedVotes.checked(histogram, keeper, str(meta["release"]), "noisy")
 
 
 class DPVoteScorer:
@@ -70,6 +78,11 @@ class DPVoteScorer:
         vals = self.keeper.release(r, compute)
         return ScoreResult(vals["noisy"], meta={"sigma": self.sigma, "noise_std": r.noise_std, "release": key})
 
+    def released_votes(self, histogram: np.ndarray, meta: Mapping[str, Any]) -> Any:
+        """The engine's histogram, checked equal to the value the keeper kept for the release (issue 38's learning
+        step takes nothing else)."""
+        return released_noisy(histogram, self.keeper, meta)
+
 
 class FederatedVoteScorer:
     """Aug-PE's scorer over several data holders (the PrE-Text setting; :mod:`privtext.federated.votes`): each
@@ -97,6 +110,10 @@ class FederatedVoteScorer:
         self.reproducible = bool(reproducible)
         self.drop = drop
         self.on_round = on_round
+
+    def released_votes(self, histogram: np.ndarray, meta: Mapping[str, Any]) -> Any:
+        """As :meth:`DPVoteScorer.released_votes`: the securely aggregated noisy sum as kept."""
+        return released_noisy(histogram, self.keeper, meta)
 
     def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
         from ...federated.votes import federated_nn_votes

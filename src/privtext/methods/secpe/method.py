@@ -26,6 +26,7 @@ from pydantic import Field
 from ...backends import BackendOptions
 from ...config import Config
 from ...data import Corpus
+from ...engine.learning import learn_parameters, with_learn_hooks
 from ...errors import ConfigError, DataError
 from ...mechanisms.clustering import PublicClusters, clustering_plan, public_kmeans
 from ...privacy.relation import NeighbouringRelation
@@ -146,7 +147,7 @@ class SecPE(EvolutionMethod):
             parameters={"clusters": cfg.clusters, "voting": cfg.voting, "cluster_public": cfg.cluster_public,
                         "sample": cfg.sample, "sampling_rule": cfg.sampling,
                         "clip_radius": cfg.clip_radius, "recluster_each_iteration": cfg.recluster_each_iteration,
-                        "blowup": cfg.blowup},
+                        "blowup": cfg.blowup, **learn_parameters(self.config.evolution)},
             assumed_public=assumed,
             treated_as_public=[
                 "private records in which the detector found no declared secret: they trained the generator, "
@@ -170,8 +171,10 @@ class SecPE(EvolutionMethod):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
+        from ...learn.options import check_learn_config
         from ...secrets import build_detector
 
+        check_learn_config(config, learns=True, method=cls.name)
         p = config.privacy
         if p.kind != "secret":
             raise ConfigError(
@@ -302,7 +305,7 @@ class SecPE(EvolutionMethod):
                                threshold=self.config.evolution.threshold, relation=ctx.relation, keeper=ctx.keeper,
                                noise_rng=self.noise_rng, diagnostic=self.diagnostic, direct_emb=direct_emb,
                                direct_groups=direct_groups)
-        return scorer, None
+        return with_learn_hooks(scorer, ctx), None
 
 
 def replicate_clusters(clusters: PublicClusters, n_groups: int) -> PublicClusters:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -108,6 +108,14 @@ class ClusterScorer:
         return ScoreResult(hist, meta={"sigma": self.sigma, "clusters": len(self.clusters), "release": key,
                                        "centres_with_votes": int((weights > 0).sum()),
                                        "direct_votes": int(direct.sum())})
+
+    def released_votes(self, histogram: np.ndarray, meta: Mapping[str, Any]) -> Any:
+        """The engine's histogram as post-processing of the kept clustering release ``meta["release"]`` (the noisy
+        centres' votes, plus the secret-free records' direct votes, which are public here) for issue 38's
+        learning step."""
+        from ...learn.pairs import ReleasedVotes
+
+        return ReleasedVotes.post_processed(histogram, self.keeper, [str(meta["release"])])
 
 
 def auto_clusters(*, n_public: int, n_groups: int, num_samples: int, sigma: float, dim: int, radius: float = 1.0,

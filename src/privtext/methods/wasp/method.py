@@ -157,6 +157,10 @@ class WASP(DPVoteMethod):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
+        from ...learn.options import check_learn_config
+
+        check_learn_config(config, learns=False, method=cls.name, why="its Top-Q pairs are not wired yet: "
+                           "docs/learn.md")
         p = config.privacy
         if config.evolution.label_distribution.kind == "dp":
             raise ConfigError("WASP splits samples over labels by public weights: set "
