@@ -222,6 +222,27 @@ def test_kill_and_resume_equals_an_uninterrupted_learning_run(
     assert _adapters(run) == _adapters(learning)
 
 
+def test_secpe_learns_from_its_post_processed_centre_votes(data: dict[str, str], tmp_path: Path) -> None:
+    """SecPE: pairs from the histogram its kept clustering release votes (ReleasedVotes.post_processed); same
+    ledger and releases as without learning."""
+    from privtext.data import load_corpus
+
+    priv = load_corpus(data["private"], label_columns=["topic"])
+    texts = [f"{t} mail me at user{i}@example.com" if i % 3 == 0 else t for i, t in enumerate(priv.texts)]
+    path = tmp_path / "private.csv"
+    write_corpus(Corpus.from_texts(texts, {"topic": list(priv.labels["topic"])}), path)
+    runs = {}
+    for name, learn in (("plain", None), ("learning", LEARN)):
+        raw = _raw({**data, "private": str(path)}, tmp_path / name, learn=learn, method="secpe", iterations=2)
+        raw["privacy"] = {"secret": {"p": 1e-3, "r": 2e-2}, "reproducible_noise": True}
+        runs[name] = _run(raw)
+    assert _ledger(runs["plain"]) == _ledger(runs["learning"])
+    assert _statement(runs["plain"])["releases"] == _statement(runs["learning"])["releases"]
+    done = json.loads((runs["learning"] / "private" / "checkpoints" / "iter_000" / "learn" / "learn.json").read_text())
+    assert done["kind"] == "dpo" and done["pairs"] > 0
+    assert _statement(runs["learning"])["parameters"]["learn"]["kind"] == "dpo"
+
+
 # ------------------------------------------------------------------ the n-gram analogue and final: model
 
 
