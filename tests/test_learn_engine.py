@@ -113,7 +113,7 @@ def learning(data: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.mark.parametrize("learn,generator,method,final,words", [
     ({"kind": "dpo"}, {"backend": "ngram"}, "augpe", "population", ["evolution.learn.kind", "generator.backend"]),
     ({"kind": "ngram_counts"}, None, "augpe", "population", ["evolution.learn.kind", "generator.backend", "'lm'"]),
-    ({"kind": "dpo"}, None, "wasp", "population", ["evolution.learn.kind", "wasp"]),
+    ({"kind": "dpo"}, None, "wasp", "model", ["evolution.final", "WASP"]),
     ({"kind": "dpo"}, None, "dpkps", "population", ["evolution.learn.kind", "dpkps", "no votes"]),
     ({"kind": "dpo"}, None, "dpft", "population", ["evolution.learn.kind", "dpft", "no votes"]),
     ({"kind": "none"}, None, "augpe", "model", ["evolution.final", "evolution.learn.kind"]),
@@ -196,7 +196,7 @@ def test_a_private_record_where_the_pair_builder_reads_stops_the_run(
 
 def _adapters(run: Path) -> dict[str, bytes]:
     ck = run / "private" / "checkpoints"
-    return {p.parent.parent.name: p.read_bytes() for p in sorted(ck.glob("iter_*/learn/adapter.npz"))}
+    return {str(p.relative_to(ck)): p.read_bytes() for p in sorted(ck.glob("iter_*/learn/**/adapter.npz"))}
 
 
 @pytest.mark.parametrize("fault", ["learn:iter_001", "after_record:votes/iter_002"])
@@ -241,6 +241,46 @@ def test_secpe_learns_from_its_post_processed_centre_votes(data: dict[str, str],
     done = json.loads((runs["learning"] / "private" / "checkpoints" / "iter_000" / "learn" / "learn.json").read_text())
     assert done["kind"] == "dpo" and done["pairs"] > 0
     assert _statement(runs["learning"])["parameters"]["learn"]["kind"] == "dpo"
+
+
+@pytest.fixture(scope="module")
+def wasp_runs(data: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("wasp")
+    return {name: _run(_raw(data, root / name, learn=learn, method="wasp"))
+            for name, learn in (("plain", None), ("learning", LEARN))}
+
+
+def test_wasp_learns_from_its_nearest_and_furthest_releases(wasp_runs: dict[str, Path]) -> None:
+    """WASP: pairs from the kept Top-Q nearest/furthest histograms of each voted round but the last, one learner per
+    generator; the same ledger and releases as without learning; the next round is written by the trained model."""
+    runs = wasp_runs
+    assert _ledger(runs["plain"]) == _ledger(runs["learning"])
+    assert [r["key"] for r in read_jsonl(runs["learning"] / "private" / "ledger.jsonl")] == \
+        ["votes/round_000", "votes/round_001"]
+    a, b = _statement(runs["plain"]), _statement(runs["learning"])
+    assert a["releases"] == b["releases"]
+    assert {k: v for k, v in b["parameters"].items() if k not in ("learn", "final")} == a["parameters"]
+    ck = runs["learning"] / "private" / "checkpoints"
+    done = [json.loads((ck / f"iter_{t:03d}" / "learn" / "gen_0" / "learn.json").read_text()) for t in (0, 1)]
+    assert all(d["pairs"] > 0 and d["trained"]["steps"] >= 1 for d in done)
+    assert not (ck / "iter_002" / "learn").exists()
+    assert (runs["plain"] / "synthetic.jsonl").read_bytes() != (runs["learning"] / "synthetic.jsonl").read_bytes()
+
+
+def test_wasp_kill_in_a_learning_step_and_resume(data: dict[str, str], tmp_path: Path,
+                                                 wasp_runs: dict[str, Path]) -> None:
+    run = tmp_path / "run"
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(_raw(data, run, learn=LEARN, method="wasp")), encoding="utf-8")
+    r = _cli("run", str(cfg), env={"PRIVTEXT_FAULT": "learn:iter_001"})
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    assert not (run / "private" / "checkpoints" / "iter_001" / "learn" / "gen_0" / "learn.json").exists()
+    r = _cli("resume", str(run))
+    assert r.returncode == 0, r.stderr[-2000:]
+    ref = wasp_runs["learning"]
+    assert (run / "synthetic.jsonl").read_bytes() == (ref / "synthetic.jsonl").read_bytes()
+    assert _ledger(run) == _ledger(ref)
+    assert _adapters(run) == _adapters(ref) and len(_adapters(ref)) == 2
 
 
 # ------------------------------------------------------------------ the n-gram analogue and final: model

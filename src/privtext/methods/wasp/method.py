@@ -48,6 +48,7 @@ from ...backends import BackendOptions
 from ...config import Config, GeneratorConfig
 from ...data.labels import LabelSpace
 from ...data.population import Population
+from ...engine.learning import learn_parameters
 from ...errors import ConfigError
 from ...mechanisms.labels import allocate
 from ...mechanisms.topq import dp_topq_histograms, paper_contribution, topq_contribution, topq_event
@@ -159,8 +160,10 @@ class WASP(DPVoteMethod):
     def check_config(cls, config: Config, options: Any) -> None:
         from ...learn.options import check_learn_config
 
-        check_learn_config(config, learns=False, method=cls.name, why="its Top-Q pairs are not wired yet: "
-                           "docs/learn.md")
+        check_learn_config(config, learns=True, method=cls.name)
+        if config.evolution.final != "population":
+            raise ConfigError(f"evolution.final: {config.evolution.final}: WASP's output is its collective set D "
+                              "(wasp.output); the trained generators write the next rounds (use population)")
         p = config.privacy
         if config.evolution.label_distribution.kind == "dp":
             raise ConfigError("WASP splits samples over labels by public weights: set "
@@ -239,7 +242,8 @@ class WASP(DPVoteMethod):
             "weighting": o.weighting, "zero_shot_fraction": o.zero_shot_fraction, "output": o.output,
             "oversample": o.oversample if o.output == "nearest" else None,
             "generators": list(self._gen_names),
-            "shared_pool_generators": list(getattr(self, "_shared_names", []))})
+            "shared_pool_generators": list(getattr(self, "_shared_names", [])),
+            **learn_parameters(self.config.evolution)})
         if o.feedback == "none":
             parts.headline = ("No private data was read (wasp.feedback: none, FuseGen-style zero-shot fusion); "
                               + parts.headline)
@@ -275,6 +279,7 @@ class WASP(DPVoteMethod):
             if o.parties is not None:
                 self._parties = self.build_parties(private_emb, ctx.private_groups, ctx.inputs.party_of)
         pool = RoundsState(D=Population.empty(ctx.embedder.dim), weights=np.full(K, 1.0 / K))
+        self._learners = self._build_learners(ctx, gens) if n_rel else []
         with progress("rounds", T) as rounds:
             for t in range(T):
                 store = self.run.iteration(t, space)
@@ -288,6 +293,7 @@ class WASP(DPVoteMethod):
                     new = self._generate_round(t, gens, space, label_w, n_k, pool.D, pool.examples, shared=shared,
                                                voted=voted)
                     self._round(t, ctx, store, pool, new, info, voted=voted, private_emb=private_emb)
+                self._learn(t, T, ctx, store, pool.D)
                 rounds.advance(1)
         D, hn = pool.D, pool.hn
         if any(shared):
@@ -299,6 +305,38 @@ class WASP(DPVoteMethod):
             D = D.take(keep)
         self._publish_rounds()
         return Synthetic(texts=list(D.texts), groups=np.asarray(D.group, dtype=np.int64))
+
+    def _build_learners(self, ctx: RunContext, gens: list[Any]) -> list[tuple[str, Any]]:
+        """One learner per generator it weights (``evolution.learn``, issue 38; none for ``kind: none``)."""
+        from ...learn.step import build_learner
+
+        out = []
+        for k, (name, g) in enumerate(zip(self._gen_names, gens, strict=True)):
+            learner = build_learner(self.config.evolution.learn, g, label_info=ctx.space.info, seed=self.seed,
+                                    secure=self.secure, name=name)
+            if learner is not None:
+                out.append((f"gen_{k}", learner))
+        return out
+
+    def _learn(self, t: int, T: int, ctx: RunContext, store: IterationStore, D: Population) -> None:
+        """After round t's Top-Q release (kept, checkpointed) and before round t + 1 writes: each generator learns
+        from its own candidates' pairs — the i-th highest released nearest count against the i-th highest
+        released furthest count (:func:`privtext.learn.pairs.wasp_pairs`, Eq 7's better and worse examples), read
+        from the keeper's kept value (no noise drawn on resume; a finished step is restored)."""
+        key = f"votes/round_{t:03d}"
+        if not self._learners or t >= T - 1 or not ctx.ledger.has(key):
+            return
+        from ...learn.pairs import ReleasedVotes
+
+        nearest = ReleasedVotes.kept(ctx.keeper, key, "nearest")
+        furthest = ReleasedVotes.kept(ctx.keeper, key, "furthest")
+        for folder, learner in self._learners:
+            with self.metrics.stage("learning", iteration=t) as st:
+                rec = learner.step(t, D, nearest, furthest=furthest, folder=store.folder / "learn" / folder,
+                                   guard=ctx.guard, lines=ctx.prompt_log.lines)
+                st.count("pairs", rec.pairs)
+            how = "restored from its checkpoint" if rec.resumed else f"{rec.seconds:.1f} s"
+            self.log(f"round {t}: {learner.name} learned ({rec.kind}) from {rec.pairs} pairs, {how}")
 
     def _reload_round(self, store: IterationStore, pool: RoundsState) -> None:
         """A round a resumed run finds complete: its candidates, votes, weights and examples as kept."""
