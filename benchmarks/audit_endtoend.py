@@ -41,7 +41,7 @@ def _config(folder: Path, method: str, embedder: str) -> dict[str, Any]:
         raw["embedder"] = {"backend": "hashing", "dim": 256, "cache": False}
     if method == "dpkps":
         raw["privacy"] = {"epsilon": 4.0}
-        raw["evolution"] = {"num_samples": raw["evolution"]["num_samples"]}
+        raw["evolution"] = {}  # one shot: no loop settings (synthesis.num_samples stays the demo's)
         raw["dpkps"] = {"vocab_size": 200, "length": 6}
     return raw
 

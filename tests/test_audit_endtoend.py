@@ -111,7 +111,8 @@ def _demo(folder: Path, method: str, *, n_private: int = 60, rare: int = 0, **ov
     raw = demo_config(folder, "secpe" if method == "secpe" else "augpe")
     raw["method"] = method
     raw["embedder"] = {"backend": "hashing", "dim": 256, "cache": False}
-    raw["evolution"].update({"num_samples": 40, "iterations": 2})
+    raw["synthesis"]["num_samples"] = 40
+    raw["evolution"]["iterations"] = 2
     raw["evolution"]["variation"]["mask_prob_schedule"] = [0.5, 0.3]
     for k, v in over.items():
         raw[k] = {**raw[k], **v} if isinstance(v, dict) and isinstance(raw.get(k), dict) else v
@@ -144,7 +145,7 @@ def test_dpkps_stays_below_and_noise_removed_on_a_small_corpus_exceeds(tmp_path:
 
     raw = _demo(tmp_path / "c", "dpkps", n_private=10, rare=200, privacy={"epsilon": 1.0},
                 dpkps={"vocab_size": 400, "length": 6, "vocab_selection": "idf"})
-    raw["evolution"] = {"num_samples": 40}
+    raw["synthesis"], raw["evolution"] = {"num_samples": 40}, {}
     ok = audit_end_to_end(raw, workdir=tmp_path / "ok", canaries=64)
     assert ok.passed, ok.lines()
     with scaled_noise(0.0):
@@ -159,7 +160,8 @@ def test_secpe_reconstruction_stays_below_r_and_a_detector_that_misses_holders_e
     from privtext.testing.audit_faults import DetectorMisses
 
     raw = _demo(tmp_path / "c", "secpe", n_private=120)
-    raw["evolution"].update({"num_samples": 80, "iterations": 4})
+    raw["synthesis"]["num_samples"] = 80
+    raw["evolution"]["iterations"] = 4
     raw["evolution"]["variation"]["mask_prob_schedule"] = [0.5, 0.35, 0.25, 0.2]
     ok = audit_end_to_end(raw, workdir=tmp_path / "ok", holders=5)
     assert ok.passed and ok.details["successes"] <= 1, ok.lines()

@@ -30,14 +30,14 @@ def _resolve(raw: dict, **kw):
     "raw,needle",
     [
         (_raw(evolutoin={}), "unknown key 'evolutoin' (did you mean 'evolution'?)"),
-        (_raw(evolution={"num_sample": 3}), "unknown key 'evolution.num_sample' (did you mean 'evolution.num_samples'?)"),
+        (_raw(evolution={"num_sample": 3}), "unknown key 'evolution.num_sample' (did you mean 'synthesis.num_samples'?)"),
         (_raw(privacy={"epsilon": 4.0, "delta": 1e-5, "dleta": 1}), "unknown key 'privacy.dleta'"),
         (_raw(zzz=1), "unknown key 'zzz' (valid keys here: method, seed,"),
         # method sections: config.py knows no method, the runner checks them against the registered ones
         (_raw(agupe={"q": 1}), "unknown key 'agupe' (did you mean 'augpe'?)"),
         (_raw(method="dpft", dfpt={}), "unknown key 'dfpt' (did you mean 'dpft'?)"),
         (_raw(zzz={}), "unknown key 'zzz' (valid keys here: method, seed, name, data, generator, generators, "
-                       "embedder, privacy, evolution, voting, cluster, output, augpe, dpft, dpkps, secpe, wasp)"),
+                       "embedder, privacy, synthesis, evolution, voting, cluster, output, augpe, dpft, dpkps, secpe, wasp)"),
     ],
 )
 def test_typo_is_named(raw: dict, needle: str) -> None:
@@ -172,7 +172,7 @@ def test_yaml_errors_point_to_line_and_column(tmp_path: Path) -> None:
     typo.write_text("method: augpe\ndata: {private: x.csv}\nprivacy:\n  mu: 1\nevolution:\n  num_sample: 3\n")
     with pytest.raises(ConfigError) as e:
         load_config(typo)
-    assert "unknown key 'evolution.num_sample' (line 6, column 3) (did you mean 'evolution.num_samples'?)" in str(e.value)
+    assert "unknown key 'evolution.num_sample' (line 6, column 3) (did you mean 'synthesis.num_samples'?)" in str(e.value)
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("method: augpe\ndata: {private: x.csv}\nprivacy:\n  mu: -1\n")
     with pytest.raises(ConfigError, match=r"privacy\.mu \(line 4, column 3\)"):

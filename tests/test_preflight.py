@@ -111,14 +111,14 @@ def test_label_values_with_unlabelled_public_text_run_on_the_default_and_say_wha
     raw = _raw(tmp_path, files, data={"public": str(files["unlabelled"]), "label_values": SCHEMA})
     root = run_config(config_from_dict(raw))
     full = yaml.safe_load((root / "private" / "config.yaml").read_text())
-    ld = full["evolution"]["label_distribution"]
+    ld = full["synthesis"]["label_distribution"]
     assert ld["kind"] == "uniform" and "no label columns" in ld["picked"]
     shared = yaml.safe_load((root / "config.yaml").read_text())
-    assert shared["evolution"]["label_distribution"]["kind"] == "uniform"
+    assert shared["synthesis"]["label_distribution"]["kind"] == "uniform"
     st = json.loads((root / "privacy.json").read_text())
     assert st["parameters"]["label_distribution"] == "uniform"
     assert "no label columns" in st["parameters"]["label_distribution_picked"]
-    assert "evolution.label_distribution: uniform (kind auto" in (root / "private" / "log.txt").read_text()
+    assert "synthesis.label_distribution: uniform (kind auto" in (root / "private" / "log.txt").read_text()
     syn = [json.loads(x) for x in (root / "synthetic.jsonl").read_text().splitlines()]
     counts: dict[tuple[str, str], int] = {}
     for r in syn:

@@ -49,7 +49,7 @@ class PublicOnlyOptions(BackendOptions):
 
 
 class PublicOnly(MethodRun):
-    """The no-private-signal control: ``evolution.num_samples`` samples of the public generator, split over the
+    """The no-private-signal control: ``synthesis.num_samples`` samples of the public generator, split over the
     labels by the public label weights; no private record is read by the generation, nothing is released."""
 
     name: ClassVar[str] = NAME
@@ -86,7 +86,7 @@ class PublicOnly(MethodRun):
             guarantee=guarantee,
             headline=(f"({s['epsilon']:.4g}, {b.delta:g})-differential privacy for {unit}: the records are "
                       "samples of the public generator alone, no private record reaches them"),
-            parameters={"num_samples": self.config.evolution.num_samples, "batch": self.options.batch},
+            parameters={"num_samples": self.config.synthesis.num_samples, "batch": self.options.batch},
             treated_as_public=["the public corpus (generator training text, label values and weights)"])
 
     def statement_parameters(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -295,8 +296,65 @@ class VariationConfig(Section):
     mask_prob_schedule: list[float] | None = None
 
 
+class SynthesisConfig(Section):
+    """What every method makes, whatever its mechanism (``synthesis:``): how many synthetic records, and how they
+    are shared among the label groups."""
+
+    num_samples: int = Field(default=2000, gt=0, description="synthetic records the run writes")
+    label_distribution: LabelDistributionConfig = Field(default_factory=LabelDistributionConfig)
+
+
+#: keys that moved to another section: (old path, new path); still read at the old place, with a deprecation note
+MOVED_KEYS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("evolution", "num_samples"), ("synthesis", "num_samples")),
+    (("evolution", "label_distribution"), ("synthesis", "label_distribution")),
+)
+
+
+class ConfigDeprecationWarning(DeprecationWarning):
+    """A configuration key that moved (:data:`MOVED_KEYS`): still read, shown by default (not only in
+    ``__main__``), so a user running the CLI sees it."""
+
+
+warnings.filterwarnings("default", category=ConfigDeprecationWarning)
+
+
+def move_deprecated_keys(d: dict[str, Any], *, source: str = "config",
+                         positions: Mapping[tuple[Any, ...], tuple[int, int]] | None = None,
+                         overrides: Mapping[tuple[str, ...], str] | None = None) -> list[str]:
+    """Move every key of :data:`MOVED_KEYS` that ``d`` (a raw configuration, changed in place) gives at its old
+    place to its new place, and return one note per key moved. A key given at both places with different values
+    is a :class:`ConfigError` naming both (where the file or ``--set`` holds them); the same value at both places
+    is read once."""
+    notes = []
+    for old, new in MOVED_KEYS:
+        parent = d.get(old[0])
+        if not isinstance(parent, dict) or old[1] not in parent:
+            continue
+        value = parent.pop(old[1])
+        target = d.get(new[0])
+        if target is None:
+            target = d[new[0]] = {}
+        if not isinstance(target, dict):
+            continue  # not a mapping: the validation names it
+        old_key, new_key = ".".join(old), ".".join(new)
+        if new[1] in target and target[new[1]] != value:
+            w_old = _where(old, positions=positions, overrides=overrides)
+            w_new = _where(new, positions=positions, overrides=overrides)
+            raise ConfigError(f"{source}: {w_old} = {value!r} and {w_new} = {target[new[1]]!r} disagree: "
+                              f"{old_key} is the old place of {new_key}; give {new_key} only")
+        target[new[1]] = value
+        notes.append(f"{source}: {old_key} is deprecated: it moved to {new_key} (the same for every method); "
+                     f"read as {new_key}")
+    return notes
+
+
 class EvolutionConfig(Section):
-    num_samples: int = Field(default=2000, gt=0)
+    """The evolution loop's settings (Aug-PE, SecPE, WASP). The number of synthetic records and their label mix,
+    which every method uses, are :class:`SynthesisConfig` (``synthesis:``); the old keys
+    ``evolution.num_samples`` and ``evolution.label_distribution`` are moved there when the configuration is read
+    (:func:`move_deprecated_keys`)."""
+
     iterations: int = Field(default=5, ge=1)
     variations: int = Field(default=6, ge=1, description="L: candidates per selected sample")
     include_selected: bool = Field(default=True, description="keep each selected sample: L-1 variations (else L)")
@@ -313,7 +371,6 @@ class EvolutionConfig(Section):
     lookahead: int = Field(default=0, ge=0, description="k variations averaged into a candidate's embedding")
     lookahead_include_self: bool = True
     variation: VariationConfig = Field(default_factory=VariationConfig)
-    label_distribution: LabelDistributionConfig = Field(default_factory=LabelDistributionConfig)
     learn: dict[str, Any] = Field(
         default_factory=dict, description="learning from the released votes after each iteration (post-processing; "
         "docs/learn.md): {kind: none | dpo | ngram_counts, pairs, dpo, ngram}, validated by "
@@ -396,6 +453,7 @@ class Config(Section):
     generators: list[GeneratorConfig] | None = None
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     privacy: PrivacyConfig
+    synthesis: SynthesisConfig = Field(default_factory=SynthesisConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
     voting: VotingConfig = Field(default_factory=VotingConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
@@ -404,7 +462,14 @@ class Config(Section):
     @model_validator(mode="before")
     @classmethod
     def _sections_are_mappings(cls, d: Any) -> Any:
-        """A top-level key that is not a field is a method's section, so its value must be a mapping."""
+        """A top-level key that is not a field is a method's section, so its value must be a mapping. Keys that
+        moved (:data:`MOVED_KEYS`) are read at their new place (:func:`move_deprecated_keys`; a
+        :class:`ConfigDeprecationWarning` each)."""
+        if isinstance(d, Mapping) and any(isinstance(d.get(o[0]), Mapping) and o[1] in d[o[0]]
+                                          for o, _ in MOVED_KEYS):
+            d = _deepcopy({k: dict(v) if isinstance(v, Mapping) else v for k, v in d.items()})
+            for note in move_deprecated_keys(d):
+                warnings.warn(note, ConfigDeprecationWarning, stacklevel=2)
         if isinstance(d, Mapping):
             for k, v in d.items():
                 if k not in cls.model_fields and not isinstance(v, (Mapping, MethodSection)):
@@ -559,11 +624,15 @@ def _where(loc: Sequence[Any], *, positions: Mapping[tuple[Any, ...], tuple[int,
 
 
 def _unknown_key(loc: Sequence[Any], valid: Sequence[str], where: str, *, note: str = "") -> str:
-    """``unknown key 'a.b'`` with where it was given and a suggestion among ``valid`` (else the valid keys)."""
+    """``unknown key 'a.b'`` with where it was given and a suggestion among ``valid`` (else the valid keys); a key
+    that moved (:data:`MOVED_KEYS`) is suggested at its new place."""
     dotted = ".".join(map(str, loc))
     msg = f"unknown key {dotted!r}" + where[len(dotted):]
-    hint = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-    if hint:
+    moved = {old[-1]: ".".join(new) for old, new in MOVED_KEYS if tuple(map(str, loc[:-1])) == old[:-1]}
+    hint = difflib.get_close_matches(str(loc[-1]), [*valid, *moved], n=1)
+    if hint and hint[0] in moved:
+        msg += f" (did you mean {moved[hint[0]]!r}?)"
+    elif hint:
         msg += f" (did you mean {'.'.join([*map(str, loc[:-1]), hint[0]])!r}?)"
     elif valid:
         msg += f" (valid keys here: {', '.join(valid)}{'; ' + note if note else ''})"
@@ -653,6 +722,8 @@ def config_from_dict(
         given[tuple(k.split("."))] = text.strip()
     if base_dir is not None:
         _resolve_paths(d, base_dir)
+    for note in move_deprecated_keys(d, source=source, positions=positions, overrides=given):
+        warnings.warn(note, ConfigDeprecationWarning, stacklevel=2)
     try:
         cfg = Config.model_validate(d)
     except ValidationError as e:

@@ -263,8 +263,9 @@ def demo_config(folder: Path, method: str = DEMO_DEFAULT) -> dict[str, Any]:
         "generator": {"backend": "ngram", "order": 4},
         "embedder": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2", "max_seq_length": 128},
         "privacy": privacy,
+        "synthesis": {"num_samples": 80},
         # variation strength falls over the iterations (Aug-PE's schedule): large edits early, small ones late
-        "evolution": {"num_samples": 80, "iterations": 4, "variations": 6, "selection": "rank",
+        "evolution": {"iterations": 4, "variations": 6, "selection": "rank",
                       "variation": {"kind": "blank", "mask_prob": 0.5, "mask_prob_schedule": [0.5, 0.35, 0.25, 0.2]}},
         "output": str(folder / f"run-{method}"),
     }

@@ -54,7 +54,7 @@ def preflight(config: Config, cls: type[Any]) -> tuple[Config, Prepared]:
     strength, and the backends (options, and that a model loads here — offline, a model missing from the cache
     fails at once with the folder to fill). A configuration that fails here leaves nothing on disk.
 
-    Returns ``config`` with ``evolution.label_distribution.kind: auto`` replaced by the kind it stands for
+    Returns ``config`` with ``synthesis.label_distribution.kind: auto`` replaced by the kind it stands for
     (:func:`privtext.methods.base.resolve_label_distribution`, the reason in ``picked``), so the run directory's
     configuration, its resume and its statement all name the kind that was used; and the corpora as read
     (:meth:`privtext.methods.base.MethodRun.prepare`, with the run's own streams), which the run takes
@@ -96,10 +96,10 @@ def preflight(config: Config, cls: type[Any]) -> tuple[Config, Prepared]:
                f"factor above {_factor(WEAK_EPSILON)}")
             + "; privacy.json says so")
     kind, why_kind = resolve_label_distribution(config, inputs.public)
-    if config.evolution.label_distribution.kind == "auto":
+    if config.synthesis.label_distribution.kind == "auto":
         d = config.dump()
-        d["evolution"]["label_distribution"]["kind"] = kind
-        d["evolution"]["label_distribution"]["picked"] = why_kind
+        d["synthesis"]["label_distribution"]["kind"] = kind
+        d["synthesis"]["label_distribution"]["picked"] = why_kind
         source = config.source_path
         config = Config.model_validate(d)
         config._source_path = source
@@ -192,9 +192,9 @@ def _run_config(config: Config, *, out: str | os.PathLike[str] | None, force: bo
     try:
         with run.lock(purpose="privtext run"):
             run.log(f"privtext run: method={config.method} output={root}")
-            ld = config.evolution.label_distribution
+            ld = config.synthesis.label_distribution
             if ld.picked:
-                run.log(f"evolution.label_distribution: {ld.kind} ({ld.picked})")
+                run.log(f"synthesis.label_distribution: {ld.kind} ({ld.picked})")
             return cls(config, run, callbacks=callbacks).execute(prepared)
     except (ConfigError, DataError):
         _undo_start(run, existed=existed)

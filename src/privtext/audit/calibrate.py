@@ -165,7 +165,7 @@ def _opts(config: Any, section: str) -> Any:
 
 
 def _labels_dp(config: Any) -> tuple[bool, float]:
-    ld = config.evolution.label_distribution
+    ld = config.synthesis.label_distribution
     return ld.kind == "dp" and bool(config.data.label_columns), float(ld.budget_fraction)
 
 

@@ -129,9 +129,13 @@ class RunView:
 
     @property
     def num_samples(self) -> int | None:
-        """The configured number of synthetic samples (``evolution.num_samples``), or ``None`` when not set."""
-        ev = self.config.get("evolution")
-        n = ev.get("num_samples") if isinstance(ev, dict) else None
+        """The configured number of synthetic samples (``synthesis.num_samples``; ``evolution.num_samples`` in a
+        run made before it moved), or ``None`` when not set."""
+        n = None
+        for section in ("synthesis", "evolution"):
+            sec = self.config.get(section)
+            if n is None and isinstance(sec, dict):
+                n = sec.get("num_samples")
         return int(n) if isinstance(n, int) else None
 
     @property

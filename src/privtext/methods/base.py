@@ -156,11 +156,11 @@ def _public_column_hint(config: Config, e: MissingColumnError) -> str:
 
 
 def resolve_label_distribution(config: Config, public: Corpus | None) -> tuple[str, str]:
-    """(the kind, why) that ``evolution.label_distribution.kind: auto`` stands for: ``uniform`` when the run has
+    """(the kind, why) that ``synthesis.label_distribution.kind: auto`` stands for: ``uniform`` when the run has
     no label columns, ``public`` when the public corpus has every label column, ``uniform`` when it lacks them and
     the label values are declared (``data.label_values``), else ``public`` (whose own checks then say what is
     missing). A kind that is not ``auto`` is returned as it is."""
-    ld = config.evolution.label_distribution
+    ld = config.synthesis.label_distribution
     if ld.kind != "auto":
         return ld.kind, ld.picked or ""
     columns = tuple(config.data.label_columns)
@@ -180,19 +180,19 @@ def label_space(config: Config, public: Corpus | None) -> LabelSpace:
     columns = tuple(config.data.label_columns)
     if not columns:
         return LabelSpace.unlabeled()
-    ld = config.evolution.label_distribution
+    ld = config.synthesis.label_distribution
     kind, _ = resolve_label_distribution(config, public)
     declared = config.data.label_values
     if declared is not None:
         values = tuple(itertools.product(*(tuple(declared[c]) for c in columns)))
         if kind == "public" and not _has_labels(public, columns):
             raise ConfigError(
-                "evolution.label_distribution.kind=public needs labelled public text, but the public corpus has "
+                "synthesis.label_distribution.kind=public needs labelled public text, but the public corpus has "
                 f"no column(s) {list(columns)}; with data.label_values use auto (the default), uniform, given or dp")
         return LabelSpace(columns, values)
     if kind == "given":
         if not ld.weights:
-            raise ConfigError("evolution.label_distribution.kind=given needs weights: {'a|b': w, ...}")
+            raise ConfigError("synthesis.label_distribution.kind=given needs weights: {'a|b': w, ...}")
         values = tuple(tuple(k.split("|")) for k in ld.weights)
         bad = [k for k, v in zip(ld.weights, values, strict=True) if len(v) != len(columns)]
         if bad:
@@ -201,7 +201,7 @@ def label_space(config: Config, public: Corpus | None) -> LabelSpace:
     if public is None:
         raise ConfigError(
             "labelled runs need the label values from public information: give data.public (with the label "
-            "columns), data.label_values, or evolution.label_distribution: {kind: given, weights: {...}}"
+            "columns), data.label_values, or synthesis.label_distribution: {kind: given, weights: {...}}"
         )
     return LabelSpace(columns, tuple(sorted(set(public.label_tuples(columns)))))
 
@@ -223,7 +223,7 @@ def private_groups(config: Config, space: LabelSpace, private: Corpus) -> tuple[
 def public_label_weights(config: Config, space: LabelSpace, public: Corpus | None) -> np.ndarray:
     """Samples per label group from public information: uniform, the configured weights, or the public corpus's
     label counts (``label_distribution: public``)."""
-    ld = config.evolution.label_distribution
+    ld = config.synthesis.label_distribution
     if not space.columns:
         return np.ones(1)
     kind, _ = resolve_label_distribution(config, public)
@@ -234,7 +234,7 @@ def public_label_weights(config: Config, space: LabelSpace, public: Corpus | Non
         missing = [" | ".join(v) for v in space.values
                    if " | ".join(v) not in ld.weights and "|".join(v) not in ld.weights]
         if missing:
-            raise ConfigError(f"evolution.label_distribution.weights has no weight for {missing[:5]}")
+            raise ConfigError(f"synthesis.label_distribution.weights has no weight for {missing[:5]}")
         w = np.array([float(ld.weights[" | ".join(v)] if " | ".join(v) in ld.weights else ld.weights["|".join(v)])
                       for v in space.values])
         if (w < 0).any():
@@ -364,7 +364,7 @@ class MethodDescription:
 
 @dataclass(frozen=True)
 class LabelNoise:
-    """How a method releases the DP label histogram (``evolution.label_distribution.kind: dp``): a Gaussian with
+    """How a method releases the DP label histogram (``synthesis.label_distribution.kind: dp``): a Gaussian with
     noise multiplier ``sigma`` (Aug-PE) or a Laplace at ``epsilon`` (DP-KPS). Δ comes from the run's relation."""
 
     kind: Literal["gaussian", "laplace"]
@@ -493,8 +493,8 @@ class RunContext:
         allocated by largest remainder — post-processing)."""
         m = self.method
         config = m.config
-        n = config.evolution.num_samples if total is None else int(total)
-        ld = config.evolution.label_distribution
+        n = config.synthesis.num_samples if total is None else int(total)
+        ld = config.synthesis.label_distribution
         space = self.space
         if ld.kind != "dp" or not space.columns:
             w = public_label_weights(config, space, self.public)
@@ -706,8 +706,9 @@ class MethodRun:
     def statement_parameters(self) -> JsonObject:
         """The configured run parameters listed in ``privacy.json`` (the evolution loop's, for PE methods)."""
         ev = self.config.evolution
-        return {"iterations": ev.iterations, "num_samples": ev.num_samples, "variations": ev.variations,
-                "selection": ev.selection, "label_distribution": ev.label_distribution.kind,
+        syn = self.config.synthesis
+        return {"iterations": ev.iterations, "num_samples": syn.num_samples, "variations": ev.variations,
+                "selection": ev.selection, "label_distribution": syn.label_distribution.kind,
                 "calibration": self.config.privacy.calibration}
 
     def metrics_extra(self) -> JsonObject:
@@ -860,7 +861,7 @@ class MethodRun:
         if parts.threat_model:
             guarantee["threat_model"] = parts.threat_model
         parameters = {**self.statement_parameters(), **parts.parameters}
-        picked = self.config.evolution.label_distribution.picked
+        picked = self.config.synthesis.label_distribution.picked
         if picked and self.label_columns:  # kind: auto, resolved by the runner (privtext.runner.preflight)
             parameters["label_distribution_picked"] = picked
         treated = list(parts.treated_as_public)

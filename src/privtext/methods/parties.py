@@ -93,9 +93,9 @@ def check_parties(config: Config, pt: PartiesOptions, section: str) -> None:
     if config.cluster.backend != "local":
         raise ConfigError(f"cluster.backend: {config.cluster.backend} counts one holder's votes on a cluster; with "
                           f"{section}.parties every party counts its own votes (set cluster.backend: local)")
-    if config.evolution.label_distribution.kind == "dp":
+    if config.synthesis.label_distribution.kind == "dp":
         raise ConfigError(f"{section}.parties: a DP label histogram would need its own aggregation; set "
-                          "evolution.label_distribution.kind to public, uniform or given (not dp)")
+                          "synthesis.label_distribution.kind to public, uniform or given (not dp)")
 
 
 class HoldsParties:

@@ -151,7 +151,7 @@ class DPVoteMethod(HoldsParties, MethodRun):
                                       "report_delta": b.report_delta}
             head = (f"No privacy target was set (fixed noise multiplier σ = {self.sigma:g}); for reference the "
                     f"releases are ({s['epsilon_at_report_delta']:.4g}, {b.report_delta:g})-DP for {unit}")
-        ld = self.config.evolution.label_distribution
+        ld = self.config.synthesis.label_distribution
         public = ["the public corpus (generator training text, label values, zero-shot prompts)"]
         if self.vocabulary_prompts_on():
             public.append("the public vocabulary (words and phrases of the public corpus); the initial prompts hold "

@@ -55,7 +55,8 @@ def tiny_run(
         "embedder": {"backend": "hashing", "dim": 64, "cache": False},
         "privacy": dict(privacy or ({"secret": {"p": 1e-3, "r": 2e-2}} if describe(method).guarantee == "secret"
                                     else {"mu": 1.0})),
-        "evolution": {"num_samples": num_samples, "iterations": iterations, "variations": variations},
+        "synthesis": {"num_samples": num_samples},
+        "evolution": {"iterations": iterations, "variations": variations},
         "output": str(root),
     }
     for k, v in sections.items():

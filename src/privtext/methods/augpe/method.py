@@ -5,7 +5,7 @@ Privacy (record-level, add/remove one private record)
 Each iteration releases one vote histogram: one vote per record, so L2 sensitivity Δ = 1 under add/remove one
 record (Δ from the run's relation, :mod:`privtext.privacy.relation`; see :mod:`privtext.mechanisms.voting`) and
 Gaussian noise N(0, σ²Δ²): a Gaussian mechanism with noise multiplier σ. T iterations are the T-fold composition (plus one Gaussian label histogram when
-``evolution.label_distribution.kind = dp``). Budget forms:
+``synthesis.label_distribution.kind = dp``). Budget forms:
 
 * ``{epsilon, delta}`` — σ is the smallest value whose composition meets (ε, δ) under the PLD accountant
   (tight); ``privacy.calibration: paper`` uses σ = √T/μ with μ from (ε, δ) by GDP duality instead.
@@ -203,7 +203,7 @@ class AugPE(DPVoteMethod, EvolutionMethod):
     # ------------------------------------------------------------------ the scorer
     def scorer(self, ctx: RunContext) -> tuple[Scorer, LabelNoise | None]:
         T = self.config.evolution.iterations
-        ld = self.config.evolution.label_distribution
+        ld = self.config.synthesis.label_distribution
         frac = ld.budget_fraction if (ld.kind == "dp" and ctx.space.columns) else None
         sigma, label_sigma = self.calibrate(T, frac)
         self.sigma, self.label_sigma = sigma, label_sigma

@@ -12,7 +12,7 @@ from it; everything after the fine-tuning is post-processing.
    on the small LM, each code's input embedding also gets a trainable delta (``dpft.train_codes``,
    :mod:`.codedelta`), clipped and noised with the adapters. A record's loss is its text's given its codes
    (``dpft.loss_on: text``; ``sequence`` also makes the codes targets).
-2. **the label mix** — ``evolution.label_distribution.kind: dp``: a Gaussian label histogram (one count per
+2. **the label mix** — ``synthesis.label_distribution.kind: dp``: a Gaussian label histogram (one count per
    record, Δ = 1 from the relation) with noise multiplier σ_L = 1/μ_L, μ_L² = ``budget_fraction``·μ², μ the GDP
    level of (ε, δ) (:class:`~privtext.privacy.budget.BudgetSplit`); otherwise the public label weights.
 3. **DP-SGD** (:mod:`privtext.mechanisms.dpsgd`) — Poisson sampling at rate q, per-record clipping at L2 norm
@@ -25,7 +25,7 @@ from it; everything after the fine-tuning is post-processing.
    and continues from the last one. σ is the smallest noise multiplier whose composition with the label
    histogram meets (ε, δ) on dp_accounting's PLD (:func:`~privtext.privacy.calibration.calibrate`); the ledger
    accounts for the same events. ``privacy: {noise_multiplier: σ}`` fixes σ instead (ε reported only).
-4. **sampling** — ``evolution.num_samples`` records, each label group's share from step 2, each drawn from the
+4. **sampling** — ``synthesis.num_samples`` records, each label group's share from step 2, each drawn from the
    fine-tuned model given its label's codes (non-private randomness: post-processing).
 
 The sampling rate q = ``dpft.sampling_rate`` is a public parameter (default :data:`DEFAULT_SAMPLING_RATE` =
@@ -205,7 +205,7 @@ def dpft_plan(config: Config, options: DPFTOptions, budget: Any = None) -> DPFTP
     q = float(options.sampling_rate)
     per_epoch = max(1, round(1.0 / q))
     epochs = options.epochs
-    ld = config.evolution.label_distribution
+    ld = config.synthesis.label_distribution
     labels = ld.kind == "dp" and bool(config.data.label_columns)
     if b.kind == "noise":
         sigma = noise_multiplier(b, gaussian_event)  # the fixed σ (no target)
@@ -462,8 +462,8 @@ class DPFT(MethodRun):
 
     # ------------------------------------------------------------------ the statement
     def statement_parameters(self) -> dict[str, Any]:
-        ld = self.config.evolution.label_distribution
-        return {"num_samples": self.config.evolution.num_samples, "label_distribution": ld.kind}
+        ld = self.config.synthesis.label_distribution
+        return {"num_samples": self.config.synthesis.num_samples, "label_distribution": ld.kind}
 
     def statement_parts(self, ledger: Ledger) -> StatementParts:
         """The guarantee in words. Numbers: the configuration, the budget, ε spent (a function of the events), and
@@ -503,7 +503,7 @@ class DPFT(MethodRun):
             "noise_multiplier": plan.noise_multiplier}
         if plan.label_sigma is not None:
             params["label_noise_multiplier"] = plan.label_sigma
-        ld = self.config.evolution.label_distribution
+        ld = self.config.synthesis.label_distribution
         public = [f"the model's weights before fine-tuning: {self.origin}",
                   "the label schema (the public label values)"]
         if ld.kind != "dp" and self.config.data.label_columns:

@@ -8,7 +8,7 @@ Budget (pure ε-DP, add/remove one private record)
 ``privacy: {epsilon: ε}`` is the total (a ``delta`` may be given; pure ε-DP implies (ε, δ)-DP for every δ). It is
 split as
 
-* ``evolution.label_distribution.kind: dp`` — ε_labels = ``budget_fraction``·ε for a Laplace(1/ε_labels) label
+* ``synthesis.label_distribution.kind: dp`` — ε_labels = ``budget_fraction``·ε for a Laplace(1/ε_labels) label
   histogram (Δ₁ = 1: one record changes one count by 1; :func:`privtext.mechanisms.labels.laplace_label_histogram`);
 * ``dpkps.epsilon_vocab`` and ``dpkps.epsilon_kde`` when both are given (their sum with ε_labels must not exceed
   ε), else ε_vocab = ``vocab_share``·(ε − ε_labels) and ε_kde = the rest (default 1/6: the paper's 1 + 5).
@@ -60,7 +60,7 @@ def budget_split(config: Config, options: DPKPSOptions, budget: Any = None) -> A
     from ...privacy.budget import BudgetSplit
 
     total = float((pure_budget(config) if budget is None else budget).epsilon)
-    ld = config.evolution.label_distribution
+    ld = config.synthesis.label_distribution
     eps_labels = ld.budget_fraction * total if (ld.kind == "dp" and config.data.label_columns) else None
     rest = total - (eps_labels or 0.0)
     ev, ek = options.epsilon_vocab, options.epsilon_kde
@@ -91,7 +91,7 @@ class DPKPS(MethodRun):
         zero_shot_words="every DP-KPS prompt holds released keyphrases, so none of its outputs is generator-only",
         control=("privacy.epsilon=1e-06",),
         control_words="the same run at ε = 10⁻⁶: the released vocabulary and sketches carry no signal")
-    demo: ClassVar[dict[str, Any] | None] = {"evolution": {"num_samples": 80},
+    demo: ClassVar[dict[str, Any] | None] = {"evolution": None,  # one shot: no loop settings
                                              "dpkps": {"vocab_size": 150, "length": 6}}
     Options = DPKPSOptions
     options: DPKPSOptions
@@ -189,8 +189,8 @@ class DPKPS(MethodRun):
 
     # ------------------------------------------------------------------ the statement
     def statement_parameters(self) -> dict[str, Any]:
-        ld = self.config.evolution.label_distribution
-        return {"num_samples": self.config.evolution.num_samples, "label_distribution": ld.kind,
+        ld = self.config.synthesis.label_distribution
+        return {"num_samples": self.config.synthesis.num_samples, "label_distribution": ld.kind,
                 "generator_calls": "one per keyphrase sequence"}
 
     def statement_parts(self, ledger: Ledger) -> StatementParts:
@@ -209,7 +209,7 @@ class DPKPS(MethodRun):
                      "delta": 0.0}
         head = (f"pure {s['epsilon']:.4g}-differential privacy ({split}; δ = 0) for {unit} (budget ε = "
                 f"{self.budget.epsilon:g})")
-        ld = self.config.evolution.label_distribution
+        ld = self.config.synthesis.label_distribution
         public = [
             "the public vocabulary (" + (f"the glossary {self.options.glossary}" if self.options.glossary else
                                          "words and phrases of the public corpus") + ")",

@@ -181,9 +181,9 @@ class SecPE(EvolutionMethod):
                 f"method secpe needs privacy: {{secret: {{p: ..., r: ...}}}} (got a {p.kind!r} budget); "
                 "for a DP guarantee use method: augpe"
             )
-        if config.evolution.label_distribution.kind == "dp":
+        if config.synthesis.label_distribution.kind == "dp":
             raise ConfigError("secpe uses the public label distribution (secret-free records are public); "
-                              "set evolution.label_distribution.kind to public, uniform or given")
+                              "set synthesis.label_distribution.kind to public, uniform or given")
         build_detector(options.detector)  # a missing detector file or unknown detector fails here
 
     def budget_of(self) -> Budget:
@@ -240,9 +240,9 @@ class SecPE(EvolutionMethod):
         cfg = self.options
         p = self.config.privacy.secret
         assert p is not None and inputs.public is not None
-        if self.config.evolution.label_distribution.kind == "dp":
+        if self.config.synthesis.label_distribution.kind == "dp":
             raise ConfigError("secpe uses the public label distribution (secret-free records are public); "
-                              "set evolution.label_distribution.kind to public, uniform or given")
+                              "set synthesis.label_distribution.kind to public, uniform or given")
         T = self.config.evolution.iterations
         plan = clustering_plan(T if cfg.recluster_each_iteration else 1, cfg.sample)
         compositions = plan.compositions
@@ -279,7 +279,7 @@ class SecPE(EvolutionMethod):
                          else np.zeros(len(base), dtype=np.int64))
         k = cfg.clusters if cfg.clusters != "auto" else auto_clusters(
             n_public=len(base), n_groups=len(np.unique(public_groups[public_groups >= 0])) or 1,
-            num_samples=self.config.evolution.num_samples, sigma=sigma, dim=int(public_emb.shape[1]),
+            num_samples=self.config.synthesis.num_samples, sigma=sigma, dim=int(public_emb.shape[1]),
             radius=cfg.clip_radius, noise_norm=cfg.noise_norm)
         with self.metrics.stage("public_kmeans"):
             clusters = public_kmeans(public_emb, public_groups, 1 if unlabelled else len(space), k,

@@ -1,6 +1,6 @@
 """WASP: contrastive private data synthesis with several weighted generators (wasp.txt §4, Alg 1), single holder.
 
-One run, T rounds (``evolution.iterations``), N synthetic samples in all (``evolution.num_samples``), K generators
+One run, T rounds (``evolution.iterations``), N synthetic samples in all (``synthesis.num_samples``), K generators
 (``generators:`` — any mix of backends; a single ``generator:`` is one generator):
 
 1. round t generates n_t samples (N split over the T rounds by largest remainder), N_k = n_t·w_k of them by
@@ -147,7 +147,7 @@ class WASP(DPVoteMethod):
     demo: ClassVar[dict[str, Any] | None] = {
         "generator": None, "generators": [{"backend": "ngram", "order": 4, "name": "ngram-4"},
                                           {"backend": "ngram", "order": 2, "name": "ngram-2"}],
-        "evolution": {"num_samples": 80, "iterations": 4}, "wasp": {"q": 4, "in_context": 4}}
+        "evolution": {"iterations": 4}, "wasp": {"q": 4, "in_context": 4}}
     Options = WASPOptions
     options: WASPOptions
     sigma: float = 0.0  # noise multiplier z of every release
@@ -165,9 +165,9 @@ class WASP(DPVoteMethod):
             raise ConfigError(f"evolution.final: {config.evolution.final}: WASP's output is its collective set D "
                               "(wasp.output); the trained generators write the next rounds (use population)")
         p = config.privacy
-        if config.evolution.label_distribution.kind == "dp":
+        if config.synthesis.label_distribution.kind == "dp":
             raise ConfigError("WASP splits samples over labels by public weights: set "
-                              "evolution.label_distribution.kind to public, uniform or given (not dp)")
+                              "synthesis.label_distribution.kind to public, uniform or given (not dp)")
         if p.calibration == "paper" and options.feedback == "votes" and p.kind not in ("dp", "noise"):
             raise ConfigError("privacy.calibration: paper is WASP's (ε, δ) formula; give privacy.epsilon/delta "
                               f"(got a {p.kind} budget) or use calibration: pld")
@@ -226,8 +226,9 @@ class WASP(DPVoteMethod):
     def statement_parameters(self) -> dict[str, Any]:
         """WASP's rounds use T, N and the label distribution, not the evolution loop's variations or selection."""
         ev = self.config.evolution
-        return {"iterations": ev.iterations, "num_samples": ev.num_samples,
-                "label_distribution": ev.label_distribution.kind, "calibration": self.config.privacy.calibration}
+        syn = self.config.synthesis
+        return {"iterations": ev.iterations, "num_samples": syn.num_samples,
+                "label_distribution": syn.label_distribution.kind, "calibration": self.config.privacy.calibration}
 
     def statement_parts(self, ledger: Ledger) -> StatementParts:
         """The Gaussian-vote methods' statement (:class:`~privtext.methods.votes.DPVoteMethod`) with WASP's
@@ -256,7 +257,7 @@ class WASP(DPVoteMethod):
         output is the collective set D (``output: nearest``: the top of a last vote per label)."""
         o = self.options
         ev = self.config.evolution
-        T, N = ev.iterations, ev.num_samples
+        T, N = ev.iterations, self.config.synthesis.num_samples
         space = ctx.space
         gens = ctx.generators
         self._gen_names = [c.name or f"{c.backend}-{i}" for i, c in enumerate(self.generator_configs())]
@@ -618,8 +619,8 @@ def check_unconditioned(config: Config, options: Any) -> None:
         return  # without label_values the public corpus must hold the label columns (read_inputs)
     if math.prod(len(d.label_values.get(c, ())) for c in d.label_columns) < 2:
         return
-    if config.evolution.label_distribution.kind == "given" and config.evolution.label_distribution.weights and \
-            sum(1 for w in config.evolution.label_distribution.weights.values() if w > 0) < 2:
+    if config.synthesis.label_distribution.kind == "given" and config.synthesis.label_distribution.weights and \
+            sum(1 for w in config.synthesis.label_distribution.weights.values() if w > 0) < 2:
         return
     from ...data import load_corpus
     from ...generate import GENERATORS
