@@ -312,11 +312,8 @@ MOVED_KEYS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 class ConfigDeprecationWarning(DeprecationWarning):
-    """A configuration key that moved (:data:`MOVED_KEYS`): still read, shown by default (not only in
-    ``__main__``), so a user running the CLI sees it."""
-
-
-warnings.filterwarnings("default", category=ConfigDeprecationWarning)
+    """A configuration key that moved (:data:`MOVED_KEYS`): still read. :func:`config_from_dict` (what the CLI
+    reads a file with) also prints it as a note on stderr, so a user running a command sees it."""
 
 
 def move_deprecated_keys(d: dict[str, Any], *, source: str = "config",
@@ -723,6 +720,7 @@ def config_from_dict(
     if base_dir is not None:
         _resolve_paths(d, base_dir)
     for note in move_deprecated_keys(d, source=source, positions=positions, overrides=given):
+        _note(note)
         warnings.warn(note, ConfigDeprecationWarning, stacklevel=2)
     try:
         cfg = Config.model_validate(d)
@@ -730,6 +728,15 @@ def config_from_dict(
         raise ConfigError(format_validation_error(e, source=source, positions=positions, overrides=given)) from None
     cfg._source, cfg._positions, cfg._overrides = source, positions, given
     return cfg
+
+
+def _note(text: str) -> None:
+    """A one-line note on stderr for whoever runs the command (quiet mode hides it)."""
+    from rich.markup import escape
+
+    from .progress import say
+
+    say(f"[yellow]note:[/] {escape(text)}")
 
 
 def _deepcopy(x: Any) -> Any:
