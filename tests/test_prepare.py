@@ -4,6 +4,7 @@ reads them once more (it has no pre-run check)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ RUNS: dict[str, dict[str, Any]] = {
     "wasp": {"num_samples": 60, "iterations": 3, "generators": GENS, "privacy": {"epsilon": 4.0, "delta": 1e-5},
              "wasp": {"q": 3, "in_context": 4}},
     "dpkps": {"num_samples": 16, "privacy": {"epsilon": 6.0}, "data": {"label_values": SCHEMA},
-              "evolution": {"label_distribution": {"kind": "uniform"}},
+              "synthesis": {"label_distribution": {"kind": "uniform"}},
               "dpkps": {"vocab_size": 20, "length": 4, "n_features": 32}},
 }
 
@@ -60,6 +61,24 @@ def test_a_run_reads_its_private_and_public_file_once(method: str, tmp_path: Pat
     assert reads == Counter({"run.private.csv": 1, "run.public.csv": 1}), reads
 
 
+def test_with_party_files_each_party_file_is_read_once_and_data_private_never(tmp_path: Path,
+                                                                              reads: Counter[str]) -> None:
+    """``parties.files``: the parties' files are the private corpus (HoldsParties.prepare), read once each with the
+    public file; ``data.private`` is not read at all."""
+    from privtext.data import write_corpus
+
+    private, public = _corpora("augpe")
+    files = []
+    for k, ix in enumerate(np.array_split(np.arange(len(private)), 3)):
+        f = tmp_path / f"party{k}.csv"
+        write_corpus(private.subset(ix), f)
+        files.append(str(f))
+    run = tiny_run(tmp_path / "run", private=private, public=public, iterations=2,
+                   privacy={"epsilon": 4.0, "delta": 1e-5}, augpe={"parties": {"files": files, "aggregation": "plain"}})
+    assert json.loads((run / "privacy.json").read_text())["parameters"]["parties"]["from_files"] is True
+    assert reads == Counter({"party0.csv": 1, "party1.csv": 1, "party2.csv": 1, "run.public.csv": 1}), reads
+
+
 def test_a_resumed_run_reads_them_once_more(tmp_path: Path, reads: Counter[str]) -> None:
     from privtext.rundir import RunDir
     from privtext.runner import resume_run
@@ -75,8 +94,6 @@ def test_a_resumed_run_reads_them_once_more(tmp_path: Path, reads: Counter[str])
 def test_the_max_private_sample_is_drawn_once_with_the_runs_own_stream(tmp_path: Path) -> None:
     """The pre-run check's sample is the run's: with reproducible noise it is the one the privacy stream
     ``max_private`` of the seed draws, and the run counts exactly that many records."""
-    import json
-
     from privtext.rng import noise_rng
     from privtext.runner import load_run_config, preflight, resolve_config
 

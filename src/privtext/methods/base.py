@@ -115,6 +115,24 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
         idx = np.sort(subsample_rng().choice(len(private), d.max_private, replace=False))
         private = private.subset(idx)
         subsampled = True
+    public, heldout = read_public(config, public_rng=public_rng)
+    return Inputs(private=private, public=public, heldout=heldout, subsampled=subsampled)
+
+
+def read_streams(config: Config) -> tuple[Callable[[], np.random.Generator], Callable[[], np.random.Generator]]:
+    """The run's streams for reading its corpora (:meth:`MethodRun.prepare`): the ``data.max_private`` sample's,
+    privacy randomness (``noise_rng(seed, "max_private")``, as :meth:`MethodRun.noise_rng`), and the
+    ``data.max_public`` sample's, public randomness (``derive(seed, "max_public")``, as :meth:`MethodRun.rng`)."""
+    p = config.privacy
+    return (lambda: noise_rng(config.seed, "max_private", reproducible=p.reproducible_noise),
+            lambda: derive(config.seed, "max_public", secure=p.secure))
+
+
+def read_public(config: Config, *, public_rng: Callable[[], np.random.Generator]
+                ) -> tuple[Corpus | None, Corpus | None]:
+    """The public corpus (None without ``data.public``) minus its held-out slice (``data.public_holdout``), at most
+    ``data.max_public`` of it (a sample drawn with ``public_rng``), and the held-out slice."""
+    d = config.data
     public = heldout = None
     if d.public:
         try:
@@ -133,7 +151,7 @@ def read_inputs(config: Config, *, subsample_rng: Callable[[], np.random.Generat
         if d.max_public and len(public) > d.max_public:
             idx = np.sort(public_rng().choice(len(public), d.max_public, replace=False))
             public = public.subset(idx)
-    return Inputs(private=private, public=public, heldout=heldout, subsampled=subsampled)
+    return public, heldout
 
 
 # ------------------------------------------------------------------------------------------------ label space
@@ -595,11 +613,9 @@ class MethodRun:
         ``data.max_public`` sample from the public stream ``max_public`` (:meth:`rng`). Hook: a method whose
         private records come from elsewhere (``parties.files``: :class:`privtext.methods.parties.HoldsParties`)
         reads them here."""
-        p = config.privacy
         t0 = time.perf_counter()
-        inputs = read_inputs(config, subsample_rng=lambda: noise_rng(config.seed, "max_private",
-                                                                     reproducible=p.reproducible_noise),
-                             public_rng=lambda: derive(config.seed, "max_public", secure=p.secure))
+        private_rng, public_rng = read_streams(config)
+        inputs = read_inputs(config, subsample_rng=private_rng, public_rng=public_rng)
         return Prepared(inputs, time.perf_counter() - t0)
 
     #: the budget the ledger enforces (:meth:`budget_of`), set by :meth:`execute` before the first release
@@ -984,5 +1000,6 @@ def check_nonempty(corpus: Corpus, what: str) -> None:
 
 
 __all__ = ["EvolutionMethod", "Inputs", "JsonObject", "LabelNoise", "Method", "MethodRun", "Prepared", "RunContext",
-           "StatementParts", "Synthetic", "check_nonempty", "label_space", "private_groups", "public_label_weights", "read_inputs",
+           "StatementParts", "Synthetic", "check_nonempty", "label_space", "private_groups", "public_label_weights",
+           "read_inputs", "read_public", "read_streams",
            "resolve_label_distribution"]

@@ -119,14 +119,12 @@ class HoldsParties:
             return super().prepare(config)  # type: ignore[misc,no-any-return]
         from ..data import Corpus
         from ..federated import parties_from_files
-        from .base import Inputs, Prepared
+        from .base import Inputs, Prepared, read_public, read_streams
 
         t0 = time.perf_counter()
         d = config.data
         files = [str(Path(f).expanduser().resolve()) for f in pt.files]
-        # the public side as configured; the private side from the first party's file (replaced below)
-        first = config.model_copy(update={"data": d.model_copy(update={"private": files[0]})})
-        inputs = super().prepare(first).inputs  # type: ignore[misc]
+        public, heldout = read_public(config, public_rng=read_streams(config)[1])  # the public side as configured
         parties = parties_from_files(files, text_column=d.text_column, label_columns=list(d.label_columns),
                                      id_column=d.id_column)
         # ids are the party's own (files may reuse them): prefixed with the party index
@@ -135,7 +133,7 @@ class HoldsParties:
                          labels={c: tuple(v for p in parties for v in p.data.labels[c])  # type: ignore[attr-defined]
                                  for c in d.label_columns}, name="private (parties)")
         party_of = np.concatenate([np.full(len(party), party.index, dtype=np.int64) for party in parties])
-        return Prepared(Inputs(private=private, public=inputs.public, heldout=inputs.heldout, party_of=party_of),
+        return Prepared(Inputs(private=private, public=public, heldout=heldout, party_of=party_of),
                         time.perf_counter() - t0)
 
     def build_parties(self, private_emb: np.ndarray, private_groups: np.ndarray,
