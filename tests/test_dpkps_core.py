@@ -244,7 +244,13 @@ def test_bad_parameters_name_the_value() -> None:
     p = DPKPSOptions.from_total(6.0)
     assert (p.epsilon_vocab, p.epsilon_kde) == pytest.approx((1.0, 5.0)) and p.epsilon_total == pytest.approx(6.0)
     # one class, one set of defaults: the library's are what `privtext run` uses (issue 37)
-    assert (p.vocab_size, p.length, p.r) == (400, 8, 10)
+    assert (p.vocab_size, p.length, p.r) == (None, 8, 10)
+    # the default |Ṽ|: 400, or the whole public vocabulary when it is smaller (issue 35: a small public corpus of
+    # short messages holds about 110 terms); a size that was set stays as it is
+    assert p.sized_for(5000).vocab_size == 400 and p.sized_for(113).vocab_size == 113
+    assert p.model_copy(update={"vocab_size": 50}).sized_for(20).vocab_size == 50
+    with pytest.raises(ConfigError, match="vocab_size=5 < length=8"):  # a public vocabulary smaller than L
+        p.sized_for(5)
     small = DPKPSOptions(epsilon_vocab=1.0, epsilon_kde=1.0, vocab_size=10, length=2, n_features=8)
     kw: dict[str, Any] = dict(public_vocabulary=PublicVocabulary(tuple(f"w{i}" for i in range(20))),
                               embedder=HashingEmbedder(dim=8), params=small, rng=np.random.default_rng(0))

@@ -88,6 +88,10 @@ def _pos_int(name: str, v: Any, *, allow_none: bool = False) -> None:
         raise ConfigError(f"dpkps.{name} must be a positive integer, got {v!r}")
 
 
+#: |Ṽ| when ``dpkps.vocab_size`` is not set and the public vocabulary has at least as many terms
+DEFAULT_VOCAB_SIZE = 400
+
+
 class DPKPSOptions(BackendOptions):
     """Every public parameter of DP-KPS: the ``dpkps:`` config section of a run, and the parameters of the library
     functions below (one class, one set of defaults: what ``privtext run`` uses).
@@ -112,7 +116,9 @@ class DPKPSOptions(BackendOptions):
     vocab_share: float = Field(default=1 / 6, gt=0, lt=1, description="ε_vocab / (ε − ε_labels) when the two "
                                "epsilons are not given")
     r: int = Field(default=10, ge=1, description="terms per document in the vocabulary histogram (App A.1's S)")
-    vocab_size: int = Field(default=400, ge=1, description="|Ṽ|, the DP vocabulary's size")
+    vocab_size: int | None = Field(
+        default=None, ge=1, description="|Ṽ|, the DP vocabulary's size (default: 400, or the whole public vocabulary "
+        "when it has fewer terms)")
     length: int = Field(default=8, ge=1, description="L, keyphrases per sequence")
     sequence: Literal["independent", "iterative"] = "independent"
     ensemble: Literal["log", "linear"] = "log"
@@ -154,8 +160,9 @@ class DPKPSOptions(BackendOptions):
         for name in ("epsilon_vocab", "epsilon_kde"):
             if getattr(self, name) is not None:
                 check_epsilon(getattr(self, name), name=name)
-        for name in ("r", "vocab_size", "length", "n_features"):
+        for name in ("r", "length", "n_features"):
             _pos_int(name, getattr(self, name))
+        _pos_int("vocab_size", self.vocab_size, allow_none=True)
         _pos_int("max_terms", self.max_terms, allow_none=True)
         check_neighbouring(self.neighbouring)
         ensemble_blocks(self.length, sequence=self.sequence, ensemble=self.ensemble)  # validates both
@@ -177,13 +184,23 @@ class DPKPSOptions(BackendOptions):
                               "sketch='rff' (the KDE of m-term windows)")
         if self.sketch_kind == "histogram" and self.noise == "paper":
             raise ConfigError("dpkps.noise='paper' is the RFF class-mean sketch of App A.2: use sketch='rff'")
-        if not self.allow_repeats and self.vocab_size < self.length:
+        if not self.allow_repeats and self.vocab_size is not None and self.vocab_size < self.length:
             raise ConfigError(f"dpkps.vocab_size={self.vocab_size} < length={self.length}: sequences of distinct "
                               "terms need at least L terms (or set allow_repeats)")
         if self.max_terms is not None and self.sequence == "iterative" and self.max_terms < self.length:
             raise ConfigError(f"dpkps.max_terms={self.max_terms} < length={self.length}: no document could "
                               "contribute to the L-block sketch")
         return self
+
+    def sized_for(self, public_terms: int) -> DPKPSOptions:
+        """A checked copy with ``vocab_size`` resolved for a public vocabulary of ``public_terms`` terms: the value
+        set, else :data:`DEFAULT_VOCAB_SIZE` (400), or all ``public_terms`` when the public vocabulary is smaller
+        (a few hundred short public messages hold about 110 terms: the fixed default refused them, issue 35). The
+        public vocabulary's size is a property of the public corpus, so the choice depends on no private record. A
+        size the user set that exceeds the public vocabulary stays an error (:func:`dpkps_sequences`)."""
+        if self.vocab_size is not None:
+            return self
+        return self.model_copy(update={"vocab_size": min(DEFAULT_VOCAB_SIZE, int(public_terms))}).check()
 
     def with_epsilons(self, epsilon_vocab: float, epsilon_kde: float) -> DPKPSOptions:
         """A checked copy with both epsilons set (what the library functions take)."""
@@ -255,7 +272,8 @@ def dpkps_plan(params: DPKPSOptions) -> list[Release]:
         "dpkps/vocabulary", mechanism="dp_vocabulary", epsilon=eps_vocab,
         contribution=vocabulary_contribution(params.r), relation=relation,
         description=f"DP vocabulary (App A.1): first {params.r} terms per document, Laplace histogram, top "
-                    f"{params.vocab_size}")]
+                    + (f"{params.vocab_size}" if params.vocab_size is not None else
+                       f"{DEFAULT_VOCAB_SIZE} (or every public term, when fewer)"))]
     if params.sketch_kind == "histogram":
         out.append(laplace_release(
             "dpkps/histogram", mechanism="dp_term_histogram", epsilon=eps_kde,
@@ -396,7 +414,7 @@ def dpkps_sequences(
     ChaCha20 CSPRNG keyed by OS entropy per release (:func:`privtext.rng.noise_rng`), never the caller's ``rng``.
     Reproducible noise is an explicit opt-in and NOT private (whoever knows the seed can subtract the noise):
     ``noise_rng=lambda key: privtext.rng.noise_rng(seed, key, reproducible=True)``."""
-    params = _checked(params)
+    params = _checked(params).sized_for(len(public_vocabulary))
     classes, counts = _check_inputs(private_texts, private_labels, classes, public_vocabulary, params, n_per_class,
                                     rng)
     keeper = keeper if keeper is not None else DirectReleases()

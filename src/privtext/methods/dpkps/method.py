@@ -36,7 +36,7 @@ from ...errors import ConfigError
 from ...privacy.relation import NeighbouringRelation
 from ...progress import progress
 from ..base import Inputs, LabelNoise, MethodDescription, MethodRun, RunContext, StatementParts, Synthetic
-from .core import DPKPSOptions, dpkps_plan, dpkps_sequences
+from .core import DEFAULT_VOCAB_SIZE, DPKPSOptions, dpkps_plan, dpkps_sequences
 
 if TYPE_CHECKING:
     from ...privacy.ledger import Ledger
@@ -156,6 +156,10 @@ class DPKPS(MethodRun):
         gen = ctx.generator
         with self.metrics.stage("public_vocabulary"):
             vocab = self.public_vocabulary(public)
+        if params.vocab_size is None and len(vocab) < DEFAULT_VOCAB_SIZE:
+            self.log(f"dpkps.vocab_size: the public vocabulary has {len(vocab)} terms, fewer than the default "
+                     f"{DEFAULT_VOCAB_SIZE}: the DP vocabulary is chosen among all of them")
+        self.params = params = params.sized_for(len(vocab))  # DPKPSOptions.sized_for: public, no private record
         self.log(f"public vocabulary: {len(vocab)} terms; releases: "
                  + ", ".join(f"{p.key} (ε={p.meta['epsilon']:.4g})" for p in dpkps_plan(params)))
         counts = ctx.label_counts(LabelNoise("laplace", epsilon=eps_labels) if eps_labels else None)
