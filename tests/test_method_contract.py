@@ -79,7 +79,7 @@ class Case:
 CASES: list[Case] = [
     Case("augpe", "augpe", {"privacy": {"mu": 1.0}}, {"votes/": 1.0}, "adding or removing one private record"),
     Case("augpe_dp_labels", "augpe", {"privacy": {"epsilon": 4.0, "delta": 1e-5},
-                                      "evolution": {"label_distribution": {"kind": "dp"}}},
+                                      "synthesis": {"label_distribution": {"kind": "dp"}}},
          {"votes/": 1.0, "labels/histogram": 1.0}, "adding or removing one private record"),
     # issue 21, bug 1: the DP vocabulary under the secret-group relation has Δ₁ = k·r (k = 5, r = 5)
     Case("augpe_group_vocab", "augpe", {"privacy": {"epsilon": 4.0, "delta": 1e-5},
@@ -105,13 +105,13 @@ CASES: list[Case] = [
     Case("wasp_user_normalised", "wasp", {"privacy": {"mu": 1.0}, "wasp": {"q": 2, "parties": {
         "count": 3, "aggregation": "plain", "level": "user", "normalise": True}}},
          {"votes/": 1.0}, "normalised to unit L2 per party"),
-    Case("dpkps", "dpkps", {"privacy": {"epsilon": 6.0}, "evolution": {"label_distribution": {"kind": "dp"}},
+    Case("dpkps", "dpkps", {"privacy": {"epsilon": 6.0}, "synthesis": {"label_distribution": {"kind": "dp"}},
                             "dpkps": {"vocab_size": 20, "length": 3, "r": 3, "vocabulary_min_count": 1}},
          {"labels/histogram": 1.0, "dpkps/vocabulary": 3.0, "dpkps/histogram": 1.0},
          "adding or removing one private record"),
     # issue 21, bug 2: replace-one doubles every L1 sensitivity, the label histogram's included (Δ₁ = 2)
     Case("dpkps_replace_one", "dpkps", {"privacy": {"epsilon": 6.0},
-                                        "evolution": {"label_distribution": {"kind": "dp"}},
+                                        "synthesis": {"label_distribution": {"kind": "dp"}},
                                         "dpkps": {"vocab_size": 20, "length": 3, "r": 3, "vocabulary_min_count": 1,
                                                   "neighbouring": "replace_one"}},
          {"labels/histogram": 2.0, "dpkps/vocabulary": 6.0, "dpkps/histogram": 2.0}, "replacing one private record"),
@@ -121,7 +121,7 @@ CASES: list[Case] = [
          {"dpkps/vocabulary": 3.0, "dpkps/kde/": math.sqrt(2) * 16}, "adding or removing one private record"),
     # DP-SGD: one record adds one gradient clipped to L2 norm C to a step's sum: Δ = C (Abadi et al. 2016)
     Case("dpft", "dpft", {"privacy": {"epsilon": 4.0, "delta": 1e-5},
-                          "evolution": {"label_distribution": {"kind": "dp"}},
+                          "synthesis": {"label_distribution": {"kind": "dp"}},
                           "dpft": {"sampling_rate": 0.25, "epochs": 2, "max_grad_norm": 0.5, "max_length": 48,
                                    "max_new_tokens": 24, "torch_threads": 1,
                                    "lm": {"size": "tiny", "max_length": 48, "epochs": 2.0, "train_tokens": None,
@@ -191,7 +191,7 @@ def _config(case: Case, root: Path, priv: Corpus, pub: Corpus, *, seed: int = 3,
         "data": {"private": f"{root}.private.csv", "public": f"{root}.public.csv", "label_columns": ["category", "mood"]},
         "generator": {"backend": "scripted", "vocabulary": words},
         "embedder": {"backend": "hashing", "dim": 64, "cache": False},
-        "evolution": {"num_samples": 12, "iterations": 2, "variations": 2},
+        "synthesis": {"num_samples": 12}, "evolution": {"iterations": 2, "variations": 2},
         "output": str(root),
     }
     for k, v in case.sections.items():
