@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         corpus, setup = cell.split(":")
         for method in args.methods.split(","):
             rec = run_cell(corpus, setup, method, evaluate=not args.no_evaluate)
-            res[f"{corpus}:{setup}:{method}"] = rec
+            # re-read before writing: another invocation may have saved cells meanwhile (a cell takes minutes)
+            res = {**_load_results(), f"{corpus}:{setup}:{method}": rec}
             _save_results(res)
             print(json.dumps(rec), flush=True)
     print(table(res))
