@@ -106,7 +106,8 @@ class EngineLearning:
                                     lines=int(getattr(hooks.prompt_log, "lines", 0)))
             st.count("pairs", rec.pairs)
         how = "restored from its checkpoint" if rec.resumed else f"{rec.seconds:.1f} s"
-        self.log(f"iteration {t}: learning ({rec.kind}) from {rec.pairs} pairs, {how}")
+        what = (f"{rec.trained.get('texts', 0)} voted texts" if rec.kind == "ngram_counts" else f"{rec.pairs} pairs")
+        self.log(f"iteration {t}: learning ({rec.kind}) from {what}, {how}")
 
 
 __all__ = ["EngineLearning", "LearnHooks", "learn_parameters", "with_learn_hooks"]
