@@ -195,7 +195,7 @@ def _label_ctx(relation: NeighbouringRelation, seed: int, n_groups: int = 400) -
     from privtext.methods.base import RunContext
 
     groups = np.random.default_rng(seed).integers(0, n_groups, 3000)
-    config = SimpleNamespace(evolution=SimpleNamespace(num_samples=n_groups * 2,
+    config = SimpleNamespace(synthesis=SimpleNamespace(num_samples=n_groups * 2,
                                                        label_distribution=SimpleNamespace(kind="dp")))
     method = SimpleNamespace(name="test", config=config, noise_rng=_noise(seed), released={})
     space = LabelSpace(("label",), tuple((f"v{g}",) for g in range(n_groups)))
