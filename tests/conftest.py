@@ -92,3 +92,21 @@ def any_seed(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def rng(any_seed: int) -> np.random.Generator:
     return np.random.default_rng(any_seed)
+
+
+def plant_in_first_prompt(monkeypatch: pytest.MonkeyPatch, text: str) -> list[bool]:
+    """A planted leak: ``text`` appended to the first prompt any generator logs (``PromptLog.log``, which every
+    generator calls before it sends a prompt). Returns a list that holds ``True`` once the prompt was planted, so
+    the test can check the fault was reached."""
+    from privtext.atomicio import PromptLog
+
+    real, done = PromptLog.log, []
+
+    def leaky(self, **kw):  # type: ignore[no-untyped-def]
+        if not done:
+            done.append(True)
+            kw["prompt"] = f"{kw['prompt']} {text}"
+        return real(self, **kw)
+
+    monkeypatch.setattr(PromptLog, "log", leaky)
+    return done

@@ -29,11 +29,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from privtext.atomicio import PromptLog
 from privtext.config import config_from_dict
 from privtext.errors import ConfigError
 from privtext.runner import run_config
-from tests.conftest import shared_file
+from tests.conftest import plant_in_first_prompt, shared_file
 
 #: ten intents of Banking77 (the issue's ticket set-up uses ten)
 INTENTS = ("card_arrival", "pending_card_payment", "exchange_rate", "lost_or_stolen_card", "top_up_failed",
@@ -135,15 +134,7 @@ def test_a_private_ticket_planted_in_a_prompt_still_says_not_private(tickets: Pa
     text holds appended to the first prompt: the audit must find it (the ticket with an e-mail address, so that it
     is private for SecPE too, which treats secret-free records as public)."""
     leak = WITH_SECRET
-    real, done = PromptLog.log, []
-
-    def leaky(self, **kw):  # type: ignore[no-untyped-def]
-        if not done:
-            done.append(True)
-            kw["prompt"] = f"{kw['prompt']} {leak}"
-        return real(self, **kw)
-
-    monkeypatch.setattr(PromptLog, "log", leaky)
+    done = plant_in_first_prompt(monkeypatch, leak)
     st, refusal = _run(tickets, method, "declared", tmp_path / "run")
     assert st is not None and done, f"the planted prompt was not written ({refusal or 'no prompt logged'})"
     assert st["private"] is False and st["prompt_audit"]["passed"] is False

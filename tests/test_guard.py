@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from privtext.guard import PrivateGuard
+from tests.conftest import plant_in_first_prompt
 
 PUBLIC = [
     "the staff was friendly and the food came out quickly so we will be back again soon",
@@ -280,22 +281,13 @@ def test_diagnose_prompts_shows_the_matched_text_the_record_and_why(tmp_path, mo
     import numpy as np
     from typer.testing import CliRunner
 
-    from privtext.atomicio import PromptLog
     from privtext.cli import _mount, app
     from privtext.evaluate.diagnose import prompt_findings
     from privtext.testing.tinyrun import tiny_run, toy_corpora
 
     priv, pub, _ = toy_corpora(rng=np.random.default_rng(3))
     leak = priv.texts[5]
-    real, done = PromptLog.log, []
-
-    def leaky(self, **kw):  # type: ignore[no-untyped-def]
-        if not done:
-            done.append(True)
-            kw["prompt"] = f"{kw['prompt']} {leak}"
-        return real(self, **kw)
-
-    monkeypatch.setattr(PromptLog, "log", leaky)
+    plant_in_first_prompt(monkeypatch, leak)
     root = tiny_run(tmp_path / "run", private=priv, public=pub, iterations=1)
     st = json.loads((root / "privacy.json").read_text())
     assert st["private"] is False and st["prompt_audit"]["passed"] is False
@@ -310,7 +302,7 @@ def test_diagnose_prompts_shows_the_matched_text_the_record_and_why(tmp_path, mo
     assert "private record 5 " in out.output and "no public text holds it" in out.output
     assert "docs/privacy.md" in out.output
     # a clean run says so
-    monkeypatch.setattr(PromptLog, "log", real)
+    monkeypatch.undo()
     clean = tiny_run(tmp_path / "clean", private=priv, public=pub, iterations=1)
     assert prompt_findings(clean)["findings"] == [] and prompt_findings(clean)["clean"] is True
 
@@ -359,7 +351,6 @@ def test_a_run_whose_prompt_audit_fails_exits_3_and_says_no_guarantee_holds(tmp_
     import yaml
     from typer.testing import CliRunner
 
-    from privtext.atomicio import PromptLog
     from privtext.cli import _mount, app
     from privtext.data import write_corpus
     from privtext.testing.tinyrun import toy_corpora
@@ -383,15 +374,7 @@ def test_a_run_whose_prompt_audit_fails_exits_3_and_says_no_guarantee_holds(tmp_
     monkeypatch.chdir(tmp_path)
     ok = CliRunner().invoke(app, ["-q", "run", config("clean")])
     assert ok.exit_code == 0, ok.output
-    real, done = PromptLog.log, []
-
-    def leaky(self, **kw):  # type: ignore[no-untyped-def]
-        if not done:
-            done.append(True)
-            kw["prompt"] = f"{kw['prompt']} {priv.texts[0]}"
-        return real(self, **kw)
-
-    monkeypatch.setattr(PromptLog, "log", leaky)
+    plant_in_first_prompt(monkeypatch, priv.texts[0])
     bad = CliRunner().invoke(app, ["-q", "run", config("leak")])
     assert bad.exit_code == 3, bad.output
     assert "diagnose" in bad.output and "--prompts" in bad.output
