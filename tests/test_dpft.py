@@ -920,3 +920,24 @@ def test_a_code_delta_gets_each_records_own_gradient_and_nothing_from_other_toke
         torch.nn.functional.cross_entropy(o[0, :-1], ids[i, 1:]).backward()
         assert torch.allclose(g[i], wrapped.delta.weight.grad, atol=1e-6)
     assert torch.count_nonzero(g[0, 1]) == 0 and torch.count_nonzero(g[1, 1]) > 0  # record 0 has code 3 only
+
+
+def test_declared_labels_bring_the_measured_note_labelled_public_text_none(tmp_path: Path, capsys,
+                                                                          monkeypatch) -> None:
+    """dpft learns the label conditioning from the private records alone when the public text has no labels
+    (``data.label_values``); the pre-run check says so, with the corpus matrix's measurement (issue 35: a method
+    that cannot use the private labels in a set-up refuses it or says so). Labelled public text brings no note."""
+    from privtext.config import Config
+    from privtext.methods import METHODS
+    monkeypatch.delenv("PRIVTEXT_QUIET", raising=False)
+    cls = METHODS.get("dpft")
+    labelled = make_config(tmp_path / "a", tmp_path / "lm")
+    cls.check_config(labelled, cls.parse_options(labelled))
+    assert "note: with data.label_values" not in capsys.readouterr().err
+    d = labelled.dump()
+    d["data"]["label_values"] = {"category": ["a", "b"], "mood": ["x", "y"]}
+    declared = Config.model_validate(d)
+    cls.check_config(declared, cls.parse_options(declared))
+    err = " ".join(capsys.readouterr().err.split())
+    assert "learns which label goes with which text from the private records alone" in err
+    assert "at chance" in err and "docs/corpus-matrix.md" in err
