@@ -185,7 +185,8 @@ def test_a_few_private_records_in_the_public_corpus_are_public_not_a_refusal(tmp
     raw = _raw(tmp_path, files, data={"public": str(tmp_path / "public-most.csv")})
     with pytest.raises(DataError, match="holds more than half of the private records") as e:
         run_config(config_from_dict(raw))
-    assert "30" not in str(e.value) and "40" not in str(e.value)  # no private count
+    words = str(e.value).replace(str(tmp_path), "")  # the path may hold any digits (pytest-306)
+    assert "30" not in words and "40" not in words  # no private count
     assert not (tmp_path / "run").exists()
     from privtext.runner import preflight, resolve_config
 

@@ -35,7 +35,8 @@ def tiny_run(
 
     The corpora are written next to ``root`` (``<root>.private.csv``, ``<root>.public.csv``); the scripted
     generator draws from the public corpus's words. ``privacy`` defaults to ``{mu: 1}`` (``{secret: ...}`` for
-    SecPE); ``sections`` override whole config sections (e.g. ``evolution={...}``, ``secpe={...}``).
+    SecPE); ``sections`` override whole config sections (e.g. ``evolution={...}``, ``secpe={...}``); ``num_samples``
+    and ``label_distribution`` given in ``evolution`` (their place before ``synthesis:``) go to ``synthesis``.
     """
     from ..config import config_from_dict
     from ..data import write_corpus
@@ -59,6 +60,13 @@ def tiny_run(
         "evolution": {"iterations": iterations, "variations": variations},
         "output": str(root),
     }
+    evolution = sections.get("evolution")
+    if isinstance(evolution, Mapping) and {"num_samples", "label_distribution"} & set(evolution):
+        # the keys' old place: moved to synthesis: here, as the config loader would (without its deprecation note,
+        # and without a conflict with this helper's own synthesis.num_samples)
+        evolution = dict(evolution)
+        moved = {k: evolution.pop(k) for k in ("num_samples", "label_distribution") if k in evolution}
+        sections = {**sections, "evolution": evolution, "synthesis": {**moved, **sections.get("synthesis", {})}}
     for k, v in sections.items():
         raw[k] = {**raw.get(k, {}), **v} if isinstance(v, Mapping) and isinstance(raw.get(k), dict) else v
     return run_config(config_from_dict(raw))
