@@ -381,3 +381,32 @@ def test_a_run_whose_prompt_audit_fails_exits_3_and_says_no_guarantee_holds(tmp_
     st = json.loads((tmp_path / "leak" / "privacy.json").read_text())
     assert st["private"] is False and "No guarantee holds for this run" in st["headline"]
     assert st["headline"].index("No guarantee holds") < st["headline"].index("differential privacy")
+
+
+def test_a_long_record_a_generator_wrote_from_public_ngrams_is_explained_one_with_a_private_ngram_is_not() -> None:
+    """Corpus matrix (issue 35): the 4-gram trained on 600 public Banking77 messages wrote the 9-word private
+    ticket "Why was I charged a fee for transferring money" (every 8 words of it in public messages) and WASP put
+    it into its contrastive prompts: NOT PRIVATE, a false alarm. A long record a generator wrote *before* the prompt
+    is explained when every 8-gram of it is public. Still flagged: the same record placed in a prompt without a
+    generator writing it first (a bug), the record written only after the prompt, and a generated long record that
+    holds an 8-gram no public text holds (memorised)."""
+    record = "why was i charged a fee for transferring money"
+    public = ["why was i charged a fee for transferring the money to my friend",
+              "so was i charged a fee for transferring money abroad or not"]
+    memorised = "my landlord in leeds got the transfer but my fee was doubled"  # private-only 8-grams
+    guard = PrivateGuard([record, memorised], public)
+    assert guard.public_records == 0  # no public text holds either record whole
+    guard.note_generated([record.capitalize() + "?", memorised], lines=1)  # written after prompt line 1
+    prompts = ["write a support message", f"Better: {record}. Worse: ...", f"Better: {memorised}. Worse: ..."]
+    res = guard.scan(prompts)
+    assert res.flagged == [3], res.to_dict()                       # the memorised record only
+    assert res.generated_record_hits == 1 and res.record_hits == 1
+    why = next(f.why for f in res.findings if f.kind == "private_record")
+    assert "never excuses it" in why
+    # without the generator having written it first, the public-chain record is flagged
+    fresh = PrivateGuard([record], public)
+    res = fresh.scan([_prompt(record)])
+    assert res.flagged == [1] and "every 8 words of it occur in public text" in res.findings[0].why
+    # written only after the prompt that holds it: an echo explains nothing
+    fresh.note_generated([record], lines=1)
+    assert fresh.scan([_prompt(record)]).flagged == [1]

@@ -48,12 +48,17 @@ sources, each sound on its own:
    record of prompt line ``i`` is *explained* when a generator wrote it before line ``i`` was logged. Order is what
    keeps this sound: the first prompt that carries private text is flagged, since everything a generator wrote
    before it came from clean prompts; an echo after the prompt explains nothing about it. A whole private record
-   of ``n`` or more words is never explained by generator output: a generator that only saw public text does not
-   write a long record verbatim by chance, so that is a memorised (leaked) record. Outputs of an earlier process of
+   of ``n`` or more words is explained by generator output only when every ``n`` words of it occur in public text:
+   it is then a chain of public n-grams, which is what a model trained on public text writes (the 4-gram trained on
+   600 public Banking77 messages wrote the 9-word private ticket "Why was I charged a fee for transferring money"
+   into WASP's contrastive prompts, and the corpus matrix said NOT PRIVATE). A long record with an n-gram no public
+   text holds is never explained by generator output: a generator that only saw public text does not write one
+   verbatim by chance, so that is a memorised (leaked) record. Outputs of an earlier process of
    a resumed run are known to the guard through ``private/guard/`` (:class:`_ProvenanceFile`: the salt and the keys of
    what the generators wrote, with their line counts), so a resume does not turn them into false alarms.
 
-What stays flagged whatever wrote it: a whole private record of ``n`` or more words no public text holds, and a
+What stays flagged whatever wrote it: a whole private record of ``n`` or more words with an ``n``-gram no public
+text holds (one whose every ``n``-gram is public is flagged unless a generator wrote it before the prompt), and a
 detected secret value no public text holds (a phone number, an address, a private-only word). **Secret values
 that public text holds** are public vocabulary: SecPE's "random words" secrets are ordinary words (``pedicure``,
 ``lobster``), and the 5000-review Yelp benchmark flagged 67 of 8000 prompts and 17 of 500 synthetic reviews for 14
@@ -284,7 +289,8 @@ class PrivateGuard:
 
     def note_generated(self, texts: Iterable[str], lines: int) -> None:
         """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring, source 3).
-        Only the private-only n-grams and the short private records among theirs are kept. Called from generator
+        Only the private-only n-grams, the short private records and the long private records whose every n-gram
+        is public (:meth:`_public_chain`) among theirs are kept. Called from generator
         threads without a lock: two outputs racing on one key can only keep the later count, which explains fewer
         prompts (conservative), never an earlier one than either output's."""
         n = self.n
@@ -292,9 +298,10 @@ class PrivateGuard:
             words = _norm_words(t)
             grams = self._gram_list(words)
             keys = [g for g in grams if g in self._grams_only or g in self._grams_rare]
-            if self._first_word:
+            if self._first_word or self._heads:
                 wh = [self._h(w) for w in words]
-                keys += [h for h, _, L in self._records_in(words, wh, grams, long=False) if L < n]
+                keys += [h for h, i, L in self._records_in(words, wh, grams)
+                         if L < n or self._public_chain(grams, i, L)]
             new = [k for k in keys if self._generated.get(k, lines + 1) > lines]
             for k in new:
                 self._generated[k] = lines
@@ -362,6 +369,11 @@ class PrivateGuard:
         self._audit(_norm_words(text), line, res)
         return bool(res.record_hits), bool(res.ngram_hits), bool(res.rare_hits)
 
+    def _public_chain(self, grams: Sequence[bytes], i: int, length: int) -> bool:
+        """Whether every n-gram of the ``length`` words from word ``i`` occurs in public text (none private-only):
+        the words are a chain of public n-grams, what a model trained on public text writes by recombining it."""
+        return not any(g in self._grams_only or g in self._grams_rare for g in grams[i:i + length - self.n + 1])
+
     def _explained_at(self, key: bytes, line: int | None) -> bool:
         """Whether a generator wrote ``key`` (an n-gram or a short record) before prompt line ``line``."""
         return line is not None and self._generated.get(key, line) < line
@@ -380,7 +392,7 @@ class PrivateGuard:
             seen.add(h)
             if h in self._public_records:
                 public_rec = True
-            elif L < n and self._explained_at(h, line):
+            elif (L < n or self._public_chain(grams, i, L)) and self._explained_at(h, line):
                 generated_rec = True
             else:
                 found.append(Finding(
@@ -388,7 +400,10 @@ class PrivateGuard:
                     why=(f"a whole private record of {L} words; no public text holds it (public corpus, prompt "
                          "templates, label values)" + (
                              f", and no generator wrote it before prompt line {line}" if L < n else
-                             f"; a record of {n} or more words is never excused by generator output"))))
+                             f", and no generator wrote it before prompt line {line} (every {n} words of it occur "
+                             "in public text)" if self._public_chain(grams, i, L) else
+                             f"; it holds {n} words in a row that no public text holds, so generator output never "
+                             "excuses it (a memorised record)"))))
         record = bool(found)
         private_grams = [(j, g) for j, g in enumerate(grams) if g in self._grams_only or g in self._grams_rare]
         kept = [(j, g) for j, g in private_grams if not self._explained_at(g, line)]
