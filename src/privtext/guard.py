@@ -289,19 +289,17 @@ class PrivateGuard:
 
     def note_generated(self, texts: Iterable[str], lines: int) -> None:
         """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring, source 3).
-        Only the private-only n-grams, the short private records and the long private records whose every n-gram
-        is public (:meth:`_public_chain`) among theirs are kept. Called from generator
+        Only the private-only n-grams and the private records among theirs are kept (which of them explain a
+        prompt is :meth:`_audit`'s rule: a long record only when every n-gram of it is public). Called from generator
         threads without a lock: two outputs racing on one key can only keep the later count, which explains fewer
         prompts (conservative), never an earlier one than either output's."""
-        n = self.n
         for t in texts:
             words = _norm_words(t)
             grams = self._gram_list(words)
             keys = [g for g in grams if g in self._grams_only or g in self._grams_rare]
             if self._first_word or self._heads:
                 wh = [self._h(w) for w in words]
-                keys += [h for h, i, L in self._records_in(words, wh, grams)
-                         if L < n or self._public_chain(grams, i, L)]
+                keys += [h for h, _, _ in self._records_in(words, wh, grams)]  # :meth:`_audit` decides
             new = [k for k in keys if self._generated.get(k, lines + 1) > lines]
             for k in new:
                 self._generated[k] = lines
