@@ -384,12 +384,10 @@ def test_a_run_whose_prompt_audit_fails_exits_3_and_says_no_guarantee_holds(tmp_
 
 
 def test_a_long_record_a_generator_wrote_from_public_ngrams_is_explained_one_with_a_private_ngram_is_not() -> None:
-    """Corpus matrix (issue 35): the 4-gram trained on 600 public Banking77 messages wrote the 9-word private
-    ticket "Why was I charged a fee for transferring money" (every 8 words of it in public messages) and WASP put
-    it into its contrastive prompts: NOT PRIVATE, a false alarm. A long record a generator wrote *before* the prompt
-    is explained when every 8-gram of it is public. Still flagged: the same record placed in a prompt without a
-    generator writing it first (a bug), the record written only after the prompt, and a generated long record that
-    holds an 8-gram no public text holds (memorised)."""
+    """A long private record a generator wrote *before* the prompt is explained when every 8-gram of it is public
+    (a chain of public n-grams, what a model trained on public text writes). Still flagged: the same record placed
+    in a prompt without a generator writing it first (a bug), the record written only after the prompt, and a
+    generated long record that holds an 8-gram no public text holds (treated as memorised)."""
     record = "why was i charged a fee for transferring money"
     public = ["why was i charged a fee for transferring the money to my friend",
               "so was i charged a fee for transferring money abroad or not"]

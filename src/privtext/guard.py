@@ -49,11 +49,12 @@ sources, each sound on its own:
    keeps this sound: the first prompt that carries private text is flagged, since everything a generator wrote
    before it came from clean prompts; an echo after the prompt explains nothing about it. A whole private record
    of ``n`` or more words is explained by generator output only when every ``n`` words of it occur in public text:
-   it is then a chain of public n-grams, which is what a model trained on public text writes (the 4-gram trained on
-   600 public Banking77 messages wrote the 9-word private ticket "Why was I charged a fee for transferring money"
-   into WASP's contrastive prompts, and the corpus matrix said NOT PRIVATE). A long record with an n-gram no public
-   text holds is never explained by generator output: a generator that only saw public text does not write one
-   verbatim by chance, so that is a memorised (leaked) record. Outputs of an earlier process of
+   it is then a chain of public n-grams, which is what a model trained on public text writes. A long record with an
+   n-gram no public text holds is never explained by generator output: it is treated as a memorised (leaked) record.
+   That rule can cry wolf on formulaic short texts: on the corpus matrix's ``tickets:labelled`` cell the 4-gram
+   trained on 600 public Banking77 messages (a corpus the guard checks is public) wrote the 9-word private ticket
+   "Why was I charged a fee for transferring money", neither of whose 8-grams a public message holds, and WASP's
+   contrastive prompts showed it (docs/corpus-matrix.md: an open finding). Outputs of an earlier process of
    a resumed run are known to the guard through ``private/guard/`` (:class:`_ProvenanceFile`: the salt and the keys of
    what the generators wrote, with their line counts), so a resume does not turn them into false alarms.
 
