@@ -400,7 +400,7 @@ def test_a_long_record_a_generator_wrote_from_public_ngrams_is_explained_one_wit
     assert res.flagged == [3], res.to_dict()                       # the memorised record only
     assert res.generated_record_hits == 1 and res.record_hits == 1
     why = next(f.why for f in res.findings if f.kind == "private_record")
-    assert "never excuses it" in why
+    assert "treated as a memorised record" in why
     # without the generator having written it first, the public-chain record is flagged
     fresh = PrivateGuard([record], public)
     res = fresh.scan([_prompt(record)])
@@ -408,3 +408,30 @@ def test_a_long_record_a_generator_wrote_from_public_ngrams_is_explained_one_wit
     # written only after the prompt that holds it: an echo explains nothing
     fresh.note_generated([record], lines=1)
     assert fresh.scan([_prompt(record)]).flagged == [1]
+
+
+def test_a_model_trained_on_checked_public_text_writes_nothing_private_however_long() -> None:
+    """Corpus matrix (issue 35): the 4-gram trained on 600 public Banking77 messages wrote the 9-word private ticket
+    "Why was I charged a fee for transferring money" (neither 8-gram of it in a public message) and WASP showed it
+    in 50 of 2,000 prompts: NOT PRIVATE, a false alarm. Output of a model whose whole training text the guard
+    checked (the n-gram and lm generators: PromptLog.generated(..., public_model=True)) explains a long record
+    written before the prompt. The same output from another generator, or written after the prompt, does not."""
+    from privtext.atomicio import PromptLog
+    from privtext.generate.ngram import NgramGenerator
+
+    record = "why was i charged a fee for transferring money"
+    public = ["why was i charged a fee on my card", "i was charged a fee for a transfer", "transferring money abroad"]
+    prompts = ["write a support message", f"Better: {record}. Worse: ..."]
+    for model, after, flagged in ((True, 1, []), (False, 1, [2]), (True, 2, [2])):
+        guard = PrivateGuard([record], public)
+        log = PromptLog(None)
+        log.observer = guard.note_generated
+        for _ in range(after):
+            log.log(backend="ngram", operation="random", prompt="x")
+        log.generated([record], public_model=model)
+        res = guard.scan(prompts)
+        assert res.flagged == flagged, (model, after, res.to_dict())
+    # the offline generators say so only when the run's guard checked their training text
+    guard = PrivateGuard([record], public)
+    assert NgramGenerator(public=public, guard=guard).trained_on_checked_public
+    assert not NgramGenerator(public=public).trained_on_checked_public

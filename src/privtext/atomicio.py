@@ -178,13 +178,18 @@ class PromptLog:
             elif self.memory is not None:
                 self.memory.append(rec)
 
-    def generated(self, texts: Sequence[str]) -> None:
-        """A generator returned ``texts`` (after the prompts logged so far): tell the observer."""
+    def generated(self, texts: Sequence[str], *, public_model: bool = False) -> None:
+        """A generator returned ``texts`` (after the prompts logged so far): tell the observer. ``public_model``:
+        the generator is a model whose whole training text the run's guard checked public (the offline n-gram and
+        lm generators), so its output is public by provenance whatever its length."""
         if self.observer is None:
             return
         with self._lock:  # the count when the output came back; the observer's hashing runs outside the lock
             lines = self.lines
-        self.observer(texts, lines)
+        if public_model:
+            self.observer(texts, lines, public_model=True)  # type: ignore[call-arg]
+        else:
+            self.observer(texts, lines)
 
     def flush(self) -> None:
         with self._lock:

@@ -51,15 +51,19 @@ sources, each sound on its own:
    of ``n`` or more words is explained by generator output only when every ``n`` words of it occur in public text:
    it is then a chain of public n-grams, which is what a model trained on public text writes. A long record with an
    n-gram no public text holds is never explained by generator output: it is treated as a memorised (leaked) record.
-   That rule can cry wolf on formulaic short texts: on the corpus matrix's ``tickets:labelled`` cell the 4-gram
-   trained on 600 public Banking77 messages (a corpus the guard checks is public) wrote the 9-word private ticket
-   "Why was I charged a fee for transferring money", neither of whose 8-grams a public message holds, and WASP's
-   contrastive prompts showed it (docs/corpus-matrix.md: an open finding). Outputs of an earlier process of
+   That rule cried wolf on formulaic short texts: on the corpus matrix's ``tickets:labelled`` cell the 4-gram
+   trained on 600 public Banking77 messages wrote the 9-word private ticket "Why was I charged a fee for
+   transferring money", neither of whose 8-grams a public message holds, and WASP's contrastive prompts showed it.
+   So the rule applies to generators trained elsewhere (a Hugging Face model, vLLM, an API): output of a model
+   whose *whole training text the guard checked* (the offline n-gram and lm generators, :meth:`assert_public`;
+   ``PromptLog.generated(..., public_model=True)``) is public by provenance however long, since such a model never
+   saw a private record it could memorise. Outputs of an earlier process of
    a resumed run are known to the guard through ``private/guard/`` (:class:`_ProvenanceFile`: the salt and the keys of
    what the generators wrote, with their line counts), so a resume does not turn them into false alarms.
 
-What stays flagged whatever wrote it: a whole private record of ``n`` or more words with an ``n``-gram no public
-text holds (one whose every ``n``-gram is public is flagged unless a generator wrote it before the prompt), and a
+What stays flagged: a whole private record of ``n`` or more words with an ``n``-gram no public text holds, unless a
+model trained on checked public text wrote it before the prompt (one whose every ``n``-gram is public is flagged
+unless any generator wrote it before the prompt), and a
 detected secret value no public text holds (a phone number, an address, a private-only word). **Secret values
 that public text holds** are public vocabulary: SecPE's "random words" secrets are ordinary words (``pedicure``,
 ``lobster``), and the 5000-review Yelp benchmark flagged 67 of 8000 prompts and 17 of 500 synthetic reviews for 14
@@ -288,7 +292,7 @@ class PrivateGuard:
         self.public_secrets = frozenset() if secret_values is None else frozenset(
             int(h.secret) for t in self._public_texts for h in secret_values.find(t))
 
-    def note_generated(self, texts: Iterable[str], lines: int) -> None:
+    def note_generated(self, texts: Iterable[str], lines: int, *, public_model: bool = False) -> None:
         """A generator wrote ``texts`` after ``lines`` prompt lines had been logged (module docstring, source 3).
         Only the private-only n-grams and the private records among theirs are kept (which of them explain a
         prompt is :meth:`_audit`'s rule: a long record only when every n-gram of it is public). Called from generator
@@ -300,7 +304,10 @@ class PrivateGuard:
             keys = [g for g in grams if g in self._grams_only or g in self._grams_rare]
             if self._first_word or self._heads:
                 wh = [self._h(w) for w in words]
-                keys += [h for h, _, _ in self._records_in(words, wh, grams)]  # :meth:`_audit` decides
+                recs = self._records_in(words, wh, grams)
+                keys += [h for h, _, _ in recs]  # :meth:`_audit` decides which explain a prompt
+                if public_model:  # a model trained on checked public text: its long records are explained too
+                    keys += [self._model_key(h) for h, _, L in recs if L >= self.n]
             new = [k for k in keys if self._generated.get(k, lines + 1) > lines]
             for k in new:
                 self._generated[k] = lines
@@ -368,6 +375,12 @@ class PrivateGuard:
         self._audit(_norm_words(text), line, res)
         return bool(res.record_hits), bool(res.ngram_hits), bool(res.rare_hits)
 
+    def _model_key(self, record: bytes) -> bytes:
+        """The provenance key of a private record written by a model whose training text the guard checked public
+        (:meth:`note_generated` with ``public_model``): kept apart from the record's own key, so output of any other
+        generator never explains a long record this way."""
+        return self._h("\x00checked-public-model\x00" + record.hex())
+
     def _public_chain(self, grams: Sequence[bytes], i: int, length: int) -> bool:
         """Whether every n-gram of the ``length`` words from word ``i`` occurs in public text (none private-only):
         the words are a chain of public n-grams, what a model trained on public text writes by recombining it."""
@@ -391,7 +404,8 @@ class PrivateGuard:
             seen.add(h)
             if h in self._public_records:
                 public_rec = True
-            elif (L < n or self._public_chain(grams, i, L)) and self._explained_at(h, line):
+            elif ((L < n or self._public_chain(grams, i, L)) and self._explained_at(h, line)) or (
+                    L >= n and self._explained_at(self._model_key(h), line)):
                 generated_rec = True
             else:
                 found.append(Finding(
@@ -401,8 +415,9 @@ class PrivateGuard:
                              f", and no generator wrote it before prompt line {line}" if L < n else
                              f", and no generator wrote it before prompt line {line} (every {n} words of it occur "
                              "in public text)" if self._public_chain(grams, i, L) else
-                             f"; it holds {n} words in a row that no public text holds, so generator output never "
-                             "excuses it (a memorised record)"))))
+                             f"; it holds {n} words in a row that no public text holds, and no model trained on "
+                             f"checked public text wrote it before prompt line {line}, so it is treated as a "
+                             "memorised record"))))
         record = bool(found)
         private_grams = [(j, g) for j, g in enumerate(grams) if g in self._grams_only or g in self._grams_rare]
         kept = [(j, g) for j, g in private_grams if not self._explained_at(g, line)]

@@ -338,7 +338,10 @@ class BaseGenerator:
         self.stats.texts += len(out)
         tell = getattr(self.prompt_log, "generated", None)  # a PromptLog tells the run's guard (guard.py)
         if tell is not None:
-            tell(out)
+            if getattr(self, "trained_on_checked_public", False):
+                tell(out, public_model=True)
+            else:
+                tell(out)
 
     # ---- to implement
     def _random(self, label: LabelInfo | None, n: int, rng: np.random.Generator) -> list[str]:

@@ -787,6 +787,9 @@ class NgramGenerator(BaseGenerator):
                               "corpus (set data.public)")
         if guard is not None:
             guard.assert_public(public, what="ngram training corpus")
+        #: the run's guard checked the whole training text (the public corpus) holds no private record, so every
+        #: text this model writes is public by provenance, however long (guard.py, source 3)
+        self.trained_on_checked_public = guard is not None
         self.lm = NgramLM(public, labels, order=opts.order, min_count=opts.min_count,
                           label_weight=opts.label_weight, label_order=opts.label_order,
                           min_label_texts=opts.min_label_texts, backoff_scale=opts.backoff_scale)

@@ -162,6 +162,9 @@ class LMGenerator(BaseGenerator):
             self.lm = lm if lm is not None else build_public_lm(
                 public, labels, settings=o.settings(), cache=o.cache, cache_dir=o.cache_dir, device=o.device,
                 guard=guard)
+        #: the run's guard checked the training text holds no private record (build_public_lm): every text this
+        #: model writes is public by provenance, however long (guard.py, source 3)
+        self.trained_on_checked_public = guard is not None and lm is None
         enc = self.lm.encoder
         self.enc = enc
         on_cpu = next(self.lm.model.parameters()).device.type == "cpu"
