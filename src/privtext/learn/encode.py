@@ -41,7 +41,31 @@ def _fit(prompt: list[int], completion: list[int], max_length: int) -> tuple[int
     return tuple(completion[:room])
 
 
-class LMPairEncoder:
+class _PairEncoding:
+    """What both encoders share: a pair is its prompt's ids and each completion's ids after them, cut to
+    ``max_length`` (:func:`_fit`). A subclass gives ``prompt_ids(group)``, ``completion_ids(text)`` and
+    ``max_length``."""
+
+    max_length: int
+
+    def prompt_ids(self, group: int) -> list[int]:
+        raise NotImplementedError
+
+    def completion_ids(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def encode(self, pair: PreferencePair) -> TokenPair:
+        """The pair's token ids: the prompt, and prompt + chosen / prompt + rejected completion, each cut to fit."""
+        p = self.prompt_ids(pair.group)
+        return TokenPair(tuple(p), _fit(p, self.completion_ids(pair.chosen), self.max_length),
+                         _fit(p, self.completion_ids(pair.rejected), self.max_length))
+
+    def encode_all(self, pairs: Sequence[PreferencePair]) -> list[TokenPair]:
+        """:meth:`encode` of every pair, in order."""
+        return [self.encode(p) for p in pairs]
+
+
+class LMPairEncoder(_PairEncoding):
     """Pairs → ids for the small ``lm`` generator (its :class:`~privtext.generate.lm.codes.ControlEncoder`)."""
 
     def __init__(self, encoder: Any, *, label_info: Callable[[int], Any], max_length: int):
@@ -64,16 +88,9 @@ class LMPairEncoder:
 
         return [*self.enc.text_ids(text), EOS]
 
-    def encode(self, pair: PreferencePair) -> TokenPair:
-        p = self.prompt_ids(pair.group)
-        return TokenPair(tuple(p), _fit(p, self.completion_ids(pair.chosen), self.max_length),
-                         _fit(p, self.completion_ids(pair.rejected), self.max_length))
-
-    def encode_all(self, pairs: Sequence[PreferencePair]) -> list[TokenPair]:
-        return [self.encode(p) for p in pairs]
 
 
-class HFPairEncoder:
+class HFPairEncoder(_PairEncoding):
     """Pairs → ids for a Hugging Face causal LM: ``prompt_text(group)`` tokenised as the generator tokenises its
     prompts (``add_special_tokens`` off under a chat template, whose text carries them), the completion without
     special tokens plus the end-of-sequence token."""
@@ -98,13 +115,6 @@ class HFPairEncoder:
     def completion_ids(self, text: str) -> list[int]:
         return [*self.tokenizer(text, add_special_tokens=False)["input_ids"], int(self.tokenizer.eos_token_id)]
 
-    def encode(self, pair: PreferencePair) -> TokenPair:
-        p = self.prompt_ids(pair.group)
-        return TokenPair(tuple(p), _fit(p, self.completion_ids(pair.chosen), self.max_length),
-                         _fit(p, self.completion_ids(pair.rejected), self.max_length))
-
-    def encode_all(self, pairs: Sequence[PreferencePair]) -> list[TokenPair]:
-        return [self.encode(p) for p in pairs]
 
 
 __all__ = ["HFPairEncoder", "LMPairEncoder", "TokenPair"]
