@@ -76,6 +76,17 @@ class DPOOptions(BackendOptions):
     max_length: int | None = Field(default=None, ge=8, description="prompt + completion tokens kept (default: "
                                    "the model's positions)")
     threads: int | None = Field(default=None, ge=1, description="CPU threads while training (restored afterwards)")
+    devices: int = Field(
+        default=1, ge=1, le=64, description="GPUs a round trains on: K > 1 starts `accelerate launch --num_processes K "
+        "-m privtext.learn.worker` (trl, data-parallel; batch_size is per GPU); refused when fewer CUDA devices are "
+        "visible (privtext.learn.launch)")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="where the vllm generator's training process runs (auto: cuda when visible); the "
+        "lm and transformers generators train where their model is")
+    serve: Literal["lora", "merge"] = Field(
+        default="lora", description="how the vllm generator writes with the trained adapter: lora — vLLM's LoRA "
+        "serving (generator.enable_lora: true; a LoRARequest per call, the base weights stay loaded); merge — the "
+        "adapter merged into a copy of the weights, vLLM restarted on it each round (privtext.learn.vllm)")
 
 
 class NgramLearnOptions(BackendOptions):

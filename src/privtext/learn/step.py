@@ -145,7 +145,7 @@ class DPOLearner(Learner):
             self.threads = o.threads
         else:
             raise ConfigError(f"learn.kind: dpo trains the lm or transformers generator's weights; "
-                              f"{type(generator).__name__} has none here (vLLM: merge the adapter, docs/learn.md)")
+                              f"{type(generator).__name__} has none here")
 
     def prompt_text(self, group: int) -> str:
         """The transformers generator's RANDOM_API prompt for ``group``, rendered as it renders it."""
@@ -168,7 +168,7 @@ class DPOLearner(Learner):
             check_pair_texts(pairs, guard, lines=lines)
         folder.mkdir(parents=True, exist_ok=True)
         self._write_pairs(folder, pairs)
-        result = self.train(iteration, pairs)
+        result = self.train(iteration, pairs, folder=folder)
         _fault(f"learn:iter_{iteration:03d}")
         rec = StepRecord(iteration=iteration, kind=self.kind, generator=self.name, pairs=len(pairs),
                          seconds=time.perf_counter() - t0, trained=result)
@@ -176,12 +176,16 @@ class DPOLearner(Learner):
         atomic_write_json(folder / DONE, {k: _finite(v) for k, v in rec.to_dict().items()})
         return rec
 
-    def train(self, iteration: int, pairs: list[PreferencePair]) -> dict[str, Any]:
+    def train(self, iteration: int, pairs: list[PreferencePair], folder: Path | None = None) -> dict[str, Any]:
         from ..backends.hardware import torch_threads
 
         if not pairs:
             return {"steps": 0}
         o = self.options.dpo
+        if o.devices > 1 and folder is not None:  # K GPUs: accelerate launch of privtext.learn.worker (.launch)
+            from .launch import train_launched
+
+            return train_launched(self, iteration, pairs, folder)
         rng = self._rng("train", iteration)
         with torch_threads(self.threads):
             if self.trainer == "trl":
@@ -257,7 +261,11 @@ def build_learner(options: LearnOptions | dict[str, Any] | None, generator: Any,
     o = options if isinstance(options, LearnOptions) else LearnOptions.model_validate(options or {})
     if o.kind == "none":
         return None
-    cls = {"dpo": DPOLearner, "ngram_counts": NgramLearner}[o.kind]
+    cls: type[Learner] = {"dpo": DPOLearner, "ngram_counts": NgramLearner}[o.kind]
+    if o.kind == "dpo" and getattr(generator, "backend", None) == "vllm":  # trains HF weights, vLLM serves them
+        from .vllm import VLLMDPOLearner
+
+        cls = VLLMDPOLearner
     return cls(generator, o, label_info=label_info, seed=seed, secure=secure, name=name)
 
 
