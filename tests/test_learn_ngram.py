@@ -108,3 +108,63 @@ def test_the_generator_writes_the_voted_text_more_often(tmp_path: Path) -> None:
     assert z > 3.72, (k0, k1)
     learner.reset()
     assert gen.lm is learner.base
+
+
+def _short_tickets() -> list[str]:
+    """56 short support tickets (public): the 4-gram recombines them into tickets no public text holds."""
+    rng = np.random.default_rng(0)
+    a = ["my card", "the app", "my transfer", "the refund", "my login"]
+    b = ["is not working", "was declined", "is still pending", "failed again", "never arrived"]
+    c = ["today", "since monday", "please help", "at checkout", "after the update"]
+    return [f"{x} {y} {z}" for x in a for y in b for z in c if rng.random() < 0.5]
+
+
+def test_the_learning_checks_explain_what_the_generator_wrote_and_stop_a_planted_record(tmp_path: Path) -> None:
+    """The learning checks (n-gram re-estimate, DPO pairs) use the prompt audit's rules (guard.py, source 3):
+
+    * no false alarm: the 4-gram, trained on public tickets under the run's guard and logging through a PromptLog
+      whose observer is the guard (as in a run), writes a ticket equal to a short private record that no public
+      text holds; it is public by provenance, so the step re-estimates from it (``assert_public``, the old check,
+      refuses it) and a preference pair with it passes;
+    * caught: a short private record that no generator wrote, planted where a candidate was, stops both checks
+      (PrivacyCheckError, nothing written); a generator echoing it only after now explains nothing."""
+    from privtext.atomicio import PromptLog
+    from privtext.errors import PrivacyCheckError
+    from privtext.guard import PrivateGuard, _norm_words
+    from privtext.learn.pairs import PreferencePair, check_pair_texts
+    from privtext.learn.step import DONE, build_learner
+
+    public = _short_tickets()
+    probe = NgramGenerator(public=public).random(None, 100, rng=np.random.default_rng(0))
+    seen = {tuple(_norm_words(t)) for t in public}
+    written = next(t for t in probe if tuple(_norm_words(t)) not in seen and len(_norm_words(t)) < 8)
+    planted = "zorvax quilmet brandle sorn"  # a short private record: no public text, no generator output
+    private = [written, planted, "my card was stolen on holiday and the bank never called back"]
+    guard = PrivateGuard(private, public)
+    log = PromptLog(None)
+    log.observer = guard.note_generated
+    gen = NgramGenerator(public=public, guard=guard, prompt_log=log)
+    texts = gen.random(None, 100, rng=np.random.default_rng(0))
+    assert texts == probe and guard.is_private_record(written) and log.lines >= 1
+    k = texts.index(written)
+    votes = _votes(tmp_path, [5.0 if i == k else 0.0 for i in range(len(texts))])
+    learner = build_learner({"kind": "ngram_counts"}, gen, label_info=lambda g: None, seed=0, name=gen.name)
+    assert learner is not None
+    with pytest.raises(PrivacyCheckError, match="equals a private record"):
+        guard.assert_public([written], what="the old check")  # the false alarm the step used to raise
+    rec = learner.step(0, _pop(texts, [0] * len(texts)), votes, folder=tmp_path / "ok", guard=guard, lines=log.lines)
+    assert rec.trained["texts"] == 1 and (tmp_path / "ok" / DONE).exists()
+    other = next(t for t in texts if t != written)
+    check_pair_texts([PreferencePair(0, written, other, 5.0, 0.0, gen.name, "g0")], guard, lines=log.lines)
+    # the planted fault: the private record no generator wrote, where the voted candidate was
+    bad = list(texts)
+    bad[k] = planted
+    with pytest.raises(PrivacyCheckError, match=f"n-gram re-estimate text {k} holds private text"):
+        learner.step(0, _pop(bad, [0] * len(bad)), votes, folder=tmp_path / "bad", guard=guard, lines=log.lines)
+    assert not (tmp_path / "bad").exists()
+    pair = [PreferencePair(0, other, planted, 5.0, 0.0, gen.name, "g0")]
+    with pytest.raises(PrivacyCheckError, match="preference pair 0 \\(rejected\\)"):
+        check_pair_texts(pair, guard, lines=log.lines)
+    guard.note_generated([planted], log.lines + 1, public_model=True)  # written after the check: explains nothing
+    with pytest.raises(PrivacyCheckError):
+        check_pair_texts(pair, guard, lines=log.lines)

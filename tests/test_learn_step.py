@@ -118,15 +118,11 @@ def test_wasp_learners_train_on_their_own_generator_and_the_guard_runs(tiny: str
     assert [(p.generator, p.chosen, p.rejected) for p in got] == [
         ("A", "the food was great today .", "the food was cold today .")]
 
-    class Guard:  # refuses one text, as the run's guard refuses a private record
-        def assert_public(self, texts, what):
-            if "great" in texts[0]:
-                raise PrivacyError(f"{what}: equals a private record")
-
+    class Guard:  # finds a private record no source explains in one text, as the run's guard would
         def hits(self, text, line):
-            return False, False, False
+            return "great" in text, False, False
 
-    with pytest.raises(PrivacyError, match="equals a private record"):
+    with pytest.raises(PrivacyError, match=r"preference pair 0 \(chosen\) holds private text \(a whole private"):
         a.step(1, cands, hn, folder=tmp_path / "A", furthest=hf, guard=Guard(), lines=10)
     assert not (tmp_path / "A" / DONE).exists()
 

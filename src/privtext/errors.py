@@ -74,6 +74,13 @@ class BudgetExceededError(PrivacyError):
     """A release would exceed the run's privacy budget. Raised before any data is touched."""
 
 
+class PrivacyCheckError(PrivacyError):
+    """A privacy check found private data where only public text, generated text or released values may go: a
+    generator's training text or prompt, the preference pairs or vote values a learning step would train on. The
+    run stops at once; ``privtext run`` / ``resume`` exit 3, as for a finished run whose prompt or output audit
+    failed (an invalid parameter or an exceeded budget stays a :class:`PrivacyError` with exit 2)."""
+
+
 class BackendError(PrivtextError):
     """A generator or embedder backend failed."""
 

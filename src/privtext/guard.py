@@ -89,7 +89,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import PrivacyError
+from .errors import PrivacyCheckError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -355,14 +355,14 @@ class PrivateGuard:
         return self._h(" ".join(_norm_words(text))) in self._all_records
 
     def assert_public(self, texts: Iterable[str], *, what: str) -> None:
-        """Raise :class:`PrivacyError` if any text equals a private record that no public source holds (a
+        """Raise :class:`PrivacyCheckError` if any text equals a private record that no public source holds (a
         generator's training text must be public). A text of the public corpus equal to a private record is public
         by the run's assumption (stated in ``privacy.json``), so it never stops a run: the check catches private
         text a bug hands to a generator, and whether it fires does not depend on which records are private."""
         for i, t in enumerate(texts):
             h = self._h(" ".join(_norm_words(t)))
             if h in self._all_records and h not in self._public_records:
-                raise PrivacyError(
+                raise PrivacyCheckError(
                     f"{what}: record {i} equals a private record; a generator must never be trained on or "
                     "prompted with private text"
                 )

@@ -26,7 +26,10 @@ the top of the released furthest histogram H̃ᶠ rejected (wasp.txt Eq 7's bett
 pairs per generator it weights; a pair is kept when the chosen text's net H̃ⁿ − H̃ᶠ exceeds the rejected one's.
 
 :func:`check_pair_texts` runs the run's :class:`~privtext.guard.PrivateGuard` on every text of the pairs before a
-trainer sees them: a text that holds a private record, or private text no generator wrote, stops the step.
+trainer sees them, with the prompt audit's rules (:func:`check_generated_text`): a private record or private-only
+text that no public text holds and no generator wrote stops the step (:class:`~privtext.errors.PrivacyCheckError`,
+exit 3); a text a generator wrote that equals a short private record does not. Every refusal of what may teach
+the generator (a bare array, a histogram that is not the kept value) is a :class:`PrivacyCheckError` too.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..data.population import Population
-from ..errors import ConfigError, PrivacyError
+from ..errors import ConfigError, PrivacyCheckError, PrivacyError
 from .options import PairOptions
 
 _TOKEN = object()  # only this module's constructors make a ReleasedVotes
@@ -55,8 +58,8 @@ class ReleasedVotes:
 
     def __init__(self, values: np.ndarray, keys: tuple[str, ...], how: str, *, _token: object = None):
         if _token is not _TOKEN:
-            raise PrivacyError("a ReleasedVotes is made by ReleasedVotes.kept / checked / post_processed (from the "
-                               "keeper's kept release), never from an array directly")
+            raise PrivacyCheckError("a ReleasedVotes is made by ReleasedVotes.kept / checked / post_processed (from "
+                                    "the keeper's kept release), never from an array directly")
         v = np.array(values, dtype=np.float64, copy=True)
         if v.ndim != 1 or not np.all(np.isfinite(v)):
             raise PrivacyError(f"released votes must be a finite 1-D histogram, got shape {v.shape}")
@@ -88,8 +91,8 @@ class ReleasedVotes:
         kept = _kept_array(keeper, key, field)
         v = np.asarray(values, dtype=np.float64)
         if v.shape != kept.shape or not np.array_equal(v, kept):
-            raise PrivacyError(f"the votes given to the pair builder are not the value kept for release {key!r} "
-                               f"(field {field!r}): only released values may teach the generator")
+            raise PrivacyCheckError(f"the votes given to the pair builder are not the value kept for release {key!r} "
+                                    f"(field {field!r}): only released values may teach the generator")
         return cls(kept, (key,), "checked", _token=_TOKEN)
 
     @classmethod
@@ -99,7 +102,7 @@ class ReleasedVotes:
         scorer's output as the engine received it (``ScoreResult.histogram``)."""
         keys = tuple(keys)
         if not keys:
-            raise PrivacyError("a post-processed histogram must name the releases it was computed from")
+            raise PrivacyCheckError("a post-processed histogram must name the releases it was computed from")
         for k in keys:
             _kept_path(keeper, k)
         return cls(np.asarray(values, dtype=np.float64), keys, "post_processed", _token=_TOKEN)
@@ -109,14 +112,14 @@ def _kept_path(keeper: Any, key: str) -> Any:
     ledger = getattr(keeper, "ledger", None)
     path_for = getattr(keeper, "path_for", None)
     if ledger is None or path_for is None:
-        raise PrivacyError(f"release {key!r}: a keeper with a ledger and kept values (ReleaseKeeper) is needed, got "
-                           f"{type(keeper).__name__}")
+        raise PrivacyCheckError(f"release {key!r}: a keeper with a ledger and kept values (ReleaseKeeper) is "
+                                f"needed, got {type(keeper).__name__}")
     if not ledger.has(key):
-        raise PrivacyError(f"release {key!r} is not in the ledger: there is no released value to learn from")
+        raise PrivacyCheckError(f"release {key!r} is not in the ledger: there is no released value to learn from")
     path = path_for(ledger.get(key).release)
     if not path.exists():
-        raise PrivacyError(f"release {key!r} is in the ledger but its value was never kept ({path}): nothing "
-                           "released to learn from")
+        raise PrivacyCheckError(f"release {key!r} is in the ledger but its value was never kept ({path}): nothing "
+                                "released to learn from")
     return path
 
 
@@ -124,15 +127,15 @@ def _kept_array(keeper: Any, key: str, field: str) -> np.ndarray:
     path = _kept_path(keeper, key)
     with np.load(path, allow_pickle=False) as z:
         if field not in z.files:
-            raise PrivacyError(f"release {key!r} kept no array {field!r} (it has {', '.join(z.files)})")
+            raise PrivacyCheckError(f"release {key!r} kept no array {field!r} (it has {', '.join(z.files)})")
         return np.asarray(z[field], dtype=np.float64)
 
 
 def released_values(votes: ReleasedVotes, n: int, what: str) -> np.ndarray:
     """The one place the builders read vote values: the released histogram, refused unless it is one."""
     if not isinstance(votes, ReleasedVotes):
-        raise PrivacyError(f"{what} takes a ReleasedVotes (the keeper's released histogram), got "
-                           f"{type(votes).__name__}: an array could hold exact counts")
+        raise PrivacyCheckError(f"{what} takes a ReleasedVotes (the keeper's released histogram), got "
+                                f"{type(votes).__name__}: an array could hold exact counts")
     if len(votes) != n:
         raise ConfigError(f"{what}: {len(votes)} released votes for {n} candidates")
     return votes.values
@@ -250,22 +253,31 @@ def wasp_pairs(candidates: Population, nearest: ReleasedVotes, furthest: Release
     return pairs
 
 
+def check_generated_text(text: str, guard: Any, *, lines: int, what: str) -> None:
+    """Refuse (:class:`PrivacyCheckError`) a text the learning step would train on when the run's guard cannot
+    account for it as public or generated, by the prompt audit's own rules (:meth:`PrivateGuard.hits
+    <privtext.guard.PrivateGuard.hits>`, guard.py "What explains text in a prompt"), as if the text were the next
+    prompt line (``lines`` + 1, ``lines`` being the prompt log's line count now: every candidate came back after at
+    most ``lines`` prompts, and the guard was told of it then). Stops: a whole private record that no public text
+    holds and no generator wrote before now (a long one: unless a model trained on checked public text wrote it, or
+    any generator wrote it and every ``n`` words of it are public), and private-only text no generator wrote.
+    Passes: a text equal to a short private record that a generator wrote (the 4-gram writes "card not working")
+    or that public text holds."""
+    record, ngram, _ = guard.hits(text, lines + 1)
+    if record or ngram:
+        kind = "a whole private record" if record else "a private-only word n-gram"
+        raise PrivacyCheckError(f"{what} holds private text ({kind}) that no public source and no generator output "
+                                "explains: it is not trained on")
+
+
 def check_pair_texts(pairs: Sequence[PreferencePair], guard: Any, *, lines: int) -> None:
-    """Refuse (:class:`PrivacyError`) pairs whose text the run's guard cannot account for as public or generated:
-    a text equal to a private record no public text holds, a whole private record inside a text, or private-only
-    text no generator wrote before prompt line ``lines`` (the prompt log's line count now: every candidate was
-    written before it). The same rules the end-of-run audit applies to prompts (:meth:`PrivateGuard.hits`)."""
+    """:func:`check_generated_text` on every text of ``pairs`` before a trainer sees them."""
     seen: set[str] = set()
     for j, p in enumerate(pairs):
         for role, text in (("chosen", p.chosen), ("rejected", p.rejected)):
-            if text in seen:
-                continue
-            seen.add(text)
-            guard.assert_public([text], what=f"preference pair {j} ({role})")
-            record, ngram, _ = guard.hits(text, lines)
-            if record or ngram:
-                raise PrivacyError(f"preference pair {j} ({role}) holds private text that no public source and no "
-                                   "generator output explains: it is not trained on")
+            if text not in seen:
+                seen.add(text)
+                check_generated_text(text, guard, lines=lines, what=f"preference pair {j} ({role})")
 
 
 def pair_records(pairs: Sequence[PreferencePair], prompt_for: Callable[[PreferencePair], str]
@@ -274,5 +286,5 @@ def pair_records(pairs: Sequence[PreferencePair], prompt_for: Callable[[Preferen
     return [{"prompt": prompt_for(p), "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
 
 
-__all__ = ["PreferencePair", "ReleasedVotes", "candidate_groups", "check_pair_texts", "pair_records",
-           "preference_pairs", "reject_position", "released_values", "wasp_pairs"]
+__all__ = ["PreferencePair", "ReleasedVotes", "candidate_groups", "check_generated_text", "check_pair_texts",
+           "pair_records", "preference_pairs", "reject_position", "released_values", "wasp_pairs"]

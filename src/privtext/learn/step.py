@@ -1,18 +1,16 @@
-"""INTEGRATION POINT (issue 38): the learning step the engine and WASP will call after each vote release.
+"""The learning step the engine (:mod:`privtext.engine.learning`) and WASP call after each vote release
+(docs/learn.md, "In a run"):
 
-**Not wired yet.** Issue 37 is refactoring methods/base.py, config.py and the engine's hooks; "where 37 and 38
-collide, 37 comes first". This module is the whole of what the wiring needs, so that the lead's change is a few
-calls (docs/learn.md, "Integration"):
-
-* build one :class:`Learner` per generator with :func:`build_learner` (``evolution.learn``, a
+* one :class:`Learner` per generator from :func:`build_learner` (``evolution.learn``, a
   :class:`~privtext.learn.options.LearnOptions`; ``kind: none`` gives None and nothing changes);
-* after iteration t's vote release and checkpoint (engine/loop.py ``_iteration``, after ``store.finish``; WASP after
-  its round's ``store.finish``), call :meth:`Learner.step` with the iteration's candidates, the released votes
-  (:class:`~privtext.learn.pairs.ReleasedVotes` from the keeper) and the iteration's checkpoint folder, before the
-  next generation;
-* on resume, for every iteration found complete, call :meth:`Learner.step` again with the same arguments: a
-  finished step is restored from its folder (the adapter reloaded, nothing trained, no pair rebuilt), an
-  unfinished one runs (from the checkpointed candidates and the kept votes: no noise is drawn).
+* after iteration t's vote release and checkpoint (engine/loop.py after ``store.finish``; WASP after its round's
+  ``store.finish``), :meth:`Learner.step` with the iteration's candidates, the released votes
+  (:class:`~privtext.learn.pairs.ReleasedVotes` from the keeper), the iteration's checkpoint folder, the run's guard
+  and the prompt log's line count, before the next generation. Every text it trains on passes the prompt audit's
+  rules first (:func:`~privtext.learn.pairs.check_generated_text`);
+* on resume, for every iteration found complete, :meth:`Learner.step` again with the same arguments: a finished
+  step is restored from its folder (the adapter reloaded, nothing trained, no pair rebuilt), an unfinished one runs
+  (from the checkpointed candidates and the kept votes: no noise is drawn).
 
 A step's folder (``<iteration checkpoint>/learn/``, under ``private/``) holds ``pairs.jsonl`` (the pairs: generated
 text and released values), the adapter (:mod:`.adapter`) and, written last, ``learn.json`` (what the step did:
@@ -36,7 +34,15 @@ from ..data.population import Population
 from ..errors import ConfigError
 from ..rng import derive, spawn_seed
 from .options import LearnOptions
-from .pairs import PreferencePair, ReleasedVotes, check_pair_texts, pair_records, preference_pairs, wasp_pairs
+from .pairs import (
+    PreferencePair,
+    ReleasedVotes,
+    check_generated_text,
+    check_pair_texts,
+    pair_records,
+    preference_pairs,
+    wasp_pairs,
+)
 
 DONE = "learn.json"
 PAIRS = "pairs.jsonl"
@@ -223,9 +229,9 @@ class NgramLearner(Learner):
             idx = np.asarray([i for i, g in enumerate(candidates.generator) if g == self.name], dtype=np.int64)
             mine = candidates.take(idx)
             votes = votes.take(idx)
-        if guard is not None:
+        if guard is not None:  # the prompt audit's rules, as for the DPO pairs (generated text is explained)
             for j, text in enumerate(mine.texts):
-                guard.assert_public([text], what=f"n-gram re-estimate text {j}")
+                check_generated_text(text, guard, lines=lines, what=f"n-gram re-estimate text {j}")
         changed = self.reweighter.apply(mine, votes, label_info=self.label_info)
         rec = StepRecord(iteration=iteration, kind=self.kind, generator=self.name, pairs=0,
                          seconds=time.perf_counter() - t0, trained=changed)
