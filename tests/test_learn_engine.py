@@ -191,6 +191,37 @@ def test_a_private_record_where_the_pair_builder_reads_stops_the_run(
     assert not (tmp_path / "run" / "privacy.json").exists()
 
 
+def test_privtext_run_exits_3_when_a_privacy_check_stops_it(
+        data: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same planted record through ``privtext run``: exit 3 (AUDIT_FAILED, the code of a failed prompt or
+    output audit; it was the generic 2) with a one-line message that names the failed check; no synthetic data
+    and no privacy.json are written."""
+    from typer.testing import CliRunner
+
+    from privtext import cli
+    from privtext.cli.app import AUDIT_FAILED, app
+    from privtext.data import load_corpus
+    from privtext.engine import learning as mod
+
+    record = load_corpus(data["private"], label_columns=["topic"]).texts[7]
+    real = mod.EngineLearning.step
+
+    def planted(self: Any, t: int, pop: Any, histogram: np.ndarray, state: Any, folder: Path) -> None:
+        pop.texts[int(np.argmax(histogram))] = record
+        return real(self, t, pop, histogram, state, folder)
+
+    monkeypatch.setattr(mod.EngineLearning, "step", planted)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(_raw(data, tmp_path / "run", learn=LEARN, iterations=2)), encoding="utf-8")
+    cli._mount()
+    res = CliRunner().invoke(app, ["run", str(cfg)])
+    assert res.exit_code == AUDIT_FAILED == 3, res.output
+    lines = [x for x in res.output.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "privacy check failed" in lines[0] and "preference pair" in lines[0], res.output
+    assert record not in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "run" / "privacy.json").exists() and not (tmp_path / "run" / "synthetic.jsonl").exists()
+
+
 # ------------------------------------------------------------------ resume
 
 

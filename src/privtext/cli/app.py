@@ -1,7 +1,8 @@
 """The ``privtext`` application object and what every command shares (typer).
 
 Every command exits non-zero with a one-line error on a :class:`~privtext.errors.PrivtextError` (or a bad
-argument); ``--debug`` (before the command) shows the traceback instead.
+argument): 2, or :data:`AUDIT_FAILED` (3) for a failed privacy check (:class:`~privtext.errors.PrivacyCheckError`),
+the code of a run whose prompt or output audit failed; ``--debug`` (before the command) shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from ..errors import PrivtextError
+from ..errors import PrivacyCheckError, PrivtextError
 
 app = typer.Typer(
     name="privtext",
@@ -31,6 +32,10 @@ _STATE: dict[str, Any] = {"debug": False}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: the exit code of a run that found private text where none may be: a privacy check that stopped it
+#: (:class:`~privtext.errors.PrivacyCheckError`), or a finished run whose prompt or output audit failed (NOT PRIVATE)
+AUDIT_FAILED = 3
+
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``error: MESSAGE`` and exit with ``code``. The message is printed as it is: brackets in it (a
@@ -42,7 +47,8 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def handle_errors(fn: F) -> F:
-    """Turn expected errors into a one-line message and exit code 2 (1 for unexpected ones)."""
+    """Turn expected errors into a one-line message and exit code 2 (1 for unexpected ones); a failed privacy
+    check exits :data:`AUDIT_FAILED`, like a run whose prompt or output audit failed (issue 38: it exited 2)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -50,6 +56,11 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
+        except PrivacyCheckError as e:
+            if _STATE["debug"]:
+                raise
+            fail(f"privacy check failed, the run stopped before writing synthetic data: {str(e).splitlines()[0]}",
+                 AUDIT_FAILED)
         except PrivtextError as e:
             if _STATE["debug"]:
                 raise

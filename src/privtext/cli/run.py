@@ -13,6 +13,10 @@ from typing import Annotated
 
 import typer
 
+#: the exit code of a finished run whose prompt or output audit found private text (NOT PRIVATE), and of a run
+#: that a privacy check stopped (:func:`privtext.cli.app.handle_errors`)
+from .app import AUDIT_FAILED
+
 
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
@@ -107,10 +111,6 @@ def register(app: typer.Typer) -> None:
 
         root = run_demo(out_dir, method=method)
         _summary(root, as_json, out, print_json, demo=True)
-
-
-#: the exit code of a run that finished but whose prompt or output audit found private text (NOT PRIVATE)
-AUDIT_FAILED = 3
 
 
 def _exit_if_the_audit_failed(root: Path) -> None:
