@@ -122,7 +122,8 @@ class FinalOptions(BackendOptions):
 
 
 #: the generator backends each kind trains (dpo: weights with LoRA adapters; ngram_counts: Kneser-Ney counts)
-TRAINS: dict[str, tuple[str, ...]] = {"dpo": ("lm", "small-lm", "transformers"), "ngram_counts": ("ngram",)}
+TRAINS: dict[str, tuple[str, ...]] = {"dpo": ("lm", "small-lm", "transformers", "hf", "huggingface", "vllm"),
+                                      "ngram_counts": ("ngram",)}
 
 
 def learn_options(config: Any) -> LearnOptions:
@@ -158,7 +159,39 @@ def check_learn_config(config: Any, *, learns: bool, method: str, why: str = "")
                               f"{where} is {backend!r}"
                               + (" (use kind: ngram_counts)" if backend == "ngram" else
                                  " (use kind: dpo)" if backend in TRAINS["dpo"] else ""))
+        if o.kind == "dpo":
+            _check_dpo(o.dpo, backend, g)
     return o
+
+
+def _check_dpo(o: DPOOptions, backend: str, generator: Any) -> None:
+    """``evolution.learn.dpo`` against the generator: several GPUs need trl (not the lm generator) and that many
+    visible CUDA devices; the vllm generator trains through trl and serves the adapter with LoRA (its
+    ``enable_lora`` on, ``max_lora_rank`` ≥ ``lora_r``) or merged."""
+    small = backend in ("lm", "small-lm")
+    if o.devices > 1:
+        if small or o.trainer == "native":
+            raise ConfigError(f"evolution.learn.dpo.devices: {o.devices} trains through trl under accelerate; "
+                              + ("the lm generator trains with the native loop in one process" if small else
+                                 "evolution.learn.dpo.trainer is native (use trl or auto)") + "; use devices: 1")
+        from .launch import check_devices
+
+        check_devices(o.devices)
+    if backend != "vllm":
+        return
+    opts = generator.options() if hasattr(generator, "options") else dict(generator or {})
+    if o.trainer == "native":
+        raise ConfigError("evolution.learn.dpo.trainer: native trains a model in this process; the vllm generator's "
+                          "weights train through trl in privtext.learn.worker (use trainer: auto)")
+    engine = opts.get("engine_kwargs") or {}
+    if o.serve == "lora":
+        if not (opts.get("enable_lora") or engine.get("enable_lora")):
+            raise ConfigError("evolution.learn.dpo.serve: lora serves the trained adapter through vLLM's LoRA "
+                              "support: set generator.enable_lora: true (or evolution.learn.dpo.serve: merge)")
+        rank = int(engine.get("max_lora_rank", opts.get("max_lora_rank", 16)))
+        if o.lora_r > rank:
+            raise ConfigError(f"evolution.learn.dpo.lora_r: {o.lora_r} exceeds the vllm generator's max_lora_rank "
+                              f"{rank}: set generator.max_lora_rank: {o.lora_r} or more")
 
 
 __all__ = ["TRAINS", "DPOOptions", "FinalMode", "FinalOptions", "LearnOptions", "NgramLearnOptions", "PairOptions",

@@ -12,7 +12,10 @@ process per GPU, data-parallel, gradients averaged), so the learning step writes
 * ``--options``: the :class:`~privtext.learn.options.DPOOptions` as JSON (``batch_size`` is per GPU: the round's
   batch is K × batch_size);
 * ``--adapter-in``: the previous round's adapter (:mod:`privtext.learn.adapter`), absent for the first round;
-* ``--adapter-out``: where the trained adapter is written (by the main process only, after every process is done).
+* ``--adapter-out``: where the trained adapter is written (by the main process only, after every process is done);
+* ``--peft-out``: also the adapter in peft's format (what vLLM's ``LoRARequest`` loads: :mod:`privtext.learn.vllm`);
+* ``--merged-out``: also the adapter merged into a copy of the weights (the base checkpoint's dtype, with its
+  tokenizer), for a vLLM engine restarted on it (``learn.dpo.serve: merge``).
 
 The reference is the base model (:func:`privtext.learn.trl_backend._base_reference`). Without ``accelerate
 launch`` the same command trains in one process (CPU or one GPU): ``tests/test_learn_worker.py`` runs it that way.
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--options", type=Path, default=None)
     ap.add_argument("--adapter-in", type=Path, default=None)
     ap.add_argument("--adapter-out", type=Path, required=True)
+    ap.add_argument("--peft-out", type=Path, default=None)
+    ap.add_argument("--merged-out", type=Path, default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
@@ -46,12 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     from .dpo import attach_lora
     from .options import DPOOptions
     from .trl_backend import train_dpo_trl
+    from .vllm import base_dtype, export_peft, merge_adapter
 
     options = DPOOptions.model_validate(json.loads(args.options.read_text(encoding="utf-8")) if args.options else {})
     records = [{k: str(r[k]) for k in ("prompt", "chosen", "rejected")} for r in read_jsonl(args.records)]
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = attach_lora(AutoModelForCausalLM.from_pretrained(args.model), options,
-                        rng=np.random.default_rng(args.seed))
+    base = AutoModelForCausalLM.from_pretrained(args.model)
+    dtype = base_dtype(base)
+    model = attach_lora(base, options, rng=np.random.default_rng(args.seed))
     if args.adapter_in is not None:
         load_adapter(model, args.adapter_in)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -60,9 +67,13 @@ def main(argv: list[str] | None = None) -> int:
 
     state = PartialState()
     state.wait_for_everyone()
+    meta = {"pairs": len(records), "processes": state.num_processes, "result": result.to_dict()}
     if state.is_main_process:
-        save_adapter(model, args.adapter_out, meta={"pairs": len(records), "processes": state.num_processes,
-                                                    "result": result.to_dict()})
+        if args.peft_out is not None:
+            export_peft(model, args.peft_out)
+        save_adapter(model, args.adapter_out, meta=meta)
+        if args.merged_out is not None:  # consumes the model's adapter: last
+            merge_adapter(model, args.merged_out, tokenizer=tokenizer, dtype=dtype)
     return 0
 
 
