@@ -10,7 +10,8 @@ scorer never computes Δ itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -32,26 +33,28 @@ def released_noisy(histogram: np.ndarray, keeper: ReleaseKeeper, meta: Mapping[s
     return ReleasedVotes.checked(histogram, keeper, str(meta["release"]), "noisy")
 
 
+@dataclass(kw_only=True, eq=False)
 class DPVoteScorer:
     """Aug-PE's scorer: one DP nearest-neighbour vote histogram per iteration.
 
     Built with what it uses: the private embeddings and label groups, σ, the voting options, the run's relation
     and keeper, and a factory of privacy randomness (``noise_rng(key)``)."""
 
-    name = "dp_nn_votes"
+    name: ClassVar[str] = "dp_nn_votes"
 
-    def __init__(self, *, private_emb: np.ndarray, private_groups: np.ndarray, sigma: float, voting: VotingConfig,
-                 threshold: float, relation: NeighbouringRelation, keeper: ReleaseKeeper,
-                 noise_rng: Callable[[str], np.random.Generator], counter: Any = None):
-        self.sigma = float(sigma)
-        self.voting = voting
-        self.threshold = float(threshold)
-        self.relation = relation
-        self.keeper = keeper
-        self.counter = counter  # exact vote counts elsewhere (Ray shards); None: in this process
-        self.private_emb = private_emb
-        self.private_groups = private_groups
-        self.noise_rng = noise_rng
+    private_emb: np.ndarray
+    private_groups: np.ndarray
+    sigma: float
+    voting: VotingConfig
+    threshold: float
+    relation: NeighbouringRelation
+    keeper: ReleaseKeeper
+    noise_rng: Callable[[str], np.random.Generator]
+    counter: Any = None  # exact vote counts elsewhere (Ray shards); None: in this process
+
+    def __post_init__(self) -> None:
+        self.sigma = float(self.sigma)
+        self.threshold = float(self.threshold)
 
     def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
         key = f"votes/iter_{iteration:03d}"
@@ -84,6 +87,7 @@ class DPVoteScorer:
         return released_noisy(histogram, self.keeper, meta)
 
 
+@dataclass(kw_only=True, eq=False)
 class FederatedVoteScorer:
     """Aug-PE's scorer over several data holders (the PrE-Text setting; :mod:`privtext.federated.votes`): each
     iteration's release is described and recorded BEFORE any party computes; then every party counts the votes of
@@ -92,24 +96,26 @@ class FederatedVoteScorer:
     single-holder ``GaussianDpEvent(σ)``: the sum of the parties' counts is the single-holder histogram of their
     union, and a round with |S| ≥ t survivors carries std σΔ·√(|S|/t) ≥ σΔ."""
 
-    name = "federated_nn_votes"
+    name: ClassVar[str] = "federated_nn_votes"
 
-    def __init__(self, *, parties: list[Any], options: PartiesOptions, sigma: float, voting: VotingConfig,
-                 threshold: float, relation: NeighbouringRelation, keeper: ReleaseKeeper, value_bound: float,
-                 seed: int | None, reproducible: bool, drop: dict[int, str] | None = None,
-                 on_round: Callable[[dict[str, Any]], None] | None = None):
-        self.sigma = float(sigma)
-        self.voting = voting
-        self.threshold = float(threshold)
-        self.relation = relation
-        self.keeper = keeper
-        self.parties = parties
-        self.options = options
-        self.value_bound = float(value_bound)
-        self.seed = seed
-        self.reproducible = bool(reproducible)
-        self.drop = drop
-        self.on_round = on_round
+    parties: list[Any]
+    options: PartiesOptions
+    sigma: float
+    voting: VotingConfig
+    threshold: float
+    relation: NeighbouringRelation
+    keeper: ReleaseKeeper
+    value_bound: float
+    seed: int | None
+    reproducible: bool
+    drop: dict[int, str] | None = None
+    on_round: Callable[[dict[str, Any]], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.sigma = float(self.sigma)
+        self.threshold = float(self.threshold)
+        self.value_bound = float(self.value_bound)
+        self.reproducible = bool(self.reproducible)
 
     def released_votes(self, histogram: np.ndarray, meta: Mapping[str, Any]) -> Any:
         """As :meth:`DPVoteScorer.released_votes`: the securely aggregated noisy sum as kept."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +24,11 @@ from ...privacy.release import Release, ReleaseKeeper
 from ...search import Metric
 
 
+def _no_diagnostic(name: str, key: str, value: Any) -> None:
+    """The default diagnostic sink: private diagnostics are dropped."""
+
+
+@dataclass(kw_only=True, eq=False)
 class ClusterScorer:
     """SecPE's scorer (Alg 3 lines 7-11): release the noisy clustering (once per iteration, or once for the run),
     then let each noisy centre give its noisy count to its nearest candidate — post-processing of released values.
@@ -31,37 +37,35 @@ class ClusterScorer:
     result (for the per-secret events), its options, the voting metric and centring, the release keeper, a
     factory of privacy randomness (``noise_rng(key)``) and a sink for private diagnostics."""
 
-    name = "secret_cluster_votes"
+    name: ClassVar[str] = "secret_cluster_votes"
 
-    def __init__(self, *, clusters: PublicClusters, private_emb: np.ndarray, private_groups: np.ndarray,
-                 rho: np.ndarray, sigma: float, noise: Any, options: Any, metric: Metric, center: str,
-                 threshold: float, relation: NeighbouringRelation, keeper: ReleaseKeeper,
-                 noise_rng: Callable[[str], np.random.Generator],
-                 diagnostic: Callable[[str, str, Any], None] | None = None,
-                 direct_emb: np.ndarray | None = None, direct_groups: np.ndarray | None = None):
-        self.direct_emb = direct_emb
-        self.direct_groups = direct_groups
-        self.clusters = clusters
-        self.private_emb = private_emb
-        self.private_groups = private_groups
-        self.rho = rho
-        self.sigma = float(sigma)
-        self.noise = noise
-        self.cfg = options
-        self.metric = metric
-        self.center = center
-        self.threshold = float(threshold)
-        self.keeper = keeper
-        self.relation = relation
-        self.noise_rng = noise_rng
-        self.diagnostic = diagnostic or (lambda name, key, value: None)
-        self._assignment: RecordAssignment | None = None
+    clusters: PublicClusters
+    private_emb: np.ndarray
+    private_groups: np.ndarray
+    rho: np.ndarray
+    sigma: float
+    noise: Any
+    options: Any
+    metric: Metric
+    center: str
+    threshold: float
+    relation: NeighbouringRelation
+    keeper: ReleaseKeeper
+    noise_rng: Callable[[str], np.random.Generator]
+    diagnostic: Callable[[str, str, Any], None] = _no_diagnostic
+    direct_emb: np.ndarray | None = None
+    direct_groups: np.ndarray | None = None
+    _assignment: RecordAssignment | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.sigma = float(self.sigma)
+        self.threshold = float(self.threshold)
 
     def _release(self, t_rel: int) -> Release:
         """Counts and centres of one clustering: ONE release carrying every event it spends
         (:func:`privtext.mechanisms.clustering.clustering_release`)."""
-        return clustering_release(f"clusters/iter_{t_rel:03d}", sigma=self.sigma, sample=self.cfg.sample,
-                                  noise=self.noise, clusters=len(self.clusters), radius=self.cfg.clip_radius,
+        return clustering_release(f"clusters/iter_{t_rel:03d}", sigma=self.sigma, sample=self.options.sample,
+                                  noise=self.noise, clusters=len(self.clusters), radius=self.options.clip_radius,
                                   relation=self.relation, iteration=t_rel)
 
     def assignment(self) -> RecordAssignment:
@@ -70,19 +74,19 @@ class ClusterScorer:
         is too; a resumed run whose releases are all kept never searches)."""
         if self._assignment is None:
             self._assignment = assign_records(self.private_emb, self.private_groups, self.clusters,
-                                              radius=self.cfg.clip_radius, metric=self.metric,
-                                              backend=self.cfg.assign_backend, nprobe=self.cfg.assign_nprobe,
+                                              radius=self.options.clip_radius, metric=self.metric,
+                                              backend=self.options.assign_backend, nprobe=self.options.assign_nprobe,
                                               search=self.rho > 0)
         return self._assignment
 
     def score(self, *, iteration: int, population: Population, vote_emb: np.ndarray) -> ScoreResult:
-        release = self._release(iteration if self.cfg.recluster_each_iteration else 0)
+        release = self._release(iteration if self.options.recluster_each_iteration else 0)
         key = release.key
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             out, event = secret_clustering(self.private_emb, self.private_groups, self.clusters, rho=self.rho,
                                            sigma=self.sigma, rng=self.noise_rng(key),
-                                           radius=self.cfg.clip_radius, metric=self.metric, sample=self.cfg.sample,
+                                           radius=self.options.clip_radius, metric=self.metric, sample=self.options.sample,
                                            assignment=self.assignment())
             self.diagnostic("sampled_secret_holders", key, out.sampled)
             return {"centres": out.centres, "counts": out.counts}, event

@@ -644,5 +644,4 @@ def generator_configs(config: Config) -> list[GeneratorConfig]:
     return [config.generator]
 
 
-__all__ = ["WASP", "WASPOptions", "generator_configs", "generator_counts", "generator_weights", "round_sizes",
-           "select_examples", "select_output"]
+__all__ = ["WASP", "RoundInfo", "WASPOptions", "generator_configs"]
