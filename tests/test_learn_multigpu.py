@@ -162,7 +162,8 @@ def test_a_run_asking_for_more_gpus_fails_before_its_folder_exists(tiny: Path, t
            "generator": {"backend": "transformers", "model": str(tiny), "device": "cpu", "max_new_tokens": 4},
            "embedder": {"backend": "hashing", "dim": 32, "cache": False},
            "privacy": {"epsilon": 4.0, "delta": 1e-4},
-           "evolution": {"num_samples": 4, "iterations": 2, "learn": {"kind": "dpo", "dpo": {"devices": 8}}},
+           "synthesis": {"num_samples": 4},
+           "evolution": {"iterations": 2, "learn": {"kind": "dpo", "dpo": {"devices": 8}}},
            "output": str(out)}
     with pytest.raises(ConfigError) as e:
         run_config(config_from_dict(raw))
