@@ -3,6 +3,7 @@ broken fixtures of issue 22, each run once with its canaries; prints the lower b
 times (docs/audit.md quotes the output).
 
     python benchmarks/audit_endtoend.py [--out DIR] [--embedder demo|hashing] [--only augpe,secpe,...]
+        [--lm-size tiny|small]
 
 * ``augpe``, ``wasp`` — the demo's Aug-PE configuration at (ε, δ) = (4, 1e-5) (WASP: the same generator as its
   one generator); ``dpkps`` — pure ε = 4; ``secpe`` — the demo's (p, r) = (1e-3, 2e-2). Canaries: as many as the
@@ -10,7 +11,14 @@ times (docs/audit.md quotes the output).
 * ``fault:prompt`` — Aug-PE whose generators put private records into their prompts and copy them;
 * ``fault:noise`` — DP-KPS (ε = 1, counting each document's highest-idf terms) on a small corpus (10 demo notes)
   with a public vocabulary holding 200 rare terms, every noise draw removed;
-* ``fault:detector`` — SecPE whose detector misses the planted secret in 4 of its 5 holders.
+* ``fault:detector`` — SecPE whose detector misses the planted secret in 4 of its 5 holders;
+* ``learn:ngram``, ``learn:dpo`` (issue 38; not in the default list) — the ``augpe`` case learning from its released
+  votes: ``evolution.learn: {kind: ngram_counts}`` (the demo's 4-gram, its counts re-estimated after each
+  iteration), or ``{kind: dpo}`` with the ``lm`` generator (``--lm-size``, default tiny: the small one takes
+  minutes to train on this CPU; trained on the demo's public notes, cached under ``--out``) and every learning
+  option at its default. The trained generator writes iterations 1–3; the attack reads the same shared files.
+
+    python benchmarks/audit_endtoend.py --only learn:ngram,learn:dpo
 """
 
 from __future__ import annotations
@@ -46,11 +54,21 @@ def _config(folder: Path, method: str, embedder: str) -> dict[str, Any]:
     return raw
 
 
+def _learning_config(folder: Path, kind: str, embedder: str, lm_size: str, cache: Path) -> dict[str, Any]:
+    """The ``augpe`` case with ``evolution.learn: {kind: KIND}`` (``dpo``: on the lm generator)."""
+    raw = _config(folder, "augpe", embedder)
+    raw["evolution"]["learn"] = {"kind": kind}
+    if kind == "dpo":
+        raw["generator"] = {"backend": "lm", "size": lm_size, "cache_dir": str(cache)}
+    return raw
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="/tmp/privtext-audit-endtoend")
     ap.add_argument("--embedder", choices=["demo", "hashing"], default="demo")
     ap.add_argument("--only", default="augpe,wasp,dpkps,secpe,fault:prompt,fault:noise,fault:detector")
+    ap.add_argument("--lm-size", choices=["tiny", "small"], default="tiny", help="the lm generator of learn:dpo")
     args = ap.parse_args()
     from privtext.audit.endtoend import audit_end_to_end
     from privtext.report import build_report
@@ -73,6 +91,11 @@ def main() -> None:
         if case in ("augpe", "wasp", "dpkps", "secpe"):
             res = audit_end_to_end(_config(demo, case, args.embedder), workdir=out / case, holders=5,
                                    after_run=report)
+        elif case in ("learn:ngram", "learn:dpo"):
+            kind = "ngram_counts" if case == "learn:ngram" else "dpo"
+            res = audit_end_to_end(_learning_config(demo, kind, args.embedder, args.lm_size, out / "lm-cache"),
+                                   workdir=out / case.replace(":", "-"), after_run=report)
+            res.details["learning"] = _learning_figures(Path(res.run_dir))
         elif case == "fault:prompt":
             fault = PrivateTextInPrompts()
             with fault.active():
@@ -95,6 +118,8 @@ def main() -> None:
         rows.append((case, res, time.perf_counter() - t0))
         for line in res.lines():
             print(f"[{case}] {line}", flush=True)
+        if "learning" in res.details:
+            print(f"[{case}]   learning steps: {res.details['learning']}", flush=True)
     print()
     print(f"{'case':16} {'claim':44} {'lower bound (95%)':>18} {'canaries':>9} {'run s':>7} {'total s':>8}  verdict")
     for case, res, sec in rows:
@@ -105,6 +130,20 @@ def main() -> None:
         print(f"{case:16} {res.claim_words[:44]:44} {lb:>18} {res.canaries:>9} {res.seconds['run']:7.0f} "
               f"{sec:8.0f}  {verdict}")
     print(f"\n{len(rows)} end-to-end audits in {time.perf_counter() - t_all:.0f} s (embedder: {args.embedder})")
+
+
+def _learning_figures(run: Path) -> str:
+    """What the run's learning steps did (private/checkpoints/iter_NNN/learn/learn.json: pairs or voted texts,
+    seconds), one item per step."""
+    import json
+
+    out = []
+    for f in sorted((run / "private" / "checkpoints").glob("iter_*/learn/learn.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        what = (f"{d['trained'].get('texts', 0)} voted texts" if d["kind"] == "ngram_counts"
+                else f"{d['pairs']} pairs, {d['trained'].get('steps', 0)} optimiser steps")
+        out.append(f"iter {d['iteration']}: {what}, {d['seconds']:.1f} s")
+    return "; ".join(out) or "none"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ Default suite: the pieces — the attacker reads only shareable files, its guess
 the reconstruction attacker and the candidate sets. ``pytest -m audit``: whole runs on demo-like corpora (the
 n-gram generator, the hashing embedder) — each correct method stays below its claim, and each broken fixture
 (private text in prompts; noise removed on a small corpus with distinctive canaries; SecPE with a detector that
-misses the canary secret in some holders) exceeds it; and ``privtext audit --end-to-end`` exits 1 on a fault."""
+misses the canary secret in some holders) exceeds it; and ``privtext audit --end-to-end`` exits 1 on a fault. Aug-PE
+learning from its released votes (issue 38: the n-gram's re-estimated counts; DPO on the lm generator, also
+``slow``) stays below its claim."""
 
 from __future__ import annotations
 
@@ -133,6 +135,48 @@ def test_augpe_stays_below_its_claim_and_private_text_in_prompts_exceeds_it(tmp_
         bad = audit_end_to_end(raw, workdir=tmp_path / "bad",
                                on_canaries=lambda cs: fault.prime(private_texts_of(cs, [])))
     assert not bad.passed and bad.lower_bound > bad.claim, bad.lines()
+
+
+def _learned(res: Any) -> list[dict[str, Any]]:
+    """The learning steps of the audited run (its private/checkpoints/iter_NNN/learn/learn.json)."""
+    ck = Path(res.run_dir) / "private" / "checkpoints"
+    return [json.loads(f.read_text()) for f in sorted(ck.glob("iter_*/learn/learn.json"))]
+
+
+@pytest.mark.audit
+def test_augpe_learning_from_its_votes_stays_below_its_claim(tmp_path: Path) -> None:
+    """Issue 38: the end-to-end audit of a learning run (the 4-gram's counts re-estimated from the released votes
+    after iteration 0; iteration 1 is written by the re-estimated model) stays below the claim, with enough
+    canaries that a perfect attack would exceed it; the result names the learning kind."""
+    from privtext.audit.endtoend import audit_end_to_end
+
+    raw = _demo(tmp_path / "c", "augpe", privacy={"epsilon": 2.0, "delta": 1e-5})
+    raw["evolution"]["learn"] = {"kind": "ngram_counts"}
+    res = audit_end_to_end(raw, workdir=tmp_path / "w")
+    assert res.passed and res.lower_bound <= res.claim == pytest.approx(2.0, rel=1e-3), res.lines()
+    assert res.details["best_possible"] > res.claim and res.details["learn"] == "ngram_counts"
+    assert "learning from its votes (ngram_counts)" in res.lines()[0]
+    steps = _learned(res)
+    assert [d["iteration"] for d in steps] == [0] and steps[0]["trained"]["texts"] > 0  # it did learn
+
+
+@pytest.mark.audit
+@pytest.mark.slow
+def test_augpe_dpo_learning_stays_below_its_claim(tmp_path: Path) -> None:
+    """The same with DPO on LoRA adapters of the (tiny) lm generator, trained on the demo's public notes."""
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from privtext.audit.endtoend import audit_end_to_end
+
+    raw = _demo(tmp_path / "c", "augpe", privacy={"epsilon": 2.0, "delta": 1e-5})
+    raw["generator"] = {"backend": "lm", "size": "tiny", "max_length": 64, "torch_threads": 1,
+                        "cache_dir": str(tmp_path / "lm-cache")}
+    raw["evolution"]["learn"] = {"kind": "dpo", "pairs": {"reject_rank": 2}, "dpo": {"threads": 1}}
+    res = audit_end_to_end(raw, workdir=tmp_path / "w")
+    assert res.passed and res.lower_bound <= res.claim, res.lines()
+    assert res.details["best_possible"] > res.claim and res.details["learn"] == "dpo"
+    steps = _learned(res)
+    assert [d["iteration"] for d in steps] == [0] and steps[0]["pairs"] > 0 and steps[0]["trained"]["steps"] >= 1
 
 
 @pytest.mark.audit

@@ -134,16 +134,18 @@ class EndToEndResult:
 
     def lines(self) -> list[str]:
         verdict = "below the claim: pass" if self.passed else "ABOVE THE CLAIM: FAIL"
+        learn = self.details.get("learn", "none")
+        method = self.method if learn == "none" else f"{self.method} learning from its votes ({learn})"
         if self.game == "membership":
             best = max(self.rules, key=lambda r: r.lower_bound) if self.rules else None
             how = (f" (rule {best.score}/{best.rule}: {best.correct} of {best.guesses} guesses right)" if best
                    else "")
-            head = (f"{self.method}: ε lower bound {self.lower_bound:.3g} at {100 * self.confidence:g}% confidence "
+            head = (f"{method}: ε lower bound {self.lower_bound:.3g} at {100 * self.confidence:g}% confidence "
                     f"from {self.canaries} canaries ({self.included} included){how}; claim {self.claim_words}: "
                     f"{verdict}")
         else:
             d = self.details
-            head = (f"{self.method}: reconstruction success {d['successes']}/{self.canaries} secrets "
+            head = (f"{method}: reconstruction success {d['successes']}/{self.canaries} secrets "
                     f"({100 * self.confidence:g}% CI {self.lower_bound:.3g}–{d['upper']:.3g}; prior p = "
                     f"{d['prior']:.3g}); claim {self.claim_words}: {verdict}")
         times = ", ".join(f"{k} {v:.0f} s" for k, v in self.seconds.items())
@@ -493,10 +495,12 @@ def audit_end_to_end(
     corpus with the canaries, under ``private/``) and its run (default: a folder ``audit-end-to-end`` next to the
     configured output). ``embedder``: an embedder for the embedding score
     (default: the run's). ``on_canaries`` is called with the canaries before the run, ``after_run`` with the run
-    directory before the attack (the CLI builds ``report.html`` there)."""
-    from ..config import config_from_dict
+    directory before the attack (the CLI builds ``report.html`` there).
+
+    A configuration that learns from the released votes (``evolution.learn``, docs/learn.md) is run as it is: the
+    trained generator writes the later iterations (and, with ``evolution.final``, the output), and the attack reads
+    the same shareable files; ``details["learn"]`` names the learning kind (``none`` without)."""
     from ..data import load_corpus
-    from ..runner import run_config
 
     t0 = time.perf_counter()
     cfg = _load(config)
@@ -513,36 +517,71 @@ def audit_end_to_end(
     game = desc.audit_game  # the method's description: membership (a DP claim) or reconstruction (SecPE's)
     work = Path(workdir) if workdir is not None else Path(cfg.output).parent / "audit-end-to-end"
     work.mkdir(parents=True, exist_ok=True)
-    cols = list(d.label_columns)
     if game == "membership":
-        words = rare_public_words(public, private)
-        n_rules = RULES + (2 if words else 0)
-        eps0, delta0 = planned_claim(cfg) if canaries is None else (math.nan, 0.0)
-        m = int(canaries) if canaries is not None else _canaries_for(eps0, delta0, confidence, n_rules)
-        replace = opts.get("neighbouring") == "replace_one"
-        # each canary's public words: distinct across canaries while the pool lasts (so that finding one names
-        # one canary), else drawn with replacement
-        pool = rng.sample(words, len(words))
-        cans = []
-        for i, prefix in enumerate(_prefixes(private, public, m, rng, avoid=words)):
-            if len(pool) >= PUBLIC_WORDS * m:
-                pw = tuple(pool[PUBLIC_WORDS * i:PUBLIC_WORDS * (i + 1)])
-            else:
-                pw = tuple(rng.sample(words, min(PUBLIC_WORDS, len(words))))
-            suffix = rare_suffix(rng, public_words=pw)
-            cans.append(Canary(index=i, text=f"{prefix} {suffix}.", labels=_labels_like(private, cols, rng),
-                               included=bool(rng.getrandbits(1)), suffix=suffix, public_words=pw,
-                               replacement=prefix if replace else None))
-        extra = [(c.text, c.labels) for c in cans if c.included]
-        extra += [(c.replacement, c.labels) for c in cans if not c.included and c.replacement is not None]
+        cans, extra = _membership_canaries(cfg, private, public, canaries, confidence,
+                                           opts.get("neighbouring") == "replace_one", rng)
     else:
         assert cfg.privacy.secret is not None
-        m = int(canaries) if canaries is not None else 32
-        cans = _plant_secrets(cfg, private, public, m, holders, rng)
+        cans = _plant_secrets(cfg, private, public, int(canaries) if canaries is not None else 32, holders, rng)
         extra = [(t, c.labels) for c in cans for t in c.holders]
     if on_canaries is not None:
         on_canaries(cans)
-    token = _secrets.token_hex(4)  # a fresh corpus and run per audit: an audit never resumes or replaces one
+    t_run = time.perf_counter()
+    root = _run_with_canaries(cfg, private, extra, work, rng)
+    seconds = {"run": time.perf_counter() - t_run}
+    if after_run is not None:
+        after_run(root)
+    t_attack = time.perf_counter()
+    shared = read_shared(root)
+    statement = json.loads((root / "privacy.json").read_text(encoding="utf-8"))
+    common = {"method": cfg.method, "game": game, "confidence": confidence, "canaries": len(cans),
+              "run_dir": str(root), "seconds": seconds}
+    details = {"statement_private": bool(statement.get("private")), "learn": _learn_kind(statement)}
+    if game == "membership":
+        res = _membership_result(cfg, cans, shared, statement, public, embedder, rng, common, details)
+    else:
+        res = _reconstruction_result(cfg, cans, shared, holders, rng, common, details)
+    seconds.update(attack=time.perf_counter() - t_attack, total=time.perf_counter() - t0)
+    return res
+
+
+def _membership_canaries(cfg: Any, private: Any, public: Any | None, canaries: int | None, confidence: float,
+                         replace: bool, rng: _secrets.SystemRandom
+                         ) -> tuple[list[Canary], list[tuple[str, dict[str, str]]]]:
+    """The membership game's canaries (module docstring; as many as the claim needs with the number of guessing
+    rules, unless ``canaries`` is given) and the records they add to the private corpus (the included canaries;
+    under ``replace_one`` the excluded ones' prefixes)."""
+    words = rare_public_words(public, private)
+    n_rules = RULES + (2 if words else 0)
+    eps0, delta0 = planned_claim(cfg) if canaries is None else (math.nan, 0.0)
+    m = int(canaries) if canaries is not None else _canaries_for(eps0, delta0, confidence, n_rules)
+    cols = list(cfg.data.label_columns)
+    # each canary's public words: distinct across canaries while the pool lasts (so that finding one names
+    # one canary), else drawn with replacement
+    pool = rng.sample(words, len(words))
+    cans = []
+    for i, prefix in enumerate(_prefixes(private, public, m, rng, avoid=words)):
+        if len(pool) >= PUBLIC_WORDS * m:
+            pw = tuple(pool[PUBLIC_WORDS * i:PUBLIC_WORDS * (i + 1)])
+        else:
+            pw = tuple(rng.sample(words, min(PUBLIC_WORDS, len(words))))
+        suffix = rare_suffix(rng, public_words=pw)
+        cans.append(Canary(index=i, text=f"{prefix} {suffix}.", labels=_labels_like(private, cols, rng),
+                           included=bool(rng.getrandbits(1)), suffix=suffix, public_words=pw,
+                           replacement=prefix if replace else None))
+    extra = [(c.text, c.labels) for c in cans if c.included]
+    extra += [(c.replacement, c.labels) for c in cans if not c.included and c.replacement is not None]
+    return cans, extra
+
+
+def _run_with_canaries(cfg: Any, private: Any, extra: list[tuple[str, dict[str, str]]], work: Path,
+                       rng: _secrets.SystemRandom) -> Path:
+    """Write the private corpus with ``extra`` (under ``work/private/``) and run the configuration on it, in a
+    fresh run folder under ``work``: an audit never resumes or replaces one."""
+    from ..config import config_from_dict
+    from ..runner import run_config
+
+    token = _secrets.token_hex(4)
     (work / "private").mkdir(mode=0o700, exist_ok=True)  # a copy of the private corpus: never to be shared
     corpus_path = work / "private" / f"corpus-{token}.jsonl"
     _write_private(cfg, private, extra, corpus_path, rng)
@@ -550,44 +589,50 @@ def audit_end_to_end(
     raw["data"]["private"] = str(corpus_path)
     raw["data"]["max_private"] = None
     raw["output"] = str(work / f"run-{token}")
-    t_run = time.perf_counter()
-    root = run_config(config_from_dict(raw, source="audit --end-to-end"))
-    seconds = {"run": time.perf_counter() - t_run}
-    if after_run is not None:
-        after_run(root)
-    t_attack = time.perf_counter()
-    shared = read_shared(root)
-    statement = json.loads((root / "privacy.json").read_text(encoding="utf-8"))
-    if game == "membership":
-        eps, delta, claim_words = stated_claim(statement)
-        emb = embedder
-        if emb is None:
-            from ..embed import build_embedder
+    return Path(run_config(config_from_dict(raw, source="audit --end-to-end")))
 
-            emb = build_embedder(cfg.embedder)
-        scores = {"ngram": ngram_scores(cans, shared), "embedding": embedding_scores(cans, shared, emb),
-                  "perplexity": perplexity_scores(cans, shared, list(public.texts) if public is not None else None)}
-        if any(c.public_words for c in cans):
-            scores["released"] = released_scores(cans, released_numbers(statement))
-        lb, rules = membership_bound(cans, scores, delta=delta, confidence=confidence, rng=rng)
-        seconds.update(attack=time.perf_counter() - t_attack, total=time.perf_counter() - t0)
-        return EndToEndResult(
-            method=cfg.method, game=game, claim=eps, claim_words=claim_words, lower_bound=lb, confidence=confidence,
-            canaries=m, included=sum(c.included for c in cans), passed=lb <= eps, run_dir=str(root),
-            seconds=seconds, rules=rules,
-            details={"delta": delta, "statement_private": bool(statement.get("private")),
-                     "best_possible": epsilon_lower_bound(m, m, m, delta=delta,
-                                                          confidence=1 - (1 - confidence) / max(len(rules), 1))})
+
+def _learn_kind(statement: dict[str, Any]) -> str:
+    """The run's ``evolution.learn`` kind as its privacy.json states it (``none`` when it states none)."""
+    learn = (statement.get("parameters") or {}).get("learn") or {}
+    return str(learn.get("kind", "none")) if isinstance(learn, dict) else "none"
+
+
+def _membership_result(cfg: Any, cans: list[Canary], shared: SharedOutputs, statement: dict[str, Any],
+                       public: Any | None, embedder: Any, rng: _secrets.SystemRandom, common: dict[str, Any],
+                       details: dict[str, Any]) -> EndToEndResult:
+    """Score the canaries from the shared outputs, guess, and bound ε (module docstring, membership game)."""
+    eps, delta, claim_words = stated_claim(statement)
+    emb = embedder
+    if emb is None:
+        from ..embed import build_embedder
+
+        emb = build_embedder(cfg.embedder)
+    scores = {"ngram": ngram_scores(cans, shared), "embedding": embedding_scores(cans, shared, emb),
+              "perplexity": perplexity_scores(cans, shared, list(public.texts) if public is not None else None)}
+    if any(c.public_words for c in cans):
+        scores["released"] = released_scores(cans, released_numbers(statement))
+    confidence, m = common["confidence"], len(cans)
+    lb, rules = membership_bound(cans, scores, delta=delta, confidence=confidence, rng=rng)
+    best = epsilon_lower_bound(m, m, m, delta=delta, confidence=1 - (1 - confidence) / max(len(rules), 1))
+    return EndToEndResult(**common, claim=eps, claim_words=claim_words, lower_bound=lb,
+                          included=sum(c.included for c in cans), passed=lb <= eps, rules=rules,
+                          details={"delta": delta, **details, "best_possible": best})
+
+
+def _reconstruction_result(cfg: Any, cans: list[Canary], shared: SharedOutputs, holders: int,
+                           rng: _secrets.SystemRandom, common: dict[str, Any], details: dict[str, Any]
+                           ) -> EndToEndResult:
+    """The reconstruction game's success rate with its Clopper-Pearson interval against r (module docstring)."""
     p, r = float(cfg.privacy.secret.p), float(cfg.privacy.secret.r)
+    m = len(cans)
     succ = reconstruct(cans, shared, rng)
     k = int(sum(succ))
-    lo, hi = clopper_pearson(k, m, 1 - confidence)
-    seconds.update(attack=time.perf_counter() - t_attack, total=time.perf_counter() - t0)
-    return EndToEndResult(
-        method=cfg.method, game=game, claim=r, claim_words=f"(p={p:g}, r={r:g})-secret protection: success ≤ r",
-        lower_bound=lo, confidence=confidence, canaries=m, included=m, passed=lo <= r, run_dir=str(root),
-        seconds=seconds, details={"successes": k, "upper": hi, "prior": 1.0 / len(cans[0].candidates),
-                                  "holders": holders, "statement_private": bool(statement.get("private"))})
+    lo, hi = clopper_pearson(k, m, 1 - common["confidence"])
+    return EndToEndResult(**common, claim=r, claim_words=f"(p={p:g}, r={r:g})-secret protection: success ≤ r",
+                          lower_bound=lo, included=m, passed=lo <= r,
+                          details={"successes": k, "upper": hi, "prior": 1.0 / len(cans[0].candidates),
+                                   "holders": holders, **details})
 
 
 def _canaries_for(epsilon: float, delta: float, confidence: float, tests: int) -> int:
