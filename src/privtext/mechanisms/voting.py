@@ -103,25 +103,38 @@ def nearest_votes(
     ``center``: a public vector; both sides are centred on it and renormalised before the search.
 
     Embeddings from a tiered embedder (``embedder: {runtime: auto}``: fast bf16 vectors that know their texts,
-    :mod:`privtext.embed.tiers`) are voted on by :func:`exact_nearest_votes`: every vote whose margin is within
+    :mod:`privtext.embed.tiers`) are voted on by :func:`_exact_nearest`: every vote whose margin is within
     the fast vectors' measured error bound is re-decided with fp32 vectors of that record and its contenders, so
     the votes are the fp32 vectors' votes. Each record's vote still depends on that record alone (Δ = 1)."""
-    if _refinable(private_emb, candidate_emb, backend):
-        return exact_nearest_votes(private_emb, candidate_emb, private_groups=private_groups,
-                                   candidate_groups=candidate_groups, metric=metric, center=center)
-    if center is not None:
-        private_emb, candidate_emb = center_rows(private_emb, center), center_rows(candidate_emb, center)
     n_c = len(candidate_emb)
     pg, cg = label_groups(private_groups, len(private_emb), candidate_groups, n_c)
-    counts = np.zeros(n_c, dtype=np.int64)
+    if not len(private_emb) or not n_c:
+        return np.zeros(n_c, dtype=np.int64), 0
+    if _refinable(private_emb, candidate_emb, backend):
+        return _votes_by_group(pg, cg, n_c, _exact_nearest(private_emb, candidate_emb, metric=metric, center=center))
+    if center is not None:
+        private_emb, candidate_emb = center_rows(private_emb, center), center_rows(candidate_emb, center)
+
+    def nearest_of(qi: np.ndarray, ci: np.ndarray) -> np.ndarray:
+        return nearest(private_emb[qi], candidate_emb[ci], metric=metric, backend=backend, **nn_kwargs)
+
+    return _votes_by_group(pg, cg, n_c, nearest_of)
+
+
+def _votes_by_group(pg: np.ndarray, cg: np.ndarray, n_candidates: int,
+                    nearest_of: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, int]:
+    """Each private record's one vote for its nearest candidate of its own label group: ``nearest_of(qi, ci)``
+    gives, for the private rows ``qi`` of a group, the position in ``ci`` (that group's candidates) of each one's
+    nearest. A group without candidates casts no vote (each record still adds to one bin at most). Returns
+    (counts, n_voting)."""
+    counts = np.zeros(n_candidates, dtype=np.int64)
     n_voting = 0
     for g in np.unique(pg):
         qi = np.nonzero(pg == g)[0]
         ci = np.nonzero(cg == g)[0]
         if len(ci) == 0:
-            continue  # no candidate of this label: these records cast no vote (still one bin at most each)
-        nn = nearest(private_emb[qi], candidate_emb[ci], metric=metric, backend=backend, **nn_kwargs)
-        np.add.at(counts, ci[nn], 1)
+            continue
+        np.add.at(counts, ci[nearest_of(qi, ci)], 1)
         n_voting += len(qi)
     return counts, n_voting
 
@@ -144,40 +157,23 @@ def _refinable(private_emb: np.ndarray, candidate_emb: np.ndarray, backend: str)
     return True
 
 
-def exact_nearest_votes(
-    private_emb: np.ndarray,
-    candidate_emb: np.ndarray,
-    *,
-    private_groups: Sequence[int] | np.ndarray | None = None,
-    candidate_groups: Sequence[int] | np.ndarray | None = None,
-    metric: Metric = "l2",
-    center: np.ndarray | None = None,
-) -> tuple[np.ndarray, int]:
-    """:func:`nearest_votes` for tiered embeddings: the votes of the reference (fp32) vectors, computed from the
-    fast ones and the reference vectors of re-decided records and their contenders only
-    (:mod:`privtext.search.exact_votes`: the bound, the stages, why Δ = 1 holds). The bound is calibrated on
-    candidates (public) once per call."""
+def _exact_nearest(private_emb: np.ndarray, candidate_emb: np.ndarray, *, metric: Metric,
+                   center: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The per-group search of :func:`nearest_votes` for tiered embeddings (both sides non-empty): the nearest
+    candidates of the reference (fp32) vectors, computed from the fast ones and the reference vectors of
+    re-decided records and their contenders only (:mod:`privtext.search.exact_votes`: the bound, the stages, why
+    Δ = 1 holds). The bound is calibrated on candidates (public) once per call."""
     from ..search.exact_votes import calibrated, refine_group
 
     ps, cs = row_source(private_emb), row_source(candidate_emb)
     assert ps is not None and cs is not None
     pf, cf = np.asarray(private_emb, dtype=np.float32), np.asarray(candidate_emb, dtype=np.float32)
-    n_c = len(cf)
-    pg, cg = label_groups(private_groups, len(pf), candidate_groups, n_c)
-    counts = np.zeros(n_c, dtype=np.int64)
-    if not len(pf) or not n_c:
-        return counts, 0
     bounds, stats = calibrated(ps, cs, cf, center, metric)
-    n_voting = 0
-    for g in np.unique(pg):
-        qi = np.nonzero(pg == g)[0]
-        ci = np.nonzero(cg == g)[0]
-        if len(ci) == 0:
-            continue
-        nn = refine_group(ps, qi, pf[qi], cs, ci, cf[ci], bounds, center, metric, stats)
-        np.add.at(counts, ci[nn], 1)
-        n_voting += len(qi)
-    return counts, n_voting
+
+    def nearest_of(qi: np.ndarray, ci: np.ndarray) -> np.ndarray:
+        return refine_group(ps, qi, pf[qi], cs, ci, cf[ci], bounds, center, metric, stats)
+
+    return nearest_of
 
 
 def dp_vote_histogram(

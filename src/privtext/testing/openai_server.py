@@ -44,6 +44,17 @@ _WORDS = (
 ).split()
 
 
+def _bare_fault(kind: str, doc: str) -> Any:
+    """A ``Fault`` class method ``(*, path=None) -> Fault`` for a fault of ``kind`` with no other setting."""
+
+    def make(cls: type[Fault], *, path: str | None = None) -> Fault:
+        return cls(kind, path=path)
+
+    make.__name__ = make.__qualname__ = kind
+    make.__doc__ = doc
+    return classmethod(make)
+
+
 @dataclass
 class Fault:
     """One injected fault: the next request (to ``path``, when set) consumes it and gets its reply late, no reply
@@ -74,25 +85,11 @@ class Fault:
         ra = None if retry_after is None else (retry_after if isinstance(retry_after, str) else f"{retry_after:g}")
         return cls("status", code=code, retry_after=ra, body=body, path=path)
 
-    @classmethod
-    def empty(cls, *, path: str | None = None) -> Fault:
-        """A 200 reply with no choices (no embeddings on ``/embeddings``)."""
-        return cls("empty", path=path)
-
-    @classmethod
-    def empty_content(cls, *, path: str | None = None) -> Fault:
-        """A 200 chat or completion reply whose choices have empty text."""
-        return cls("empty_content", path=path)
-
-    @classmethod
-    def malformed(cls, *, path: str | None = None) -> Fault:
-        """A 200 reply whose JSON body is cut off mid-way."""
-        return cls("malformed", path=path)
-
-    @classmethod
-    def drop(cls, *, path: str | None = None) -> Fault:
-        """Close the connection without any reply."""
-        return cls("drop", path=path)
+    # the faults that take nothing but ``path``: one factory each, made by :func:`_bare_fault`
+    empty = _bare_fault("empty", "A 200 reply with no choices (no embeddings on ``/embeddings``).")
+    empty_content = _bare_fault("empty_content", "A 200 chat or completion reply whose choices have empty text.")
+    malformed = _bare_fault("malformed", "A 200 reply whose JSON body is cut off mid-way.")
+    drop = _bare_fault("drop", "Close the connection without any reply.")
 
 
 def default_reply(prompt: str, *, seed: int | None, model: str, index: int = 0) -> str:
