@@ -107,9 +107,9 @@ def merge_from_folder(base: str, peft_dir: str | Path, out: str | Path) -> Path:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(base)
-    dtype = base_dtype(model)
-    model = PeftModel.from_pretrained(model, str(peft_dir))
+    plain = AutoModelForCausalLM.from_pretrained(base)
+    dtype = base_dtype(plain)
+    model = PeftModel.from_pretrained(plain, str(peft_dir))
     return merge_adapter(model, out, tokenizer=AutoTokenizer.from_pretrained(base), dtype=dtype)
 
 
