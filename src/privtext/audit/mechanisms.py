@@ -324,6 +324,87 @@ def audit_topq_histograms(noise_multiplier: float, *, q: int, sensitivity: float
     return res
 
 
+@dataclass(frozen=True)
+class _FederatedWorlds:
+    """The two worlds of :func:`audit_federated_sum`: t background parties (without the canary) and the parties
+    with it (the canary records added to party 0 at record level; at user level g canary parties in front and as
+    many background parties dropped from the round, so that both worlds sum exactly t parties), over public
+    candidates ``cand`` (one label group) — the parties' records and the candidates are public test data."""
+
+    cand: np.ndarray
+    cgroups: np.ndarray
+    background: list[Any]
+    with_parties: list[Any]
+    drop_with: dict[int, str]
+    per: int  # records per canary party (user level), 1 at record level
+
+    @classmethod
+    def build(cls, *, level: str, g: int, t: int, cap: int | None, normalise: bool, q: int | None
+              ) -> _FederatedWorlds:
+        """Votes (``q`` None: 6 one-hot candidates, 5 records per party, the canary votes for candidate 0) or the
+        Top-Q game (:func:`_topq_canary`'s sample split over the t parties, its canary row)."""
+        from ..federated.topq import PartyVotes
+
+        def party_of(rows: np.ndarray) -> PartyVotes:
+            return PartyVotes(emb=np.ascontiguousarray(rows, dtype=np.float32),
+                              groups=np.zeros(len(rows), dtype=np.int64))
+
+        per = 1 if level == "record" else (1 if normalise and cap is None else int(cap or 1))
+        if q is None:
+            d = 8
+            cand = np.eye(d, dtype=np.float32)[:6]
+            gen = np.random.default_rng(2468)
+            background = [PartyVotes(emb=np.eye(d, dtype=np.float32)[gen.integers(1, 6, size=5)],
+                                     groups=np.zeros(5, dtype=np.int64)) for _ in range(t)]
+            canary_row = cand[:1]
+        else:
+            cand, priv, canary_row = _topq_canary(q)
+            background = [PartyVotes(emb=priv[i::t], groups=np.zeros(len(priv[i::t]), dtype=np.int64))
+                          for i in range(t)]
+        if level == "record":
+            p0 = background[0]
+            with_parties = [party_of(np.concatenate([p0.emb, np.repeat(canary_row, g, axis=0)])), *background[1:]]
+            drop_with: dict[int, str] = {}
+        else:
+            with_parties = [*(party_of(np.repeat(canary_row, per, axis=0)) for _ in range(g)), *background]
+            drop_with = {g + i: "collect_masked_vectors" for i in range(g)}
+        return cls(cand=cand, cgroups=np.zeros(len(cand), dtype=np.int64), background=background,
+                   with_parties=with_parties, drop_with=drop_with, per=per)
+
+
+@dataclass(frozen=True)
+class _FederatedSum:
+    """The parties' sum as :func:`privtext.federated.aggregate.federated_sum` computes it in process, with and
+    without its noise, for the parties' ``local`` vectors (votes or Top-Q histograms of ``dim`` coordinates)
+    clipped to ``bound``; σ the total noise std, t the round's minimum survivors, ``seeded``: the parties' shares
+    are derived from the caller's generator (tests)."""
+
+    local: Callable[[Any], np.ndarray]
+    dim: int
+    bound: float
+    sigma: float
+    t: int
+    seeded: bool
+
+    def noisy(self, parties: list[Any], drop: dict[int, str], r: np.random.Generator) -> np.ndarray:
+        """Every surviving party adds its share N(0, σ²/t) from its own privacy noise source (``party_rng``),
+        quantised to the SecAgg+ grid."""
+        from ..federated import noise as fnoise
+
+        survivors = [k for k in range(len(parties)) if k not in drop]
+        plan = fnoise.plan_quantisation(n_parties=len(parties), dim=self.dim, sigma=max(self.sigma, 1e-12),
+                                        value_bound=self.bound, min_survivors=min(self.t, len(survivors)))
+        seed = int(r.integers(2**62)) if self.seeded else None
+        return fnoise.plain_sum(parties, self.local, plan, quantised=True, survivors=survivors, seed=seed,
+                                key="audit", reproducible=self.seeded)
+
+    def exact(self, parties: list[Any], drop: dict[int, str]) -> np.ndarray:
+        """The sum of the surviving parties' clipped local vectors, without noise (the shift direction and the
+        threshold; σ → 0 is not allowed by the quantisation plan, so it is computed directly)."""
+        vs = [np.clip(self.local(p), -self.bound, self.bound) for k, p in enumerate(parties) if k not in drop]
+        return np.sum(vs, axis=0)
+
+
 def audit_federated_sum(noise_multiplier: float, *, sensitivity: float, level: str = "record",
                         cap: int | None = None, normalise: bool = False, min_survivors: int = 2,
                         value_bound: float | None = None, q: int | None = None, group: int | str | None = "auto",
@@ -338,11 +419,14 @@ def audit_federated_sum(noise_multiplier: float, *, sensitivity: float, level: s
     user level g ≤ t parties of ``cap`` records each (or with normalised vote vectors) voting for candidate 0
     (Top-Q: the pair of the Top-Q canary sample). Both worlds sum exactly t parties (the with-world drops as many
     background parties as it adds canary parties, so that no extra noise share hides the canary): the least noise
-    a completed round carries. The claim is μ = g/z.
+    a completed round carries (:class:`_FederatedWorlds`). The claim is μ = g/z.
 
     Not covered: SecAgg+'s integer quantisation (its rounding error is bounded, ≤ S·c/Q per coordinate; see
     :mod:`privtext.federated.noise`) — the in-process sum adds the same noise shares from the same source."""
-    from ..federated.topq import PartyVotes
+    import functools
+
+    from ..federated.topq import party_topq
+    from ..federated.votes import party_nn_votes
 
     z = float(noise_multiplier)
     g = _resolve_group(group, 1.0 / z if z > 0 else math.inf)
@@ -354,78 +438,28 @@ def audit_federated_sum(noise_multiplier: float, *, sensitivity: float, level: s
         # more than σ and the group claim g/z could not be reached; at most t canary parties, t background
         # parties of which the with-world drops as many as it adds, keep both worlds at exactly σ
         g = min(g, t)
-    per = 1 if level == "record" else (1 if normalise and cap is None else int(cap or 1))
-    if q is None:
-        d = 8
-        cand = np.eye(d, dtype=np.float32)[:6]
-        cgroups = np.zeros(len(cand), dtype=np.int64)
-        gen = np.random.default_rng(2468)
-        background = [PartyVotes(emb=np.eye(d, dtype=np.float32)[gen.integers(1, 6, size=5)],
-                                 groups=np.zeros(5, dtype=np.int64)) for _ in range(t)]
-        canary_row = cand[:1]
-    else:
-        cand, priv, canary_row = _topq_canary(q)
-        cgroups = np.zeros(len(cand), dtype=np.int64)
-        background = [PartyVotes(emb=priv[i::t], groups=np.zeros(len(priv[i::t]), dtype=np.int64))
-                      for i in range(t)]
+    w = _FederatedWorlds.build(level=level, g=g, t=t, cap=cap, normalise=normalise, q=q)
     bound = float(value_bound if value_bound is not None else (1.0 if normalise else (cap or 1024)))
-    sigma = z * float(sensitivity) * actual_noise_scale
-
-    def party_of(rows: np.ndarray) -> PartyVotes:
-        return PartyVotes(emb=np.ascontiguousarray(rows, dtype=np.float32), groups=np.zeros(len(rows), dtype=np.int64))
-
-    if level == "record":
-        p0 = background[0]
-        with_parties = [party_of(np.concatenate([p0.emb, np.repeat(canary_row, g, axis=0)])), *background[1:]]
-        drop_with: dict[int, str] = {}
-    else:
-        canaries = [party_of(np.repeat(canary_row, per, axis=0)) for _ in range(g)]
-        with_parties = [*canaries, *background]
-        drop_with = {g + i: "collect_masked_vectors" for i in range(g)}
-
-    import functools
-
-    from ..federated import noise as fnoise
-    from ..federated.topq import party_topq
-    from ..federated.votes import party_nn_votes
-
-    local = (functools.partial(party_nn_votes, candidate_emb=cand, candidate_groups=cgroups, normalise=normalise)
+    local = (functools.partial(party_nn_votes, candidate_emb=w.cand, candidate_groups=w.cgroups, normalise=normalise)
              if q is None else
-             functools.partial(party_topq, candidate_emb=cand, candidate_groups=cgroups, q=q, normalise=normalise))
-    dim = len(cand) if q is None else 2 * len(cand)
-    seeded = rng is not None  # a caller's generator (tests): the parties' shares are derived from it
-
-    def total(parties: list[Any], drop: dict[int, str], r: np.random.Generator) -> np.ndarray:
-        """The in-process path of :func:`privtext.federated.aggregate.federated_sum`: every surviving party adds
-        its share N(0, σ²/t) from its own privacy noise source (``party_rng``), quantised to the SecAgg+ grid."""
-        survivors = [k for k in range(len(parties)) if k not in drop]
-        plan = fnoise.plan_quantisation(n_parties=len(parties), dim=dim, sigma=max(sigma, 1e-12), value_bound=bound,
-                                        min_survivors=min(t, len(survivors)))
-        seed = int(r.integers(2**62)) if seeded else None
-        return fnoise.plain_sum(parties, local, plan, quantised=True, survivors=survivors, seed=seed,
-                                key="audit", reproducible=seeded)
-
-    # the exact sums, for the shift direction and the threshold (no noise: σ → 0 is not allowed by the plan, so
-    # they are computed directly from the parties' clipped local vectors)
-    def exact(parties: list[Any], drop: dict[int, str]) -> np.ndarray:
-        vs = [np.clip(local(p), -bound, bound) for k, p in enumerate(parties) if k not in drop]
-        return np.sum(vs, axis=0)
-
-    e_without = exact(background, {})
-    e_with = exact(with_parties, drop_with)
-    v = e_with - e_without
+             functools.partial(party_topq, candidate_emb=w.cand, candidate_groups=w.cgroups, q=q,
+                               normalise=normalise))
+    fsum = _FederatedSum(local=local, dim=len(w.cand) if q is None else 2 * len(w.cand), bound=bound,
+                         sigma=z * float(sensitivity) * actual_noise_scale, t=t, seeded=rng is not None)
+    e_without = fsum.exact(w.background, {})
+    v = fsum.exact(w.with_parties, w.drop_with) - e_without
     norm = float(np.linalg.norm(v))
     u = v / norm
 
     def run_once(with_canary: bool, r: np.random.Generator) -> float:
-        vals = total(with_parties, drop_with, r) if with_canary else total(background, {}, r)
+        vals = fsum.noisy(w.with_parties, w.drop_with, r) if with_canary else fsum.noisy(w.background, {}, r)
         return float((vals - e_without) @ u)
 
     claim = g / z if z > 0 else math.inf
     what = "federated_topq_sum" if q is not None else "federated_nn_vote_sum"
     res = audit_gaussian_release(run_once, base=0.0, shift=norm, claim_mu=claim, trials=trials, rng=rng,
                                  alpha=alpha, mechanism=f"{what} ({level}, z={z:.4g}, t={t}, g={g})")
-    res.details.update(group=g, shift=norm, records_per_party=per, value_bound=bound)
+    res.details.update(group=g, shift=norm, records_per_party=w.per, value_bound=bound)
     return res
 
 
