@@ -160,3 +160,15 @@ def test_the_run_summary_reads_the_guarantee_in_plain_words(run: Path) -> None:
     assert lines[1].startswith("What μ = 1 means") and "catches at most" in lines[1]
     assert not any(".;" in x for x in lines) and not any(x.startswith("Not covered") for x in lines)
     assert lines[-1].startswith("Noise: ChaCha20")  # each part names itself once
+
+
+@pytest.mark.parametrize("argv,suggested", [(["cach"], "'cache'"), (["evaluat"], "'evaluate'"),
+                                            (["budget", "gausian"], "'gaussian'")])
+def test_a_mistyped_command_is_suggested_once(argv: list[str], suggested: str) -> None:
+    """click names the close command; typer (0.20) repeated the same sentence ("Did you mean 'cache'? Did you
+    mean 'cache'?"), so its own suggestion is off in every privtext app."""
+    res = invoke(*argv)
+    assert res.exit_code == 2
+    text = " ".join(res.output.replace("│", " ").split())
+    assert text.count("Did you mean") == 1, text
+    assert suggested in text

@@ -24,6 +24,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    suggest_commands=False,  # click already says "Did you mean …?"; typer's would say it a second time
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 console = Console(stderr=True)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, suggest_commands=False,
                   help="Privacy calculators: noise, ε, μ, (p, r).")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]

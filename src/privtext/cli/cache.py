@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     from .app import handle_errors, out, print_json
 
     cache_app = typer.Typer(help="The private embedding cache: private corpora's embeddings, kept per user.",
-                            no_args_is_help=True)
+                            no_args_is_help=True, suggest_commands=False)
 
     @cache_app.command("info")
     @handle_errors
