@@ -70,7 +70,9 @@ def preflight(config: Config, cls: type[Any]) -> tuple[Config, Prepared]:
     )
     from .progress import say
 
-    cls.check_config(config, cls.parse_options(config))
+    options = cls.parse_options(config)
+    cls.check_learning(config, options)
+    cls.check_config(config, options)
     prepared = cls.prepare(config)
     inputs = prepared.inputs
     if inputs.public is not None:

@@ -562,6 +562,9 @@ class Method(Protocol):
     description: ClassVar[MethodDescription]
 
     @classmethod
+    def check_learning(cls, config: Config, options: BaseModel) -> None: ...
+
+    @classmethod
     def check_config(cls, config: Config, options: BaseModel) -> None: ...
 
     @classmethod
@@ -600,9 +603,28 @@ class MethodRun:
         return parse_options(cls.Options, config.section(section), where=section)
 
     @classmethod
+    def learns_from_votes(cls, options: BaseModel) -> tuple[bool, str]:
+        """Whether ``evolution.learn`` may train the generator on this method's releases, and (where it may not)
+        why, for the error: learning trains on released votes over generated candidates, so by default a method
+        learns when it releases votes (:attr:`MethodDescription.votes`). A method whose options change that
+        overrides this."""
+        d = cls.description
+        return d.votes, "" if d.votes else f"it releases {d.release_words}, no votes over generated candidates"
+
+    @classmethod
+    def check_learning(cls, config: Config, options: BaseModel) -> None:
+        """``evolution.learn`` and ``evolution.final`` checked against :meth:`learns_from_votes` and the generators
+        (:func:`privtext.learn.options.check_learn_config`), before any run directory exists; the runner calls it
+        before :meth:`check_config`."""
+        from ..learn.options import check_learn_config
+
+        learns, why = cls.learns_from_votes(options)
+        check_learn_config(config, learns=learns, method=cls.name, why=why)
+
+    @classmethod
     def check_config(cls, config: Config, options: BaseModel) -> None:
         """Static checks of a configuration for this method (budget form, detectors that must load), run before
-        any run directory exists. Raise :class:`ConfigError` naming the key."""
+        any run directory exists, after :meth:`check_learning`. Raise :class:`ConfigError` naming the key."""
 
     @classmethod
     def prepare(cls, config: Config) -> Prepared:

@@ -91,11 +91,12 @@ class AugPE(DPVoteMethod, EvolutionMethod):
     options: AugPEOptions
 
     @classmethod
-    def check_config(cls, config: Config, options: Any) -> None:
-        from ...learn.options import check_learn_config
+    def learns_from_votes(cls, options: Any) -> tuple[bool, str]:
+        """Aug-PE learns from its votes unless ``augpe.vocabulary_prompts`` wraps its generator."""
+        return not options.vocabulary_prompts, "augpe.vocabulary_prompts wraps the generator in DP-vocabulary prompts"
 
-        check_learn_config(config, learns=not options.vocabulary_prompts, method=cls.name,
-                           why="augpe.vocabulary_prompts wraps the generator in DP-vocabulary prompts")
+    @classmethod
+    def check_config(cls, config: Config, options: Any) -> None:
         if options.vocabulary_prompts and config.privacy.kind != "dp":
             raise ConfigError("augpe.vocabulary_prompts spends part of an (ε, δ) budget on a Laplace vocabulary: "
                               f"give privacy: {{epsilon, delta}} (got a {config.privacy.kind!r} budget)")

@@ -239,10 +239,6 @@ class DPFT(MethodRun):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
-        from ...learn.options import check_learn_config
-
-        check_learn_config(config, learns=False, method=cls.name, why="it trains its generator on the private data "
-                           "with DP-SGD; it releases no votes to learn from")
         p = config.privacy
         if p.kind not in ("dp", "noise"):
             raise ConfigError(f"method dpft needs privacy: {{epsilon, delta}} (or a fixed noise_multiplier); a "

@@ -99,10 +99,6 @@ class DPKPS(MethodRun):
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
         """The budget split (:func:`budget_split`) and how the options combine (:meth:`DPKPSOptions.check`)."""
-        from ...learn.options import check_learn_config
-
-        check_learn_config(config, learns=False, method=cls.name, why="it releases keyphrase histograms once; it "
-                           "releases no votes over generated candidates")
         cls.resolved_options(config, options)
 
     @staticmethod

@@ -171,10 +171,8 @@ class SecPE(EvolutionMethod):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
-        from ...learn.options import check_learn_config
         from ...secrets import build_detector
 
-        check_learn_config(config, learns=True, method=cls.name)
         p = config.privacy
         if p.kind != "secret":
             raise ConfigError(

@@ -158,9 +158,6 @@ class WASP(DPVoteMethod):
 
     @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
-        from ...learn.options import check_learn_config
-
-        check_learn_config(config, learns=True, method=cls.name)
         if config.evolution.final != "population":
             raise ConfigError(f"evolution.final: {config.evolution.final}: WASP's output is its collective set D "
                               "(wasp.output); the trained generators write the next rounds (use population)")
