@@ -19,7 +19,7 @@ pytest.importorskip("trl")
 pytest.importorskip("accelerate")
 
 from privtext.errors import ConfigError  # noqa: E402
-from privtext.learn import launch  # noqa: E402
+from privtext.learn import devices, launch  # noqa: E402
 from privtext.learn.pairs import PreferencePair  # noqa: E402
 from privtext.testing.tiny_lm import make_tiny_gpt2  # noqa: E402
 
@@ -45,7 +45,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _learner(tiny: Path, **dpo: Any) -> Any:
     from privtext.generate import GeneratorContext, build_generator
-    from privtext.learn.step import build_learner
+    from privtext.learn.factory import build_learner
 
     gen = build_generator({"backend": "transformers", "model": str(tiny), "device": "cpu", "max_new_tokens": 4},
                           GeneratorContext())
@@ -135,15 +135,15 @@ def test_the_step_hands_a_k_device_round_to_the_launcher(tiny: Path, tmp_path: P
 
 
 def test_more_gpus_than_visible_are_refused_naming_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(launch, "visible_cuda_devices", lambda: 0)
+    monkeypatch.setattr(devices, "visible_cuda_devices", lambda: 0)
     with pytest.raises(ConfigError) as e:
-        launch.check_devices(2)
+        devices.check_devices(2)
     assert "evolution.learn.dpo.devices: 2" in str(e.value) and "0 CUDA devices are visible" in str(e.value)
-    launch.check_devices(1)  # one device: the run's own process, nothing to check
-    monkeypatch.setattr(launch, "visible_cuda_devices", lambda: 2)
-    launch.check_devices(2)
+    devices.check_devices(1)  # one device: the run's own process, nothing to check
+    monkeypatch.setattr(devices, "visible_cuda_devices", lambda: 2)
+    devices.check_devices(2)
     with pytest.raises(ConfigError, match="3 GPUs, but 2 CUDA devices"):
-        launch.check_devices(3)
+        devices.check_devices(3)
 
 
 def test_a_run_asking_for_more_gpus_fails_before_its_folder_exists(tiny: Path, tmp_path: Path) -> None:

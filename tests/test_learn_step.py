@@ -18,9 +18,10 @@ from privtext.data.population import Population  # noqa: E402
 from privtext.errors import ConfigError, PrivacyError  # noqa: E402
 from privtext.generate import GeneratorContext, build_generator  # noqa: E402
 from privtext.learn import dpo as dpo_mod  # noqa: E402
+from privtext.learn.factory import build_learner  # noqa: E402
 from privtext.learn.options import LearnOptions  # noqa: E402
 from privtext.learn.pairs import ReleasedVotes  # noqa: E402
-from privtext.learn.step import DONE, PAIRS, build_learner, final_counts  # noqa: E402
+from privtext.learn.step import DONE, PAIRS, final_counts  # noqa: E402
 from privtext.testing.tiny_lm import make_tiny_gpt2  # noqa: E402
 
 from .test_learn_pairs import _keeper, _release  # noqa: E402

@@ -169,7 +169,7 @@ def _generator(tiny: Path, **options: Any) -> Any:
 
 
 def _learner(gen: Any, learn: dict[str, Any] = LEARN) -> Any:
-    from privtext.learn.step import build_learner
+    from privtext.learn.factory import build_learner
 
     learner = build_learner(learn, gen, label_info=lambda g: None, seed=3, name="tiny")
     learner.pairs = lambda *a, **k: list(PAIRS)  # the pair builders are tested on real releases elsewhere

@@ -82,7 +82,7 @@ class EngineLearning:
         if self.hooks is None:
             raise ConfigError(f"evolution.learn.kind: {self.options.kind}: the scorer {getattr(scorer, 'name', '?')} "
                               "gives no released votes to learn from (use kind: none)")
-        from ..learn.step import build_learner
+        from ..learn.factory import build_learner
 
         self.learner = build_learner(self.options, generator, label_info=labels.info, seed=seed, secure=secure,
                                      name=name)

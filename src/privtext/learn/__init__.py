@@ -17,7 +17,10 @@ Modules:
 * :mod:`.trl_backend` — the same round through trl's DPOTrainer (HF models; several GPUs under accelerate);
 * :mod:`.adapter` — checkpoint / restore of the adapter (NumPy + JSON);
 * :mod:`.ngram` — the n-gram analogue: Kneser-Ney counts re-estimated with the voted texts;
-* :mod:`.step` — the integration point the engine and WASP will call (docs/learn.md).
+* :mod:`.step` — the learners the engine and WASP call after each release; :mod:`.factory` picks one per
+  generator;
+* :mod:`.devices`, :mod:`.launch`, :mod:`.worker`, :mod:`.vllm` — a round on K GPUs through accelerate, and the
+  vLLM learner (docs/learn.md).
 
 torch, peft and trl are imported lazily (the ``learn`` extra); :mod:`.pairs`, :mod:`.options` and :mod:`.ngram` need
 none of them.

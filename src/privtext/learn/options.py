@@ -174,7 +174,7 @@ def _check_dpo(o: DPOOptions, backend: str, generator: Any) -> None:
             raise ConfigError(f"evolution.learn.dpo.devices: {o.devices} trains through trl under accelerate; "
                               + ("the lm generator trains with the native loop in one process" if small else
                                  "evolution.learn.dpo.trainer is native (use trl or auto)") + "; use devices: 1")
-        from .launch import check_devices
+        from .devices import check_devices
 
         check_devices(o.devices)
     if backend != "vllm":

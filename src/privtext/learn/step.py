@@ -1,7 +1,7 @@
 """The learning step the engine (:mod:`privtext.engine.learning`) and WASP call after each vote release
 (docs/learn.md, "In a run"):
 
-* one :class:`Learner` per generator from :func:`build_learner` (``evolution.learn``, a
+* one :class:`Learner` per generator from :func:`~.factory.build_learner` (``evolution.learn``, a
   :class:`~privtext.learn.options.LearnOptions`; ``kind: none`` gives None and nothing changes);
 * after iteration t's vote release and checkpoint (engine/loop.py after ``store.finish``; WASP after its round's
   ``store.finish``), :meth:`Learner.step` with the iteration's candidates, the released votes
@@ -66,7 +66,7 @@ class StepRecord:
 
 
 class Learner:
-    """One generator's learner (see :func:`build_learner`)."""
+    """One generator's learner (see :func:`~.factory.build_learner`)."""
 
     kind = "none"
 
@@ -259,22 +259,6 @@ def _finite(v: Any) -> Any:
     return v
 
 
-def build_learner(options: LearnOptions | dict[str, Any] | None, generator: Any, *, label_info: Callable[[int], Any],
-                  seed: int | None, secure: bool = False, name: str | None = None) -> Learner | None:
-    """The learner ``evolution.learn`` asks for, for ``generator`` (None for ``kind: none``). ``label_info`` maps a
-    label group to its public label (``LabelSpace.info``); ``name`` is the generator's name in the population
-    (WASP: one learner per generator)."""
-    o = options if isinstance(options, LearnOptions) else LearnOptions.model_validate(options or {})
-    if o.kind == "none":
-        return None
-    cls: type[Learner] = {"dpo": DPOLearner, "ngram_counts": NgramLearner}[o.kind]
-    if o.kind == "dpo" and getattr(generator, "backend", None) == "vllm":  # trains HF weights, vLLM serves them
-        from .vllm import VLLMDPOLearner
-
-        cls = VLLMDPOLearner
-    return cls(generator, o, label_info=label_info, seed=seed, secure=secure, name=name)
-
-
 def final_counts(counts: Any, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """``evolution.final``: per label group, how many samples come from the evolved population and how many the
     trained generator writes from the public prompts (``both``: the population gets the larger half)."""
@@ -289,4 +273,4 @@ def final_counts(counts: Any, mode: str) -> tuple[np.ndarray, np.ndarray]:
     raise ConfigError(f"evolution.final must be population, model or both, got {mode!r}")
 
 
-__all__ = ["DPOLearner", "Learner", "NgramLearner", "StepRecord", "build_learner", "final_counts"]
+__all__ = ["DPOLearner", "Learner", "NgramLearner", "StepRecord", "final_counts"]

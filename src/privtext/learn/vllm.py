@@ -208,7 +208,7 @@ class VLLMDPOLearner(DPOLearner):
 
 
 def _cuda_devices() -> int:
-    from .launch import visible_cuda_devices
+    from .devices import visible_cuda_devices
 
     return visible_cuda_devices()
 

@@ -306,7 +306,7 @@ class WASP(DPVoteMethod):
 
     def _build_learners(self, ctx: RunContext, gens: list[Any]) -> list[tuple[str, Any]]:
         """One learner per generator it weights (``evolution.learn``, issue 38; none for ``kind: none``)."""
-        from ...learn.step import build_learner
+        from ...learn.factory import build_learner
 
         out = []
         for k, (name, g) in enumerate(zip(self._gen_names, gens, strict=True)):
