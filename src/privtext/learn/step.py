@@ -160,13 +160,13 @@ class DPOLearner(Learner):
 
     def step(self, iteration: int, candidates: Population, votes: ReleasedVotes, *, folder: str | Path,
              guard: Any = None, lines: int = 0, furthest: ReleasedVotes | None = None) -> StepRecord:
-        """One learning step (module docstring); restored, not retrained, when ``folder`` holds a finished one."""
-        from .adapter import load_adapter, save_adapter
-
+        """One learning step (module docstring); restored, not retrained, when ``folder`` holds a finished one
+        (:meth:`restore_step`). The adapter is saved (:meth:`save_step`) before ``learn.json`` marks the step
+        done, and put to use (:meth:`use_step`) after it."""
         folder = Path(folder)
         done = self.done(folder)
         if done is not None:
-            load_adapter(self.model, folder)
+            self.restore_step(folder, iteration)
             return StepRecord(**{**done, "resumed": True})
         t0 = time.perf_counter()
         pairs = self.pairs(iteration, candidates, votes, furthest)
@@ -178,9 +178,25 @@ class DPOLearner(Learner):
         _fault(f"learn:iter_{iteration:03d}")
         rec = StepRecord(iteration=iteration, kind=self.kind, generator=self.name, pairs=len(pairs),
                          seconds=time.perf_counter() - t0, trained=result)
-        save_adapter(self.model, folder, meta={"iteration": iteration, "pairs": len(pairs)})
+        self.save_step(folder, iteration, len(pairs))
         atomic_write_json(folder / DONE, {k: _finite(v) for k, v in rec.to_dict().items()})
+        self.use_step(folder, iteration)
         return rec
+
+    def restore_step(self, folder: Path, iteration: int) -> None:
+        """A finished step's adapter, loaded into the generator's model instead of training it again."""
+        from .adapter import load_adapter
+
+        load_adapter(self.model, folder)
+
+    def save_step(self, folder: Path, iteration: int, pairs: int) -> None:
+        """The trained adapter, checkpointed in the step's folder (before the step is marked done)."""
+        from .adapter import save_adapter
+
+        save_adapter(self.model, folder, meta={"iteration": iteration, "pairs": pairs})
+
+    def use_step(self, folder: Path, iteration: int) -> None:
+        """Put the step's adapter to use for the next generation: the model trained in place already is."""
 
     def train(self, iteration: int, pairs: list[PreferencePair], folder: Path | None = None) -> dict[str, Any]:
         from ..backends.hardware import torch_threads

@@ -36,15 +36,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..atomicio import atomic_write_json
 from ..errors import ConfigError
-from .pairs import PreferencePair, ReleasedVotes, check_pair_texts, pair_records
-from .step import DONE, DPOLearner, Learner, StepRecord, _fault, _finite
+from .pairs import PreferencePair, pair_records
+from .step import DPOLearner, Learner
 
 PEFT = "peft"
 MERGED = "merged"
@@ -143,27 +141,16 @@ class VLLMDPOLearner(DPOLearner):
     def base_model(self) -> str:
         return str(self.generator.options.model)
 
-    def step(self, iteration: int, candidates: Any, votes: ReleasedVotes, *, folder: str | Path,
-             guard: Any = None, lines: int = 0, furthest: ReleasedVotes | None = None) -> StepRecord:
-        """One learning step; a finished one (``learn.json``) is restored: served again, never retrained."""
-        folder = Path(folder)
-        done = self.done(folder)
-        if done is not None:
-            self.serve_step(folder, iteration)
-            return StepRecord(**{**done, "resumed": True})
-        t0 = time.perf_counter()
-        pairs = self.pairs(iteration, candidates, votes, furthest)
-        if guard is not None:
-            check_pair_texts(pairs, guard, lines=lines)
-        folder.mkdir(parents=True, exist_ok=True)
-        self._write_pairs(folder, pairs)
-        result = self.train(iteration, pairs, folder=folder)
-        _fault(f"learn:iter_{iteration:03d}")
-        rec = StepRecord(iteration=iteration, kind=self.kind, generator=self.name, pairs=len(pairs),
-                         seconds=time.perf_counter() - t0, trained=result)
-        atomic_write_json(folder / DONE, {k: _finite(v) for k, v in rec.to_dict().items()})
+    def restore_step(self, folder: Path, iteration: int) -> None:
+        """A finished step (``learn.json``) is served again, never retrained."""
         self.serve_step(folder, iteration)
-        return rec
+
+    def save_step(self, folder: Path, iteration: int, pairs: int) -> None:
+        """Nothing to do: the worker wrote the adapter (and ``peft/``, ``merged/``) into the step folder."""
+
+    def use_step(self, folder: Path, iteration: int) -> None:
+        """vLLM generates with the step's adapter from now on (:meth:`serve_step`)."""
+        self.serve_step(folder, iteration)
 
     def train(self, iteration: int, pairs: list[PreferencePair], folder: Path | None = None) -> dict[str, Any]:
         """The round in the worker: continues the last step's adapter (a fresh one, seeded, for the first),
