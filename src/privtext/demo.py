@@ -27,81 +27,27 @@ import numpy as np
 
 from .data import Corpus, write_corpus
 
-DEPARTMENTS = {
-    "Cardiology": {
-        "complaints": ["chest tightness on exertion", "palpitations at night", "shortness of breath climbing stairs",
-                       "ankle swelling", "an episode of fainting"],
-        "findings": ["a regular rhythm with a soft systolic murmur", "mild bilateral ankle edema",
-                     "blood pressure of 148/92", "an irregularly irregular pulse", "clear lungs and no edema"],
-        "assessments": ["stable angina", "paroxysmal atrial fibrillation", "hypertension, not at goal",
-                        "heart failure with preserved ejection fraction", "vasovagal syncope"],
-        "plans": ["start a beta blocker and order a stress test", "arrange a 48-hour Holter monitor",
-                  "increase the diuretic and recheck electrolytes in one week",
-                  "order an echocardiogram", "review anticoagulation and return in three months"],
-    },
-    "Dermatology": {
-        "complaints": ["an itchy rash on both forearms", "a changing mole on the back", "persistent acne",
-                       "dry scaly patches on the elbows", "hair thinning"],
-        "findings": ["well demarcated plaques with silvery scale", "an asymmetric pigmented lesion of 7 mm",
-                     "inflammatory papules and pustules on the cheeks", "eczematous patches in the flexures",
-                     "diffuse thinning without scarring"],
-        "assessments": ["plaque psoriasis", "atypical nevus, rule out melanoma", "moderate acne vulgaris",
-                        "atopic dermatitis", "telogen effluvium"],
-        "plans": ["start a topical steroid and a vitamin D analogue", "perform a shave biopsy today",
-                  "begin topical retinoid and oral doxycycline", "use emollients twice daily and avoid hot showers",
-                  "check iron studies and thyroid function"],
-    },
-    "Pediatrics": {
-        "complaints": ["fever and ear pain for two days", "a barking cough at night", "poor feeding",
-                       "a wheeze after colds", "a well child check"],
-        "findings": ["a bulging red tympanic membrane", "inspiratory stridor at rest", "weight tracking below "
-                     "the curve", "expiratory wheeze with good air entry", "normal growth and development"],
-        "assessments": ["acute otitis media", "croup", "feeding difficulty", "reactive airway disease",
-                        "healthy child"],
-        "plans": ["start amoxicillin and review in ten days", "give a single dose of dexamethasone",
-                  "refer to the feeding clinic and weigh weekly", "prescribe an inhaler with a spacer",
-                  "update vaccinations and return at the next milestone"],
-    },
-    "Orthopedics": {
-        "complaints": ["knee pain after a fall", "low back pain radiating to the leg", "shoulder stiffness",
-                       "wrist pain after a sports injury", "hip pain when walking"],
-        "findings": ["a positive Lachman test", "reduced straight leg raise on the left",
-                     "limited external rotation", "snuffbox tenderness", "pain on internal rotation of the hip"],
-        "assessments": ["suspected ACL tear", "lumbar radiculopathy", "adhesive capsulitis",
-                        "possible scaphoid fracture", "hip osteoarthritis"],
-        "plans": ["order an MRI of the knee and start physiotherapy", "prescribe analgesia and core exercises",
-                  "begin a home stretching program", "apply a thumb spica cast and repeat X-ray",
-                  "discuss weight loss and a cortisone injection"],
-    },
-    "Primary Care": {
-        "complaints": ["fatigue for several weeks", "a sore throat", "headaches in the morning",
-                       "a routine diabetes review", "trouble sleeping"],
-        "findings": ["pale conjunctivae", "tonsillar exudate and tender nodes", "a normal neurological exam",
-                     "an HbA1c of 8.1 percent", "a normal physical exam"],
-        "assessments": ["iron deficiency anemia", "streptococcal pharyngitis", "tension headache",
-                        "type 2 diabetes, suboptimally controlled", "insomnia"],
-        "plans": ["start oral iron and recheck in six weeks", "treat with penicillin for ten days",
-                  "advise regular meals, hydration and sleep hygiene", "increase metformin and refer to education",
-                  "discuss sleep hygiene and a short course of therapy"],
-    },
-}
-VISITS = ["new patient", "follow-up"]
-OPENERS = [
-    "Patient seen today for {c}.", "Presents with {c}.", "{V} visit for {c}.", "Seen in clinic with {c}.",
-    "Reports {c} since last week.",
-]
-EXAMS = ["On examination there was {f}.", "Exam showed {f}.", "Findings: {f}.", "Examination notable for {f}."]
-ASSESS = ["Assessment: {a}.", "Impression is {a}.", "Most consistent with {a}.", "Working diagnosis: {a}."]
-PLANS = ["Plan: {p}.", "We will {p}.", "Plan is to {p}.", "Agreed to {p}."]
-EXTRA = [
-    "Medications reviewed and reconciled.", "No known drug allergies.", "Patient understands and agrees with the plan.",
-    "Return precautions discussed.", "Vitals otherwise within normal limits.", "Family history noncontributory.",
-]
-FIRST = ["Maria", "James", "Aisha", "Chen", "Olga", "Diego", "Fatima", "Liam", "Noor", "Tomasz", "Priya", "Kwame",
-         "Elena", "Hiro", "Sofia", "Mateo", "Ingrid", "Omar", "Grace", "Yusuf"]
-LAST = ["Lopez", "Okafor", "Lindqvist", "Novak", "Haddad", "Tanaka", "Moreau", "Castillo", "Brennan", "Sato",
-        "Kowalski", "Mensah", "Ivanova", "Dubois", "Reyes", "Abbasi", "Fischer", "Nakamura", "Quinn", "Oyelaran"]
 
+def _tables() -> dict[str, Any]:
+    """The phrase tables the notes are written from (``demo_corpus.yaml``, package data: invented text)."""
+    from importlib.resources import files
+
+    import yaml
+
+    return yaml.safe_load(files("privtext").joinpath("demo_corpus.yaml").read_text(encoding="utf-8"))
+
+
+_T = _tables()
+#: per department, five conditions: complaints, findings, assessments and plans, index-aligned
+DEPARTMENTS: dict[str, dict[str, list[str]]] = _T["departments"]
+VISITS: list[str] = _T["visits"]
+OPENERS: list[str] = _T["openers"]
+EXAMS: list[str] = _T["exams"]
+ASSESS: list[str] = _T["assessments"]
+PLANS: list[str] = _T["plans"]
+EXTRA: list[str] = _T["extra"]
+FIRST: list[str] = _T["first_names"]
+LAST: list[str] = _T["last_names"]
 
 #: the private clinic's case mix: in every department, most visits are about the first two conditions (a
 #: specialised practice), while the public teaching set covers the five conditions evenly. The private signal the
@@ -135,7 +81,8 @@ def _note(rng: np.random.Generator, dept: str, visit: str, mix: tuple[float, ...
 
 
 def _patients(rng: np.random.Generator, n: int) -> list[dict[str, str]]:
-    out, used = [], set()
+    out: list[dict[str, str]] = []
+    used: set[str] = set()
     while len(out) < n:
         name = f"{FIRST[int(rng.integers(len(FIRST)))]} {LAST[int(rng.integers(len(LAST)))]}"
         if name in used:

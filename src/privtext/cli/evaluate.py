@@ -14,6 +14,7 @@ MaxRealOpt = Annotated[int | None, typer.Option("--max-real", help="use a seeded
 ClfOpt = Annotated[list[str] | None, typer.Option(
     "--classifier", help="downstream classifier (repeatable): embedding-logreg, tfidf-logreg, hf-finetune")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+NoBaselinesOpt = Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")]
 ClfOptOpt = Annotated[list[str] | None, typer.Option(
     "--classifier-option", help="CLASSIFIER.KEY=VALUE (repeatable), e.g. hf-finetune.model=/models/roberta-base")]
 
@@ -126,7 +127,7 @@ def evaluate_cmd(
     max_real: MaxRealOpt = None,
     classifier: ClfOpt = None,
     classifier_option: ClfOptOpt = None,
-    no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
+    no_baselines: NoBaselinesOpt = False,
     next_word: Annotated[bool | None, typer.Option(
         "--next-word/--no-next-word", help="next-word LM accuracy (default: only for unlabelled data)")] = None,
     next_word_steps: Annotated[int | None, typer.Option(
@@ -172,7 +173,7 @@ def compare_cmd(
     max_real: MaxRealOpt = None,
     classifier: ClfOpt = None,
     classifier_option: ClfOptOpt = None,
-    no_baselines: Annotated[bool, typer.Option("--no-baselines", help="skip OnlyPrivate and zero-shot")] = False,
+    no_baselines: NoBaselinesOpt = False,
     secrets: Annotated[Path | None, typer.Option(
         "--secrets", help="file of declared secrets to count verbatim in each run's output")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed for the real sample and the classifiers")] = 0,
