@@ -140,8 +140,8 @@ def make_demo_corpora(*, n_private: int = 240, n_public: int = 700, n_patients: 
         ptexts.append(_note(prng, dept, visit))
         pd_.append(f"Department: {dept}")
         pv.append(f"Visit: {visit}")
-    # a teaching note that happens to equal a private note (short templates collide) is left out: the guard
-    # refuses to train a generator on text equal to a private record
+    # a teaching note that happens to equal a private note (short templates collide) is left out, so the two sets
+    # share no record and no private note is public only by the run's public-corpus assumption
     seen = set(texts)
     keep = [i for i, t in enumerate(ptexts) if t not in seen]
     public = Corpus.from_texts([ptexts[i] for i in keep], {"department": [pd_[i] for i in keep],
