@@ -110,3 +110,32 @@ def plant_in_first_prompt(monkeypatch: pytest.MonkeyPatch, text: str) -> list[bo
 
     monkeypatch.setattr(PromptLog, "log", leaky)
     return done
+
+
+def toy_preference_pairs(subjects: int = 3) -> list:
+    """Preference pairs over the tiny GPT-2's vocabulary (privtext.testing.tiny_lm): chosen the friendly / fresh
+    sentence, rejected the same sentence slow / cold, for the first ``subjects`` of six subjects."""
+    from privtext.learn.pairs import PreferencePair
+
+    pool = [("the food", "today"), ("our waiter", "again"), ("the room", "as usual"), ("the coffee", "for us"),
+            ("the staff", "in the end"), ("the pizza", "today")]
+    return [PreferencePair(0, f"{s} was {good} {t} .", f"{s} was {bad} {t} .", 5.0, 1.0, "tiny", "test")
+            for s, t in pool[:subjects] for good, bad in [("friendly", "slow"), ("fresh", "cold")]]
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (restored after): small models train faster and reproducibly so."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight GPT-2 folder (2 layers, width 32) with a tokenizer trained in the test."""
+    from privtext.testing.tiny_lm import make_tiny_gpt2
+
+    return make_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"), n_embd=32, n_layer=2)

@@ -29,27 +29,19 @@ from privtext.learn.dpo import (  # noqa: E402
 from privtext.learn.encode import HFPairEncoder  # noqa: E402
 from privtext.learn.options import DPOOptions  # noqa: E402
 from privtext.learn.pairs import PreferencePair, pair_records  # noqa: E402
-from privtext.testing.tiny_lm import make_tiny_gpt2  # noqa: E402
+from tests.conftest import toy_preference_pairs  # noqa: E402
 
 PROMPT = "<|user|> write a review :"
 #: chosen: the friendly / fresh versions; rejected: the same sentence, slow / cold
-PAIRS = [PreferencePair(0, f"{s} was {good} {t} .", f"{s} was {bad} {t} .", 5.0, 1.0, "tiny", "test")
-         for s, t in [("the food", "today"), ("our waiter", "again"), ("the room", "as usual"),
-                      ("the coffee", "for us"), ("the staff", "in the end"), ("the pizza", "today")]
-         for good, bad in [("friendly", "slow"), ("fresh", "cold")]]
+PAIRS = toy_preference_pairs(6)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"), n_embd=32, n_layer=2)
+def tiny(tiny_gpt2: Path) -> Path:
+    return tiny_gpt2
 
 
 def _model(path: Path):

@@ -88,6 +88,20 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     return subprocess.run([sys.executable, "-m", "privtext", *args], capture_output=True, text=True, env=e)
 
 
+def _plant_top_voted(monkeypatch: pytest.MonkeyPatch, record: str) -> None:
+    """Planted fault: ``record`` put in place of the top-voted candidate of every learning step, where the pair
+    builder takes its chosen texts."""
+    from privtext.engine import learning as mod
+
+    real = mod.EngineLearning.step
+
+    def planted(self: Any, t: int, pop: Any, histogram: np.ndarray, state: Any, folder: Path) -> None:
+        pop.texts[int(np.argmax(histogram))] = record
+        return real(self, t, pop, histogram, state, folder)
+
+    monkeypatch.setattr(mod.EngineLearning, "step", planted)
+
+
 def _ledger(run: Path) -> list[dict[str, Any]]:
     """The ledger's records without their wall-clock time."""
     return [{k: v for k, v in r.items() if k != "time"} for r in read_jsonl(run / "private" / "ledger.jsonl")]
@@ -176,16 +190,8 @@ def test_a_private_record_where_the_pair_builder_reads_stops_the_run(
     """Planted fault: a private record put in place of the top-voted candidate of iteration 0, where the pair
     builder takes its chosen texts: the guard check stops the step before a trainer sees it."""
     from privtext.data import load_corpus
-    from privtext.engine import learning as mod
 
-    record = load_corpus(data["private"], label_columns=["topic"]).texts[7]
-    real = mod.EngineLearning.step
-
-    def planted(self: Any, t: int, pop: Any, histogram: np.ndarray, state: Any, folder: Path) -> None:
-        pop.texts[int(np.argmax(histogram))] = record
-        return real(self, t, pop, histogram, state, folder)
-
-    monkeypatch.setattr(mod.EngineLearning, "step", planted)
+    _plant_top_voted(monkeypatch, load_corpus(data["private"], label_columns=["topic"]).texts[7])
     with pytest.raises(PrivacyError, match="preference pair"):
         _run(_raw(data, tmp_path / "run", learn=LEARN, iterations=2))
     assert not (tmp_path / "run" / "privacy.json").exists()
@@ -201,16 +207,9 @@ def test_privtext_run_exits_3_when_a_privacy_check_stops_it(
     from privtext import cli
     from privtext.cli.app import AUDIT_FAILED, app
     from privtext.data import load_corpus
-    from privtext.engine import learning as mod
 
     record = load_corpus(data["private"], label_columns=["topic"]).texts[7]
-    real = mod.EngineLearning.step
-
-    def planted(self: Any, t: int, pop: Any, histogram: np.ndarray, state: Any, folder: Path) -> None:
-        pop.texts[int(np.argmax(histogram))] = record
-        return real(self, t, pop, histogram, state, folder)
-
-    monkeypatch.setattr(mod.EngineLearning, "step", planted)
+    _plant_top_voted(monkeypatch, record)
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(_raw(data, tmp_path / "run", learn=LEARN, iterations=2)), encoding="utf-8")
     cli._mount()

@@ -29,29 +29,21 @@ from privtext.learn.adapter import adapter_meta, load_adapter, save_adapter  # n
 from privtext.learn.dpo import attach_lora  # noqa: E402
 from privtext.learn.launch import run_worker as REAL_RUN_WORKER  # noqa: E402
 from privtext.learn.options import DPOOptions  # noqa: E402
-from privtext.learn.pairs import PreferencePair  # noqa: E402
-from privtext.testing.tiny_lm import make_tiny_gpt2  # noqa: E402
+from tests.conftest import toy_preference_pairs  # noqa: E402
 
 #: chosen: the friendly / fresh versions; rejected: the same sentence, slow / cold
-PAIRS = [PreferencePair(0, f"{s} was {good} {t} .", f"{s} was {bad} {t} .", 5.0, 1.0, "tiny", "test")
-         for s, t in [("the food", "today"), ("our waiter", "again"), ("the room", "as usual")]
-         for good, bad in [("friendly", "slow"), ("fresh", "cold")]]
+PAIRS = toy_preference_pairs(3)
 LEARN = {"kind": "dpo", "dpo": {"beta": 0.1, "lr": 5e-3, "batch_size": 3, "epochs": 2, "lora_r": 4,
                                 "lora_alpha": 8, "device": "cpu"}}
 IDS = [[3, 7, 9, 11, 4, 8, 12, 5]]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"), n_embd=32, n_layer=2)
+def tiny(tiny_gpt2: Path) -> Path:
+    return tiny_gpt2
 
 
 def _model(path: Path | str):

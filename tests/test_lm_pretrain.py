@@ -51,12 +51,7 @@ def make_corpus(n: int = 300, seed: int = 0) -> Corpus:
     return Corpus.from_texts(texts, None, name="pretrain-test-public")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
