@@ -362,3 +362,28 @@ def test_metric_objects_compose_and_a_user_metric_lands_in_the_result(runs: dict
     assert only["fid"] == ev["fid"] and "downstream" not in only
     with pytest.raises(ConfigError, match="unknown option"):
         evaluate_run(runs["augpe"], real=runs["real"], classifer=("x",), quiet=True, write=False)
+
+
+def test_compare_checks_every_configuration_before_the_first_run(tmp_path: Path) -> None:
+    """A configuration that its method refuses (SecPE with a DP label histogram), given last, fails the comparison
+    before the first configuration runs: nothing is written under out_dir (it failed after every run before it)."""
+    from privtext.errors import ConfigError
+
+    pytest.importorskip("privtext.runner")
+    rng = np.random.default_rng(0)
+    priv, pool, real = toy_corpora(rng=rng, n_private=60, n_pool=300)
+    for name, c in (("private", priv), ("public", pool), ("real", real)):
+        write_corpus(c, tmp_path / f"{name}.csv")
+    base = {"seed": 0, "data": {"private": str(tmp_path / "private.csv"), "public": str(tmp_path / "public.csv"),
+                                "label_columns": ["category"]},
+            "generator": {"backend": "ngram", "order": 3}, "embedder": {"backend": "hashing"},
+            "synthesis": {"num_samples": 16, "label_distribution": {"kind": "dp"}},
+            "evolution": {"iterations": 1, "variations": 3}}
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump({**base, "method": "augpe",
+                                                      "privacy": {"epsilon": 4.0, "delta": 1e-5}}))
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**base, "method": "secpe",
+                                                       "privacy": {"secret": {"p": 1e-3, "r": 2e-2}}}))
+    with pytest.raises(ConfigError, match="secpe uses the public label distribution"):
+        compare_configs([tmp_path / "ok.yaml", tmp_path / "bad.yaml"], real=tmp_path / "real.csv",
+                        out_dir=tmp_path / "runs", seeds=[0, 1], quiet=True)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

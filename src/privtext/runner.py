@@ -47,6 +47,17 @@ def method_sections() -> list[str]:
     return METHODS.names()
 
 
+def static_check(config: Config) -> None:
+    """The checks of :func:`preflight` that read no data and load no model: the method exists, its options parse,
+    and its configuration checks (``check_learning``, ``check_config``) pass. ``privtext compare`` runs them on
+    every configuration before it starts the first run, so a bad seventh configuration fails at once instead of
+    after six finished runs."""
+    config, cls = resolve_config(config)
+    options = cls.parse_options(config)
+    cls.check_learning(config, options)
+    cls.check_config(config, options)
+
+
 def preflight(config: Config, cls: type[Any]) -> tuple[Config, Prepared]:
     """Everything that can be checked before a run directory exists: the method's static checks, the corpora
     (readable, non-empty, the columns named), the label set-up (the label space, the label distribution, every

@@ -244,12 +244,16 @@ def compare_runs(
     return table
 
 
-def _run_config(cfg: Any, *, out: Path | None) -> Path:
+def _runner() -> Any:
     try:
-        from ..runner import run_config  # type: ignore[import-not-found,unused-ignore]
+        from .. import runner  # type: ignore[import-not-found,unused-ignore]
     except ImportError as e:
         raise RunError(f"cannot run configurations: privtext.runner is not available ({e})") from None
-    return Path(run_config(cfg, out=out))
+    return runner
+
+
+def _run_config(cfg: Any, *, out: Path | None) -> Path:
+    return Path(_runner().run_config(cfg, out=out))
 
 
 def compare_configs(
@@ -265,14 +269,15 @@ def compare_configs(
     then :func:`compare_runs` the resulting runs.
 
     ``overrides`` (``--set KEY=VALUE``) apply to every YAML configuration. With ``out_dir`` each run goes to
-    ``out_dir/<name>`` (name: the config's ``name``, else the file stem, else ``run<i>``). ``seeds``: every
+    ``out_dir/<name>`` (name: the config's ``name``, else the file stem, else ``run<i>``). Every configuration
+    passes :func:`privtext.runner.static_check` before the first run starts. ``seeds``: every
     configuration runs once per seed (``seed`` set, the run named ``<name>-s<seed>``; an existing run directory
     of that name is compared as it is, so an interrupted comparison picks up where it stopped); the table gets
     the columns ``config`` and ``seed`` (see :meth:`ComparisonTable.summary`).
     """
     from ..config import Config, load_config
 
-    run_dirs: list[Path] = []
+    run_dirs: list[Path | tuple[Any, Path | None]] = []  # a finished run, or (configuration, out) to run
     labels: list[tuple[str, int | None]] = []
     used: set[str] = set()
     for i, c in enumerate(configs):
@@ -308,9 +313,11 @@ def compare_configs(
                 src = cfg.source_path
                 cfg = Config.model_validate({**cfg.dump(), "output": f"{cfg.output}-s{seed}"})
                 cfg._source_path = src
-            run_dirs.append(_run_config(cfg, out=out))
+            _runner().static_check(cfg)  # every configuration is checked before the first run starts
+            run_dirs.append((cfg, out))
             labels.append((name, None if seed is None else int(seed)))
-    table = compare_runs(run_dirs, real=real, **compare_options)
+    done = [d if isinstance(d, Path) else _run_config(d[0], out=d[1]) for d in run_dirs]
+    table = compare_runs(done, real=real, **compare_options)
     if seeds:
         for row, (name, seed) in zip(table.rows, labels, strict=True):
             row["config"], row["seed"] = name, seed
