@@ -387,3 +387,19 @@ def test_compare_checks_every_configuration_before_the_first_run(tmp_path: Path)
         compare_configs([tmp_path / "ok.yaml", tmp_path / "bad.yaml"], real=tmp_path / "real.csv",
                         out_dir=tmp_path / "runs", seeds=[0, 1], quiet=True)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_compare_asked_for_mauve_without_the_package_fails_before_any_run(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--mauve`` without mauve-text: the missing package is named before the first run, not after the runs."""
+    import sys
+
+    from privtext.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "mauve", None)  # import mauve raises ImportError
+    cfg = {"method": "augpe", "seed": 0, "privacy": {"epsilon": 4.0, "delta": 1e-5},
+           "data": {"private": str(tmp_path / "missing.csv")}, "generator": {"backend": "ngram"}}
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(cfg))
+    with pytest.raises(MissingDependencyError, match="mauve-text"):
+        compare_configs([tmp_path / "a.yaml"], real=tmp_path / "real.csv", out_dir=tmp_path / "runs", mauve=True)
+    assert not (tmp_path / "runs").exists()
