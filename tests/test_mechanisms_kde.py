@@ -13,6 +13,7 @@ from privtext.errors import ConfigError, DataError, InvalidPrivacyParameter
 from privtext.mechanisms.kde import (
     BlockProjections,
     RandomFourierFeatures,
+    TermRecords,
     dp_kde_sketch,
     dp_kde_sketch_terms,
     dp_term_histogram,
@@ -103,7 +104,7 @@ def test_theorem_a1_zero_padding_identity(any_seed: int) -> None:
     docs = [list(rng.choice(V, size=int(rng.integers(2, 9)), replace=False)) for _ in range(150)]
     feats = RandomFourierFeatures.draw(m * d, 8192, bandwidth=h * math.sqrt(m), rng=rng)
     proj = BlockProjections(emb, feats, m)
-    sketch, _ = dp_kde_sketch_terms(docs, np.zeros(len(docs), dtype=int), n_classes=1, projections=proj,
+    sketch, _ = dp_kde_sketch_terms(TermRecords(docs, np.zeros(len(docs), dtype=int), 1), projections=proj,
                                     epsilon=math.inf, rng=rng)
     ids, rec = record_windows(docs, m)
     w = 1.0 / np.bincount(rec)[rec]
@@ -133,7 +134,7 @@ def test_term_scorer_equals_explicit_concatenations(any_seed: int) -> None:
     cls = rng.integers(0, 2, size=40)
     feats = RandomFourierFeatures.draw(m * d, 256, bandwidth=1.0, rng=rng)
     proj = BlockProjections(emb, feats, m)
-    a, _ = dp_kde_sketch_terms(docs, cls, n_classes=2, projections=proj, epsilon=math.inf, rng=rng)
+    a, _ = dp_kde_sketch_terms(TermRecords(docs, cls, 2), projections=proj, epsilon=math.inf, rng=rng)
     points = [emb[np.array(t, dtype=int)[np.arange(max(len(t) - m + 1, 0))[:, None] + np.arange(m)]].reshape(-1, m * d)
               for t in docs]
     b, _ = dp_kde_sketch(points, cls, n_classes=2, features=feats, blocks=m, epsilon=math.inf, rng=rng)
@@ -275,7 +276,7 @@ def _two_class_sketches(rng: np.random.Generator, eps: float, blocks: tuple[int,
     for m in blocks:
         f = RandomFourierFeatures.draw(m * V, 8192, bandwidth=bandwidth * math.sqrt(m), rng=rng)
         p = BlockProjections(emb, f, m)
-        s, _ = dp_kde_sketch_terms(docs, cls, n_classes=2, projections=p, epsilon=eps / len(blocks), rng=rng)
+        s, _ = dp_kde_sketch_terms(TermRecords(docs, cls, 2), projections=p, epsilon=eps / len(blocks), rng=rng)
         sketches.append(s)
         projs.append(p)
     return sketches, projs
@@ -348,7 +349,7 @@ def _generic_and_specific(rng: np.random.Generator, eps: float, term_weights: np
     cls = np.array([0] * 200 + [1] * 20)
     f = RandomFourierFeatures.draw(12, 4096, bandwidth=0.3, rng=rng)
     p = BlockProjections(emb, f, 1)
-    s, _ = dp_kde_sketch_terms(docs, cls, n_classes=2, projections=p, epsilon=eps, rng=rng, term_weights=term_weights)
+    s, _ = dp_kde_sketch_terms(TermRecords(docs, cls, 2, term_weights=term_weights), projections=p, epsilon=eps, rng=rng)
     return [s], [p]
 
 
@@ -381,8 +382,8 @@ def test_public_term_weights_shift_mass_and_keep_the_sensitivity(any_seed: int) 
     tw = rng.uniform(0.01, 5.0, size=12)
 
     def sums(docs: list[list[int]], cls: list[int]) -> np.ndarray:
-        s, _ = dp_kde_sketch_terms(docs, np.array(cls, dtype=np.int64), n_classes=2, projections=p,
-                                   epsilon=math.inf, rng=rng, term_weights=tw)
+        s, _ = dp_kde_sketch_terms(TermRecords(docs, np.array(cls, dtype=np.int64), 2, term_weights=tw), projections=p,
+                                   epsilon=math.inf, rng=rng)
         return s.noisy
 
     bound = sketch_sensitivity(n_feat)
@@ -397,10 +398,10 @@ def test_public_term_weights_shift_mass_and_keep_the_sensitivity(any_seed: int) 
         worst = max(worst, d / bound)
     assert worst > 0.3
     with pytest.raises(ConfigError, match="weighting='mean'"):
-        dp_kde_sketch_terms([[0]], [0], n_classes=1, projections=p, epsilon=1.0, rng=rng, term_weights=tw,
-                            weighting="sum", max_points=2)
+        dp_kde_sketch_terms(TermRecords([[0]], [0], 1, term_weights=tw, weighting="sum", max_points=2),
+                            projections=p, epsilon=1.0, rng=rng)
     with pytest.raises(ConfigError, match="positive"):
-        dp_kde_sketch_terms([[0]], [0], n_classes=1, projections=p, epsilon=1.0, rng=rng, term_weights=-tw)
+        dp_kde_sketch_terms(TermRecords([[0]], [0], 1, term_weights=-tw), projections=p, epsilon=1.0, rng=rng)
 
 
 # ------------------------------------------------------------------------------------- the term histogram
@@ -416,9 +417,9 @@ def test_term_histogram_moves_by_at_most_its_sensitivity(weighting: str, max_poi
     tw = rng.uniform(0.05, 4.0, size=12) if weights else None
 
     def h(docs: list[list[int]], cls: list[int]) -> np.ndarray:
-        out, _ = dp_term_histogram(docs, np.array(cls, dtype=np.int64), n_classes=3, n_terms=12, epsilon=math.inf,
-                                   rng=rng, weighting=weighting, max_points=max_points,  # type: ignore[arg-type]
-                                   term_weights=tw)
+        out, _ = dp_term_histogram(TermRecords(docs, np.array(cls, dtype=np.int64), 3, weighting=weighting,  # type: ignore[arg-type]
+                                               max_points=max_points, term_weights=tw),
+                                   n_terms=12, epsilon=math.inf, rng=rng)
         return out.noisy
 
     add = histogram_sensitivity(weighting=weighting, max_points=max_points)  # type: ignore[arg-type]
@@ -439,11 +440,11 @@ def test_term_histogram_moves_by_at_most_its_sensitivity(weighting: str, max_poi
 
 def test_term_histogram_noise_is_laplace_with_the_stated_scale(any_seed: int) -> None:
     rng = np.random.default_rng(any_seed)
-    hist, ev = dp_term_histogram([[]] * 5, np.zeros(5, dtype=np.int64), n_classes=4, n_terms=500, epsilon=0.5,
+    hist, ev = dp_term_histogram(TermRecords([[]] * 5, np.zeros(5, dtype=np.int64), 4), n_terms=500, epsilon=0.5,
                                  rng=rng)
     assert ev == kde_event(0.5) and hist.scale == 2.0 and hist.noise_std == pytest.approx(2 * math.sqrt(2))
     assert stats.kstest(hist.noisy.ravel(), stats.laplace(scale=2.0).cdf).pvalue > 1e-4
-    rep, _ = dp_term_histogram([[0]], [0], n_classes=1, n_terms=3, epsilon=0.5, rng=rng, neighbouring="replace_one")
+    rep, _ = dp_term_histogram(TermRecords([[0]], [0], 1), n_terms=3, epsilon=0.5, rng=rng, neighbouring="replace_one")
     assert rep.scale == 4.0
 
 
@@ -454,14 +455,14 @@ def test_histogram_sequences_follow_the_class_and_contrast_sharpens(any_seed: in
     rng = np.random.default_rng(any_seed)
     docs = [[0, 1, 2, 3, 4]] * 200 + [[0, 1, 6, 7, 8]] * 20
     cls = np.array([0] * 200 + [1] * 20)
-    hist, _ = dp_term_histogram(docs, cls, n_classes=2, n_terms=12, epsilon=5.0, rng=rng)
+    hist, _ = dp_term_histogram(TermRecords(docs, cls, 2), n_terms=12, epsilon=5.0, rng=rng)
     plain = sample_histogram_sequences(hist, counts=[100, 2000], length=1, rng=rng, threshold=2.0, contrast=0.0)
     con = sample_histogram_sequences(hist, counts=[100, 2000], length=1, rng=rng, threshold=2.0, contrast=2.0)
     assert np.isin(plain[0], [0, 1, 2, 3, 4]).mean() > 0.95
     assert 0.5 < np.isin(plain[1], [6, 7, 8]).mean() < 0.7 and np.isin(con[1], [6, 7, 8]).mean() > 0.85
     seqs = sample_histogram_sequences(hist, counts=[50, 50], length=5, rng=rng)
     assert all(len(set(r)) == 5 for s_ in seqs for r in s_.tolist())  # no repeats by default
-    noisy, _ = dp_term_histogram(docs, cls, n_classes=2, n_terms=12, epsilon=1e-4, rng=rng)
+    noisy, _ = dp_term_histogram(TermRecords(docs, cls, 2), n_terms=12, epsilon=1e-4, rng=rng)
     far = sample_histogram_sequences(noisy, counts=[0, 3000], length=1, rng=rng)
     assert np.isin(far[1], [6, 7, 8]).mean() < 0.5
     with pytest.raises(ConfigError, match="contrast"):
@@ -469,7 +470,7 @@ def test_histogram_sequences_follow_the_class_and_contrast_sharpens(any_seed: in
     with pytest.raises(ConfigError, match="3 sequence counts"):
         sample_histogram_sequences(hist, counts=[1, 1, 1], length=1, rng=rng)
     with pytest.raises(DataError, match="term ids"):
-        dp_term_histogram([[12]], [0], n_classes=1, n_terms=12, epsilon=1.0, rng=rng)
+        dp_term_histogram(TermRecords([[12]], [0], 1), n_terms=12, epsilon=1.0, rng=rng)
 
 
 def test_bad_input_names_the_value() -> None:

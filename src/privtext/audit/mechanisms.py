@@ -734,8 +734,8 @@ def audit_dp_term_histogram(epsilon: float, *, scale: float | None = None, relat
                 d, c = [*docs, *extra[0]], [*classes, *extra[1]]
             else:
                 d, c = ([*docs, *[[0]] * n_docs], [*classes, *[0] * n_docs]) if with_canary else (docs, classes)
-            rel, _ = kde.dp_term_histogram(d, c, n_classes=2, n_terms=3, epsilon=1.0 / (b * actual_noise_scale),
-                                           rng=gen)
+            rel, _ = kde.dp_term_histogram(kde.TermRecords(d, c, 2), n_terms=3,
+                                           epsilon=1.0 / (b * actual_noise_scale), rng=gen)
             noisy = np.asarray(rel.noisy, dtype=np.float64)
             return np.array([noisy[0, 0], noisy[1, 1]]) if replace else noisy[0, :1]
 

@@ -530,42 +530,47 @@ def record_windows(doc_terms: Sequence[Sequence[int]], blocks: int, *, max_terms
     return np.concatenate(rows), np.concatenate(recs)
 
 
-def _record_weights(doc_terms: Sequence[Sequence[int]], doc_classes: Sequence[int] | np.ndarray, *,
-                    n_classes: int, blocks: int, n_terms: int, max_terms: int | None, weighting: Weighting,
-                    max_points: int | None, term_weights: np.ndarray | None,
+@dataclass(frozen=True)
+class TermRecords:
+    """Private records as term-id sequences into the embedded vocabulary Ṽ, each with its class, and how a record's
+    unit of mass is spread over its terms: the per-record map whose bound the sensitivities of
+    :func:`dp_kde_sketch_terms` and :func:`dp_term_histogram` use.
+
+    ``max_terms``: a record's first terms kept (None: all); ``weighting``: ``"mean"`` (a record's points share
+    weight 1) or ``"sum"`` (weight 1 each, at most ``max_points``); ``term_weights``: a *public* positive weight
+    per Ṽ term (``"mean"`` only; see :func:`dp_kde_sketch_terms`)."""
+
+    doc_terms: Sequence[Sequence[int]]
+    doc_classes: Sequence[int] | np.ndarray
+    n_classes: int
+    max_terms: int | None = None
+    weighting: Weighting = "mean"
+    max_points: int | None = None
+    term_weights: np.ndarray | None = None
+
+
+def _record_weights(records: TermRecords, *, blocks: int, n_terms: int
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(record classes, window term ids (W × blocks), each window's record, each window's weight): the points of
     every record and the weights whose per-record sum the sensitivities bound (1 for ``"mean"``, with or without
     public ``term_weights``; ≤ ``max_points`` for ``"sum"``)."""
-    if max_terms is not None:
-        max_terms = _check_pos_int("max_terms", max_terms)
-    cls = _check_classes(doc_classes, len(doc_terms), n_classes)
-    ids, rec = record_windows(doc_terms, blocks, max_terms=max_terms)
+    r = records
+    max_terms = _check_pos_int("max_terms", r.max_terms) if r.max_terms is not None else None
+    cls = _check_classes(r.doc_classes, len(r.doc_terms), r.n_classes)
+    ids, rec = record_windows(r.doc_terms, blocks, max_terms=max_terms)
     if len(ids) and (ids.min() < 0 or ids.max() >= n_terms):
         raise DataError(f"term ids must lie in [0, {n_terms})")
-    counts = np.bincount(rec, minlength=len(doc_terms))
-    w = _weights(counts, weighting, max_points)  # windows are grouped by record, in order
-    if term_weights is not None:
-        w = _public_term_weighting(w, ids, rec, counts, term_weights, weighting, n_terms)
+    counts = np.bincount(rec, minlength=len(r.doc_terms))
+    w = _weights(counts, r.weighting, r.max_points)  # windows are grouped by record, in order
+    if r.term_weights is not None:
+        w = _public_term_weighting(w, ids, rec, counts, r.term_weights, r.weighting, n_terms)
     return cls, ids, rec, w
 
 
-def dp_kde_sketch_terms(
-    doc_terms: Sequence[Sequence[int]],
-    doc_classes: Sequence[int] | np.ndarray,
-    *,
-    n_classes: int,
-    projections: BlockProjections,
-    epsilon: float,
-    rng: np.random.Generator,
-    max_terms: int | None = None,
-    noise: NoiseMode = "sum",
-    weighting: Weighting = "mean",
-    max_points: int | None = None,
-    neighbouring: Neighbouring = "add_remove",
-    term_weights: np.ndarray | None = None,
-) -> tuple[KDESketch, Any]:
-    """The DP-KDE sketch of records given as term-id sequences (ids into the embedded vocabulary Ṽ).
+def dp_kde_sketch_terms(records: TermRecords, *, projections: BlockProjections, epsilon: float,
+                        rng: np.random.Generator, noise: NoiseMode = "sum",
+                        neighbouring: Neighbouring = "add_remove") -> tuple[KDESketch, Any]:
+    """The DP-KDE sketch of ``records`` given as term-id sequences (ids into the embedded vocabulary Ṽ).
 
     A record's points are the concatenated embeddings of its windows of m = ``projections.blocks`` consecutive
     terms (m = 1: its terms), from its first ``max_terms`` terms. Same release and event as
@@ -580,12 +585,12 @@ def dp_kde_sketch_terms(
     per-record map applied before the sum). It moves a record's unit of mass from terms every class uses to the
     rarer terms that tell the classes apart, so those terms' scores rise against the same noise."""
     features = projections.features
-    eps, delta1 = _validate_common(epsilon, noise, weighting, max_points, neighbouring, rng, features.n_features)
+    weighting, n_classes = records.weighting, records.n_classes
+    eps, delta1 = _validate_common(epsilon, noise, weighting, records.max_points, neighbouring, rng,
+                                   features.n_features)
     event = kde_event(eps)
     m = projections.blocks
-    cls, ids, rec, w = _record_weights(doc_terms, doc_classes, n_classes=n_classes, blocks=m,
-                                       n_terms=projections.n_terms, max_terms=max_terms, weighting=weighting,
-                                       max_points=max_points, term_weights=term_weights)
+    cls, ids, rec, w = _record_weights(records, blocks=m, n_terms=projections.n_terms)
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         keep = np.flatnonzero(w > 0)
@@ -670,20 +675,8 @@ class TermHistogram:
         return SQRT2 * self.scale
 
 
-def dp_term_histogram(
-    doc_terms: Sequence[Sequence[int]],
-    doc_classes: Sequence[int] | np.ndarray,
-    *,
-    n_classes: int,
-    n_terms: int,
-    epsilon: float,
-    rng: np.random.Generator,
-    max_terms: int | None = None,
-    weighting: Weighting = "mean",
-    max_points: int | None = None,
-    neighbouring: Neighbouring = "add_remove",
-    term_weights: np.ndarray | None = None,
-) -> tuple[TermHistogram, Any]:
+def dp_term_histogram(records: TermRecords, *, n_terms: int, epsilon: float, rng: np.random.Generator,
+                      neighbouring: Neighbouring = "add_remove") -> tuple[TermHistogram, Any]:
     """The per-class DP term histogram: the DP-KDE of the *discrete* kernel k(u, v) = 1[u = v] on Ṽ.
 
     Why: DP-KPS's keyphrases are the |Ṽ| terms of the released vocabulary, and at the bandwidths where the
@@ -705,12 +698,11 @@ def dp_term_histogram(
     if not isinstance(rng, np.random.Generator):
         raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     n_terms = _check_pos_int("n_terms", n_terms)
-    delta1 = histogram_sensitivity(weighting=weighting, max_points=max_points, neighbouring=neighbouring)
+    weighting = records.weighting
+    delta1 = histogram_sensitivity(weighting=weighting, max_points=records.max_points, neighbouring=neighbouring)
     event = kde_event(eps)
-    cls, ids, rec, w = _record_weights(doc_terms, doc_classes, n_classes=n_classes, blocks=1, n_terms=n_terms,
-                                       max_terms=max_terms, weighting=weighting, max_points=max_points,
-                                       term_weights=term_weights)
-    hist = np.zeros((n_classes, n_terms))
+    cls, ids, rec, w = _record_weights(records, blocks=1, n_terms=n_terms)
+    hist = np.zeros((records.n_classes, n_terms))
     np.add.at(hist, (cls[rec], ids[:, 0]), w)
     scale = 0.0 if math.isinf(eps) else delta1 / eps
     noisy = add_laplace(hist, scale, rng)
@@ -725,6 +717,7 @@ __all__ = [
     "KDESketch",
     "RandomFourierFeatures",
     "TermHistogram",
+    "TermRecords",
     "dp_kde_sketch",
     "dp_kde_sketch_terms",
     "dp_term_histogram",

@@ -59,6 +59,7 @@ from ...mechanisms.kde import (
     KDESketch,
     RandomFourierFeatures,
     TermHistogram,
+    TermRecords,
     dp_kde_sketch_terms,
     dp_term_histogram,
     ensemble_blocks,
@@ -463,10 +464,19 @@ def _check_inputs(private_texts: Sequence[str], private_labels: Sequence[Any], c
     counts = _counts(n_per_class, names)
     if isinstance(private_texts, str) or len(private_texts) != len(private_labels):
         raise DataError(f"{len(private_texts)} private texts but {len(private_labels)} labels")
-    if params.vocab_size > len(public_vocabulary):
+    if _vocab_size(params) > len(public_vocabulary):
         raise ConfigError(f"dpkps.vocab_size={params.vocab_size} exceeds the public vocabulary's "
                           f"{len(public_vocabulary)} terms")
     return names, counts
+
+
+def _vocab_size(params: DPKPSOptions) -> int:
+    """|Ṽ|: ``dpkps.vocab_size``, which :meth:`DPKPSOptions.sized_for` sets from the public vocabulary when the
+    configuration leaves it out."""
+    if params.vocab_size is None:
+        raise ConfigError("dpkps.vocab_size is unset: size the options for the public vocabulary first "
+                          "(DPKPSOptions.sized_for)")
+    return int(params.vocab_size)
 
 
 def _release_vocabulary(private_texts: Sequence[str], public_vocabulary: PublicVocabulary, params: DPKPSOptions,
@@ -476,7 +486,7 @@ def _release_vocabulary(private_texts: Sequence[str], public_vocabulary: PublicV
 
     def vocab_compute() -> tuple[dict[str, np.ndarray], Any]:
         rel, ev = dp_vocabulary(private_texts, public_vocabulary, r=params.r, epsilon=_epsilons(params)[0],
-                                size=params.vocab_size, rng=noise_rng(planned.key), neighbouring=params.neighbouring,
+                                size=_vocab_size(params), rng=noise_rng(planned.key), neighbouring=params.neighbouring,
                                 select=params.vocab_selection)
         return {"indices": rel.indices, "noisy_counts": rel.noisy_counts}, ev
 
@@ -510,18 +520,24 @@ class _PrivateTerms:
         self._read = None
 
 
+def _term_records(terms: tuple[Any, Any], n_classes: int, params: DPKPSOptions,
+                  term_weights: np.ndarray | None) -> TermRecords:
+    """The private records as the sketch and the histogram take them: their term ids and classes, and the run's
+    per-record weighting (``max_terms``, ``weighting``, ``max_points``, public ``term_weights``)."""
+    doc_terms, doc_classes = terms
+    return TermRecords(doc_terms, doc_classes, n_classes, max_terms=params.max_terms, weighting=params.weighting,
+                       max_points=params.max_points, term_weights=term_weights)
+
+
 def _release_histogram(terms: _PrivateTerms, n_classes: int, dp_vocab: PublicVocabulary,
                        term_weights: np.ndarray | None, params: DPKPSOptions, planned: Release, keeper: Any,
                        noise_rng: Callable[[str], np.random.Generator]) -> TermHistogram:
     """Step 3 (``sketch_kind: histogram``): the per-class DP term histogram, released through ``keeper``."""
 
     def hist_compute() -> tuple[dict[str, np.ndarray], Any]:
-        doc_terms, doc_classes = terms()
-        h, ev = dp_term_histogram(doc_terms, doc_classes, n_classes=n_classes, n_terms=len(dp_vocab),
+        h, ev = dp_term_histogram(_term_records(terms(), n_classes, params, term_weights), n_terms=len(dp_vocab),
                                   epsilon=_epsilons(params)[1], rng=noise_rng(planned.key),
-                                  max_terms=params.max_terms, weighting=params.weighting,
-                                  max_points=params.max_points, neighbouring=params.neighbouring,
-                                  term_weights=term_weights)
+                                  neighbouring=params.neighbouring)
         return {"noisy": h.noisy}, ev
 
     vals = keeper.release(planned, hist_compute)
@@ -553,12 +569,9 @@ def _release_sketches(terms: _PrivateTerms, n_classes: int, emb: np.ndarray, ter
 
         def kde_compute(proj: BlockProjections = proj, eps: float = eps, key: str = planned.key
                         ) -> tuple[dict[str, np.ndarray], Any]:
-            doc_terms, doc_classes = terms()
-            sk, ev = dp_kde_sketch_terms(doc_terms, doc_classes, n_classes=n_classes, projections=proj,
-                                         epsilon=eps, rng=noise_rng(key), max_terms=params.max_terms,
-                                         noise=params.noise, weighting=params.weighting,
-                                         max_points=params.max_points, neighbouring=params.neighbouring,
-                                         term_weights=term_weights)
+            sk, ev = dp_kde_sketch_terms(_term_records(terms(), n_classes, params, term_weights), projections=proj,
+                                         epsilon=eps, rng=noise_rng(key), noise=params.noise,
+                                         neighbouring=params.neighbouring)
             return {"noisy": sk.noisy, "weights": proj.features.weights, "offsets": proj.features.offsets}, ev
 
         vals = keeper.release(planned, kde_compute)
