@@ -295,24 +295,33 @@ def kde_event(epsilon: float) -> Any:
     return laplace_event(epsilon)
 
 
-@dataclass(frozen=True)
-class KDESketch:
-    """A released DP-KDE sketch: S̃_c (per class) over m-block concatenations, with its public features."""
+@dataclass(frozen=True, kw_only=True)
+class ClassRelease:
+    """A per-class Laplace release: one noisy row per class (C × bins), released at pure ε with Laplace scale
+    b = Δ₁/ε, and the per-record weighting and neighbouring relation that Δ₁ was derived for."""
 
-    features: RandomFourierFeatures
-    blocks: int  # m
-    block_dim: int  # d
-    noisy: np.ndarray  # (C, I) float64, released
+    noisy: np.ndarray  # (C, bins) float64, released
     epsilon: float
     scale: float  # Laplace scale b
     sensitivity: float  # Δ₁
-    noise: str
     weighting: str
     neighbouring: str
 
     @property
     def n_classes(self) -> int:
+        """C, the number of classes (rows)."""
         return int(self.noisy.shape[0])
+
+
+@dataclass(frozen=True, kw_only=True)
+class KDESketch(ClassRelease):
+    """A released DP-KDE sketch: S̃_c (per class, I random features) over m-block concatenations, with its
+    public features."""
+
+    features: RandomFourierFeatures
+    blocks: int  # m
+    block_dim: int  # d
+    noise: str
 
     @property
     def kernel_bandwidth(self) -> float:
@@ -654,20 +663,9 @@ def histogram_contribution(*, weighting: Weighting = "mean", max_points: int | N
     return Contribution(float(c_w), "l1", True, f"term weights summing to ≤ {c_w}")
 
 
-@dataclass(frozen=True)
-class TermHistogram:
+@dataclass(frozen=True, kw_only=True)
+class TermHistogram(ClassRelease):
     """A released per-class DP term histogram H̃ (C × |Ṽ|): the DP-KDE of the discrete kernel on Ṽ."""
-
-    noisy: np.ndarray  # (C, |Ṽ|) float64, released
-    epsilon: float
-    scale: float  # Laplace scale b
-    sensitivity: float  # Δ₁
-    weighting: str
-    neighbouring: str
-
-    @property
-    def n_classes(self) -> int:
-        return int(self.noisy.shape[0])
 
     @property
     def noise_std(self) -> float:
@@ -714,6 +712,7 @@ def dp_term_histogram(records: TermRecords, *, n_terms: int, epsilon: float, rng
 __all__ = [
     "SQRT2",
     "BlockProjections",
+    "ClassRelease",
     "KDESketch",
     "RandomFourierFeatures",
     "TermHistogram",
