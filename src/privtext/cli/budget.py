@@ -59,8 +59,16 @@ def _handled(fn: Any) -> Any:
     return wrapper
 
 
-@app.command("gdp")
-@_handled
+def command(name: str) -> Any:
+    """Register a calculator as ``privtext budget NAME``, its errors handled as every privtext command's."""
+
+    def register(fn: Any) -> Any:
+        return app.command(name)(_handled(fn))
+
+    return register
+
+
+@command("gdp")
 def gdp_cmd(
     mu: Annotated[float, typer.Option("--mu", help="μ of μ-GDP")],
     delta: Annotated[float, typer.Option("--delta", help="δ for the ε(δ) conversion")] = 1e-5,
@@ -77,8 +85,7 @@ def gdp_cmd(
     _emit(data, as_json, rows, f"{mu:g}-GDP")
 
 
-@app.command("secret")
-@_handled
+@command("secret")
 def secret_cmd(
     p: Annotated[float, typer.Option("--p", help="prior p (adversary's chance before seeing the output)")],
     r: Annotated[float, typer.Option("--r", help="posterior bound r > p")],
@@ -102,8 +109,7 @@ def secret_cmd(
     _emit(data, as_json, rows, "(p, r)-secret protection")
 
 
-@app.command("gaussian")
-@_handled
+@command("gaussian")
 def gaussian_cmd(
     epsilon: Annotated[float, typer.Option("--epsilon", help="target ε")],
     delta: Annotated[float, typer.Option("--delta", help="target δ")],
@@ -139,8 +145,7 @@ def gaussian_cmd(
     _emit(data, as_json, rows, "Gaussian mechanism")
 
 
-@app.command("noise-ratio")
-@_handled
+@command("noise-ratio")
 def noise_ratio_cmd(
     records: Annotated[int, typer.Option("--records", min=1, help="N private records")] = 8000,
     secrets: Annotated[int, typer.Option("--secrets", min=1, help="m secrets")] = 400,
