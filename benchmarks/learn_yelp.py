@@ -2,7 +2,7 @@
 without learning and with ``evolution.learn: {kind: dpo}``, at ε = 4, run by ``privtext compare`` over seeds.
 
     PYTHONPATH=src python benchmarks/learn_yelp.py                 # writes the configurations, prints the command
-    PYTHONPATH=src python benchmarks/learn_yelp.py --table CSV     # the table of docs/compare.md, with gap closed
+    PYTHONPATH=src python benchmarks/learn_yelp.py --table         # the table of docs/compare.md, with gap closed
 
 Data (benchmarks/compare_methods.py's splits, written by ``prepare_data``): the 5 000 Yelp reviews of
 yelp/dev.csv are private, yelp/test.csv rows 0–3 999 public (with their labels: the lm's training text), rows
@@ -13,18 +13,18 @@ here with sequences of 192 tokens and a cap of 1.2 M training tokens (the defaul
 100 public clusters (compare_methods.py's set-up). DPO at the defaults of docs/learn.md (β 0.01, LoRA rank 8, one
 epoch a round, the middle rank rejected) with 160 tokens a pair.
 
-**Gap closed** is POPri's measure: (run − public-only control) / (real data − control), per metric, with the
-control the zero-shot baseline of ``privtext compare`` (the generator's own samples, no private signal) and "real
-data" the OnlyPrivate baseline (the classifier trained on the private records themselves; for FID and MAUVE the
-private records scored against the real set). A value above 0 means the run moved toward the real data; the sd
-over seeds says how much of that is noise.
+**Gap closed** is POPri's measure: (run − public-only control) / (real data − control), per run, with the control
+the zero-shot baseline of the run's own evaluation (as many samples of the generator, no private signal) and "real
+data" the OnlyPrivate baseline (the classifier trained on as many private records; for FID, that many private
+reviews scored against the real set). 0: no better than the generator alone; 1: as good as the private data. The
+sd over seeds says how much of it is noise.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import csv
+import json
 import math
 import statistics
 import sys
@@ -72,65 +72,107 @@ def configs() -> dict[str, dict[str, Any]]:
             c["name"] = f"{m}-{tag}"
             c["output"] = str(ART / "runs" / c["name"])
             out[c["name"]] = c
+    # one lever (steps per iteration): the Aug-PE round over the same pairs four times (4 epochs)
+    lever = copy.deepcopy(out["augpe-dpo"])
+    lever["evolution"]["learn"]["dpo"]["epochs"] = 4
+    lever["name"] = "augpe-dpo-epochs4"
+    lever["output"] = str(ART / "runs" / lever["name"])
+    out[lever["name"]] = lever
     return out
 
 
-def _num(x: str) -> float | None:
-    try:
-        v = float(x.strip().rstrip("%"))
-    except (ValueError, AttributeError):
-        return None
-    return v if math.isfinite(v) else None
+def _load(run: Path) -> dict[str, Any]:
+    """One run's figures: its evaluation (FID, MAUVE, accuracies), the zero-shot and OnlyPrivate baselines of the
+    same evaluation (private/evaluation.json: the OnlyPrivate classifier trained on private records), wall time
+    and generator calls."""
+    pub = json.loads((run / "evaluation.json").read_text(encoding="utf-8"))
+    priv = json.loads((run / "private" / "evaluation.json").read_text(encoding="utf-8"))
+    metrics = json.loads((run / "private" / "metrics.json").read_text(encoding="utf-8"))
+    res = priv["downstream"]["results"]["embedding-logreg"]
+    out: dict[str, Any] = {"fid": pub["fid"]["fid"], "fid_zero_shot": pub["fid_zero_shot"]["fid"],
+                           "mauve": (pub.get("mauve") or {}).get("mauve") if isinstance(pub.get("mauve"), dict)
+                           else pub.get("mauve"),
+                           "wall_s": metrics.get("wall_seconds"),
+                           "train_lm_s": (metrics.get("stages", {}).get("setup_generator") or {}).get("seconds", 0.0),
+                           "learn_s": (metrics.get("stages", {}).get("learning") or {}).get("seconds", 0.0),
+                           "calls": metrics.get("counters", {}).get("llm_calls")}
+    for col in ("label1", "label2"):
+        for setname in ("synthetic", "zero_shot", "only_private"):
+            out[f"{setname}:{col}"] = res[setname][col]["accuracy"]
+    return out
 
 
-def table(path: Path) -> None:
-    """Mean ± sd per configuration over seeds, and the gap closed per metric, from ``privtext compare --csv``."""
-    rows = list(csv.DictReader(path.open(encoding="utf-8")))
-    if not rows:
-        raise SystemExit(f"{path}: no rows")
-    name_col = next(c for c in ("config", "name", "run") if c in rows[0])
-    metrics = [c for c in rows[0] if c != name_col and _num(rows[0][c]) is not None]
-    lower_better = {m for m in metrics if "fid" in m.lower() or "wall" in m.lower()}
-    by: dict[str, list[dict[str, str]]] = {}
-    for r in rows:
-        by.setdefault(r[name_col].rsplit("-s", 1)[0] if "-s" in r[name_col] else r[name_col], []).append(r)
-    ctrl = next((k for k in by if "zero" in k.lower()), None)
-    real = next((k for k in by if "onlyprivate" in k.lower().replace("-", "").replace("_", "")), None)
+def _fid_real(n: int) -> float:
+    """FID of ``n`` private reviews (a seeded sample, no privacy: the "real data" end of the gap) against the
+    real held-out set, on the MiniLM embeddings the runs are scored with."""
+    from harness import offline, read_rows, use_src
 
-    def mean(k: str, m: str) -> float | None:
-        vals = [v for v in (_num(r[m]) for r in by[k]) if v is not None]
-        return statistics.fmean(vals) if vals else None
+    use_src()
+    offline()
+    import numpy as np
 
-    print("| config | n | " + " | ".join(metrics) + " | " + " | ".join(f"gap closed ({m})" for m in metrics
-                                                                          if m not in lower_better or "fid" in m.lower())
-          + " |")
-    for k, rs in by.items():
-        cells = []
-        for m in metrics:
-            vals = [v for v in (_num(r[m]) for r in rs) if v is not None]
-            if not vals:
-                cells.append("—")
-            elif len(vals) == 1:
-                cells.append(f"{vals[0]:.4g}")
-            else:
-                cells.append(f"{statistics.fmean(vals):.4g} ± {statistics.stdev(vals):.2g}")
-        gaps = []
-        for m in metrics:
-            if m in lower_better and "fid" not in m.lower():
-                continue
-            c, r_, v = (mean(ctrl, m) if ctrl else None), (mean(real, m) if real else None), mean(k, m)
-            gaps.append("—" if None in (c, r_, v) or r_ == c else f"{(v - c) / (r_ - c):+.2f}")
-        print(f"| {k} | {len(rs)} | " + " | ".join(cells) + " | " + " | ".join(gaps) + " |")
+    from privtext.evaluate.embedding import resolve_embedder
+    from privtext.evaluate.fid import fid
+
+    emb = resolve_embedder(None)
+    private = [r["text"] for r in read_rows(DATA / "yelp-private-5000.csv")]
+    pick = np.random.default_rng(0).choice(len(private), size=n, replace=False)
+    real = [r["text"] for r in read_rows(DATA / "yelp-real.csv")]
+    return float(fid(emb.embed([private[i] for i in pick]), emb.embed(real)).fid)
+
+
+def _ms(vals: list[float], fmt: str = ".4f") -> str:
+    vals = [v for v in vals if v is not None and math.isfinite(v)]
+    if not vals:
+        return "—"
+    if len(vals) == 1:
+        return format(vals[0], fmt)
+    return f"{statistics.fmean(vals):{fmt}} ± {statistics.stdev(vals):{fmt}}"
+
+
+def table(runs_dir: Path, n_synthetic: int = 150) -> None:
+    """Mean ± sd over seeds per configuration, and POPri's gap closed per run (then mean ± sd): accuracy
+    (acc − zero-shot) / (OnlyPrivate − zero-shot) against the same evaluation's baselines; FID
+    (FID_zero-shot − FID) / (FID_zero-shot − FID_private), FID_private that of ``n_synthetic`` private reviews."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for run in sorted(runs_dir.iterdir()):
+        if (run / "evaluation.json").exists() and (run / "private" / "evaluation.json").exists():
+            by.setdefault(run.name.rsplit("-s", 1)[0], []).append(_load(run))
+    if not by:
+        raise SystemExit(f"{runs_dir}: no evaluated runs")
+    f_real = _fid_real(n_synthetic)
+    print(f"FID of {n_synthetic} private reviews against the real set (the gap's real-data end): {f_real:.4f}")
+    print("| config | seeds | FID ↓ | MAUVE ↑ | category acc | stars acc | gap closed: FID | gap closed: category "
+          "| gap closed: stars | zero-shot category / stars | OnlyPrivate category / stars | wall s (less lm training) "
+          "| learning s | calls |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, rs in by.items():
+        def col(k: str, rs: list[dict[str, Any]] = rs) -> list[float]:
+            return [r[k] for r in rs]
+
+        gap_fid = [(r["fid_zero_shot"] - r["fid"]) / (r["fid_zero_shot"] - f_real) for r in rs]
+        gaps = {c: [(r[f"synthetic:{c}"] - r[f"zero_shot:{c}"]) / (r[f"only_private:{c}"] - r[f"zero_shot:{c}"])
+                    for r in rs] for c in ("label1", "label2")}
+        print(f"| {name} | {len(rs)} | {_ms(col('fid'))} | {_ms(col('mauve'), '.3f')} | "
+              f"{_ms([100 * v for v in col('synthetic:label1')], '.1f')} | "
+              f"{_ms([100 * v for v in col('synthetic:label2')], '.1f')} | {_ms(gap_fid, '.2f')} | "
+              f"{_ms(gaps['label1'], '.2f')} | {_ms(gaps['label2'], '.2f')} | "
+              f"{_ms([100 * v for v in col('zero_shot:label1')], '.1f')} / "
+              f"{_ms([100 * v for v in col('zero_shot:label2')], '.1f')} | "
+              f"{_ms([100 * v for v in col('only_private:label1')], '.1f')} / "
+              f"{_ms([100 * v for v in col('only_private:label2')], '.1f')} | "
+              f"{_ms([r['wall_s'] - r['train_lm_s'] for r in rs], '.0f')} | {_ms(col('learn_s'), '.0f')} | "
+              f"{_ms(col('calls'), '.0f')} |")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--table", type=Path, default=None, help="print the table from a `privtext compare --csv` file")
+    ap.add_argument("--table", action="store_true", help="print the table of the evaluated runs (after the compare)")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--only", default="", help="comma-separated configuration names")
     a = ap.parse_args()
     if a.table:
-        table(a.table)
+        table(ART / "runs")
         return
     cfg_dir = ART / "cfg"
     cfg_dir.mkdir(parents=True, exist_ok=True)

@@ -131,8 +131,9 @@ def test_the_learning_checks_explain_what_the_generator_wrote_and_stop_a_planted
     from privtext.atomicio import PromptLog
     from privtext.errors import PrivacyCheckError
     from privtext.guard import PrivateGuard, _norm_words
+    from privtext.learn.factory import build_learner
     from privtext.learn.pairs import PreferencePair, check_pair_texts
-    from privtext.learn.step import DONE, build_learner
+    from privtext.learn.step import DONE
 
     public = _short_tickets()
     probe = NgramGenerator(public=public).random(None, 100, rng=np.random.default_rng(0))
