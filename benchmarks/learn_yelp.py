@@ -78,6 +78,14 @@ def configs() -> dict[str, dict[str, Any]]:
     lever["name"] = "augpe-dpo-epochs4"
     lever["output"] = str(ART / "runs" / lever["name"])
     out[lever["name"]] = lever
+    # the n-gram analogue: Aug-PE with the 4-gram, its counts re-estimated with the voted texts (ngram_counts)
+    for tag, opts in (("none", {"kind": "none"}), ("counts", {"kind": "ngram_counts"})):
+        c = copy.deepcopy(out["augpe-none"])
+        c["generator"] = {"backend": "ngram", "order": 4}
+        c["evolution"]["learn"] = opts
+        c["name"] = f"augpe-ngram-{tag}"
+        c["output"] = str(ART / "runs" / c["name"])
+        out[c["name"]] = c
     return out
 
 
