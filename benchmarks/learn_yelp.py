@@ -78,6 +78,17 @@ def configs() -> dict[str, dict[str, Any]]:
     lever["name"] = "augpe-dpo-epochs4"
     lever["output"] = str(ART / "runs" / lever["name"])
     out[lever["name"]] = lever
+    # WASP with the same lm as its one generator (its Top-Q nearest/furthest votes give the pairs), 2 voted rounds
+    for tag, opts in learn.items():
+        c = copy.deepcopy(base)
+        c |= {"method": "wasp", "privacy": {"epsilon": 4.0, "delta": 1e-5},
+              "generators": [{**base["generator"], "name": "lm"}]}
+        del c["generator"]
+        c["synthesis"] = {**base["synthesis"], "label_distribution": {"kind": "public"}}
+        c["evolution"]["learn"] = opts
+        c["name"] = f"wasp-{tag}"
+        c["output"] = str(ART / "runs" / c["name"])
+        out[c["name"]] = c
     # the n-gram analogue: Aug-PE with the 4-gram, its counts re-estimated with the voted texts (ngram_counts)
     for tag, opts in (("none", {"kind": "none"}), ("counts", {"kind": "ngram_counts"})):
         c = copy.deepcopy(out["augpe-none"])
