@@ -52,7 +52,11 @@ def static_check(config: Config) -> None:
     and its configuration checks (``check_learning``, ``check_config``) pass. ``privtext compare`` runs them on
     every configuration before it starts the first run, so a bad seventh configuration fails at once instead of
     after six finished runs."""
-    config, cls = resolve_config(config)
+    _method_checks(*resolve_config(config))
+
+
+def _method_checks(config: Config, cls: type[Any]) -> None:
+    """The method's own configuration checks: its options parse, ``check_learning``, then ``check_config``."""
     options = cls.parse_options(config)
     cls.check_learning(config, options)
     cls.check_config(config, options)
@@ -81,9 +85,7 @@ def preflight(config: Config, cls: type[Any]) -> tuple[Config, Prepared]:
     )
     from .progress import say
 
-    options = cls.parse_options(config)
-    cls.check_learning(config, options)
-    cls.check_config(config, options)
+    _method_checks(config, cls)
     prepared = cls.prepare(config)
     inputs = prepared.inputs
     if inputs.public is not None:
