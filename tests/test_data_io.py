@@ -213,3 +213,23 @@ def test_corpus_validation() -> None:
     c = Corpus.from_texts(["a", "b", "c"], {"y": ["1", "2", "3"]})
     s = c.subset(np.array([2, 0]))
     assert s.texts == ("c", "a") and s.labels["y"] == ("3", "1")
+
+
+def test_atomic_dir_replaces_a_folder_whole_or_leaves_it_as_it_was(tmp_path: Path) -> None:
+    """privtext.atomicio.atomic_dir (the vLLM learner's peft/ and merged/ folders): on success the new folder
+    replaces the old one entirely; on an error the old folder stays and no temporary folder is left behind."""
+    from privtext.atomicio import atomic_dir
+
+    out = tmp_path / "peft"
+    with atomic_dir(out) as tmp:
+        (tmp / "a.json").write_text("1")
+    assert sorted(p.name for p in out.iterdir()) == ["a.json"]
+    with pytest.raises(RuntimeError):
+        with atomic_dir(out) as tmp:
+            (tmp / "b.json").write_text("2")
+            raise RuntimeError("stopped half-way")
+    assert sorted(p.name for p in out.iterdir()) == ["a.json"]
+    with atomic_dir(out) as tmp:
+        (tmp / "c.json").write_text("3")
+    assert sorted(p.name for p in out.iterdir()) == ["c.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["peft"]

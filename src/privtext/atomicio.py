@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -94,6 +95,25 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _fsync_dir(p.parent)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder next to ``path``; on success it replaces ``path`` (a folder written whole or not
+    at all: a reader never sees half of it). On an error the temporary folder is removed and ``path`` is left as
+    it was."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if p.exists():
+        shutil.rmtree(p)
+    os.replace(tmp, p)
     _fsync_dir(p.parent)
 
 

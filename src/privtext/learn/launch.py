@@ -102,31 +102,46 @@ def round_seed(learner: Any, iteration: int) -> int:
     return int(spawn_seed(learner._rng("train", iteration)))
 
 
+def launch_round(learner: Any, iteration: int, pairs: Sequence[Any], work: Path, *, model: str,
+                 adapter_out: Path, adapter_in: Path | None, processes: int, cpu: bool,
+                 peft_out: Path | None = None, merged_out: Path | None = None) -> None:
+    """Write the round's inputs into ``work`` and run the worker on them (module docstring): the pairs as
+    :func:`~privtext.learn.pairs.pair_records` with the learner's rendered prompts, its DPO options, and the seed
+    the in-process round would draw."""
+    from .pairs import pair_records
+
+    rec, opt = write_inputs(work, pair_records(list(pairs), lambda p: learner.prompt_text(p.group)),
+                            learner.options.dpo)
+    cmd = worker_command(model=model, records=rec, options=opt, adapter_out=adapter_out, adapter_in=adapter_in,
+                         peft_out=peft_out, merged_out=merged_out, seed=round_seed(learner, iteration),
+                         processes=processes, cpu=cpu)
+    run_worker(cmd, log=work / "worker.log", env=worker_env(cpu=cpu))
+
+
+def round_result(meta: dict[str, Any], processes: int) -> dict[str, Any]:
+    """The trainer's figures of a launched round, from the adapter's metadata the worker wrote."""
+    return {**dict(meta.get("result") or {}), "processes": int(meta.get("processes", processes)), "launched": True}
+
+
 def train_launched(learner: Any, iteration: int, pairs: Sequence[Any], folder: Path, *,
                    processes: int | None = None, cpu: bool | None = None) -> dict[str, Any]:
     """One round of a ``transformers`` generator's :class:`~privtext.learn.step.DPOLearner` on
     ``dpo.devices`` GPUs (module docstring): the worker continues the generator's current adapter, and the trained
     one is loaded back into the generator's model. Returns the trainer's figures (``processes``, ``launched``)."""
     from .adapter import load_adapter, save_adapter
-    from .pairs import pair_records
 
-    o = learner.options.dpo
-    k = int(processes if processes is not None else o.devices)
+    k = int(processes if processes is not None else learner.options.dpo.devices)
     if learner.trainer != "trl":
         raise ConfigError(f"{KEY}: {k} trains through trl under accelerate; learn.dpo.trainer is {learner.trainer}")
     work = Path(folder) / LAUNCH
-    records = pair_records(list(pairs), lambda p: learner.prompt_text(p.group))
-    rec, opt = write_inputs(work, records, o)
     start = save_adapter(learner.model, work / "start", meta={"iteration": iteration, "role": "start"})
     device = next(learner.model.parameters()).device.type
     on_cpu = (device == "cpu") if cpu is None else cpu
-    cmd = worker_command(model=str(learner.generator.options.model), records=rec, options=opt,
-                         adapter_out=work / "adapter", adapter_in=start, seed=round_seed(learner, iteration),
-                         processes=k, cpu=on_cpu)
-    run_worker(cmd, log=work / "worker.log", env=worker_env(cpu=on_cpu))
-    meta = load_adapter(learner.model, work / "adapter")
-    return {**dict(meta.get("result") or {}), "processes": int(meta.get("processes", k)), "launched": True}
+    launch_round(learner, iteration, pairs, work, model=str(learner.generator.options.model),
+                 adapter_out=work / "adapter", adapter_in=start, processes=k, cpu=on_cpu)
+    return round_result(load_adapter(learner.model, work / "adapter"), k)
 
 
-__all__ = ["LAUNCH", "check_devices", "round_seed", "run_worker", "train_launched", "visible_cuda_devices",
+__all__ = ["LAUNCH", "check_devices", "launch_round", "round_result", "round_seed", "run_worker", "train_launched",
+           "visible_cuda_devices",
            "worker_command", "worker_env", "write_inputs"]

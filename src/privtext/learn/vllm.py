@@ -34,42 +34,24 @@ nothing private.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..atomicio import atomic_dir
 from ..errors import ConfigError
-from .pairs import PreferencePair, pair_records
+from .devices import visible_cuda_devices
+from .pairs import PreferencePair
 from .step import DPOLearner, Learner
 
 PEFT = "peft"
 MERGED = "merged"
 
 
-@contextlib.contextmanager
-def _atomic_dir(out: Path) -> Iterator[Path]:
-    """A folder written whole or not at all: filled under a temporary name, renamed onto ``out`` at the end."""
-    out = Path(out)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
-
-
 def export_peft(model: Any, out: str | Path) -> Path:
     """``model``'s adapter in peft's own format (``adapter_config.json`` + ``adapter_model.safetensors``), the
     folder vLLM's ``LoRARequest`` loads."""
     out = Path(out)
-    with _atomic_dir(out) as tmp:
+    with atomic_dir(out) as tmp:
         model.save_pretrained(str(tmp))
     return out
 
@@ -82,7 +64,7 @@ def merge_adapter(model: Any, out: str | Path, *, tokenizer: Any = None, dtype: 
     if dtype is not None:
         merged = merged.to(dtype)
     out = Path(out)
-    with _atomic_dir(out) as tmp:
+    with atomic_dir(out) as tmp:
         merged.save_pretrained(str(tmp))
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
@@ -156,28 +138,21 @@ class VLLMDPOLearner(DPOLearner):
         """The round in the worker: continues the last step's adapter (a fresh one, seeded, for the first),
         writes ``adapter.npz``, ``peft/`` (and ``merged/``) into ``folder``. No pairs: nothing trained, the
         generator keeps the adapter it has."""
-        from .launch import LAUNCH, round_seed, run_worker, worker_command, worker_env, write_inputs
+        from .adapter import adapter_meta
+        from .launch import LAUNCH, launch_round, round_result
 
         if not pairs:
             return {"steps": 0}
         if folder is None:
             raise ConfigError("the vllm learner trains into a step folder")
         o = self.options.dpo
-        work = folder / LAUNCH
-        rec, opt = write_inputs(work, pair_records(pairs, lambda p: self.prompt_text(p.group)), o)
-        cpu = o.device == "cpu" or (o.device == "auto" and _cuda_devices() == 0)
-        cmd = worker_command(model=self.base_model, records=rec, options=opt, adapter_out=folder,
-                             adapter_in=self.last, peft_out=folder / PEFT,
-                             merged_out=folder / MERGED if self.serve == "merge" else None,
-                             seed=round_seed(self, iteration), processes=o.devices, cpu=cpu)
+        cpu = o.device == "cpu" or (o.device == "auto" and visible_cuda_devices() == 0)
         pause = getattr(self.generator, "paused", None)
         with pause() if pause is not None else contextlib.nullcontext():
-            run_worker(cmd, log=work / "worker.log", env=worker_env(cpu=cpu))
-        from .adapter import adapter_meta
-
-        meta = adapter_meta(folder) or {}
-        return {**dict(meta.get("result") or {}), "processes": int(meta.get("processes", o.devices)),
-                "launched": True}
+            launch_round(self, iteration, pairs, folder / LAUNCH, model=self.base_model, adapter_out=folder,
+                         adapter_in=self.last, processes=o.devices, cpu=cpu, peft_out=folder / PEFT,
+                         merged_out=folder / MERGED if self.serve == "merge" else None)
+        return round_result(adapter_meta(folder) or {}, o.devices)
 
     def serve_step(self, folder: Path, iteration: int) -> None:
         """Point the generator at the adapter of the step in ``folder`` (none trained there: nothing changes)."""
@@ -192,12 +167,6 @@ class VLLMDPOLearner(DPOLearner):
             if not (merged / "config.json").exists():
                 merge_from_folder(self.base_model, peft_dir, merged)
             self.generator.reload(merged)
-
-
-def _cuda_devices() -> int:
-    from .devices import visible_cuda_devices
-
-    return visible_cuda_devices()
 
 
 __all__ = ["MERGED", "PEFT", "VLLMDPOLearner", "base_dtype", "export_peft", "merge_adapter", "merge_from_folder"]
