@@ -278,9 +278,9 @@ def compare_configs(
     from ..config import Config, load_config
 
     if compare_options.get("mauve"):  # a missing evaluation package fails before the runs, not after them
-        from ..errors import optional_import
+        from .fid import require_mauve
 
-        optional_import("mauve", "mauve", "MAUVE", package="mauve-text")
+        require_mauve()
     run_dirs: list[Path | tuple[Any, Path | None]] = []  # a finished run, or (configuration, out) to run
     labels: list[tuple[str, int | None]] = []
     used: set[str] = set()

@@ -173,6 +173,11 @@ class MauveResult(AsDict):
     n_synthetic: int
 
 
+def require_mauve() -> Any:
+    """The ``mauve`` module (mauve-text), or a :class:`~privtext.errors.MissingDependencyError` naming the extra."""
+    return optional_import("mauve", "mauve", "MAUVE", package="mauve-text")
+
+
 def mauve_score(
     real: Any, synthetic: Any, *, rng: np.random.Generator, num_buckets: int | Literal["auto"] = "auto",
     scaling_factor: float = 5.0,
@@ -181,7 +186,7 @@ def mauve_score(
 
     Features are the given embeddings (no GPT-2 featurisation: no model is downloaded).
     """
-    mauve = optional_import("mauve", "mauve", "MAUVE", package="mauve-text")
+    mauve = require_mauve()
     r, s = _as_2d(real, "real embeddings"), _as_2d(synthetic, "synthetic embeddings")
     seed = int(rng.integers(0, 2**31 - 1))
     out = mauve.compute_mauve(
