@@ -109,8 +109,7 @@ def _load(run: Path) -> dict[str, Any]:
     metrics = json.loads((run / "private" / "metrics.json").read_text(encoding="utf-8"))
     res = priv["downstream"]["results"]["embedding-logreg"]
     out: dict[str, Any] = {"fid": pub["fid"]["fid"], "fid_zero_shot": pub["fid_zero_shot"]["fid"],
-                           "mauve": (pub.get("mauve") or {}).get("mauve") if isinstance(pub.get("mauve"), dict)
-                           else pub.get("mauve"),
+                           "mauve": (pub.get("mauve") or {}).get("mauve"),
                            "wall_s": metrics.get("wall_seconds"),
                            "train_lm_s": (metrics.get("stages", {}).get("setup_generator") or {}).get("seconds", 0.0),
                            "learn_s": (metrics.get("stages", {}).get("learning") or {}).get("seconds", 0.0),
