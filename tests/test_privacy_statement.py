@@ -34,18 +34,26 @@ def _numbers(x: Any) -> list[float]:
     return []
 
 
-def _skeleton(st: dict[str, Any]) -> Any:
-    """The statement with released values and assumed-public values masked wherever they occur."""
-    masked = set(_numbers(st.get("released"))) | set(_numbers([a["value"] for a in st.get("assumed_public", [])]))
+def released_numbers(st: dict[str, Any]) -> set[float]:
+    """Every number under the statement's ``released`` key."""
+    return set(_numbers(st.get("released")))
+
+
+def masked_skeleton(st: dict[str, Any], also: set[float] = frozenset()) -> Any:  # type: ignore[assignment]
+    """privacy.json with its released values and assumed-public values masked (numbers and their words).
+    ``also``: more released values to mask in the words: the other statement's, so that a released count that
+    happens to round to a whole number of the text (a released 20.0 and the ``num_samples: 20`` or "top 20" of a
+    description) is masked in both statements, not in one only."""
+    assumed = {float(a["value"]) for a in st.get("assumed_public", []) if isinstance(a["value"], (int, float))}
+    released = released_numbers(st) | set(also)
 
     def walk(x: Any) -> Any:
         if isinstance(x, bool) or x is None:
             return x
         if isinstance(x, (int, float)):
-            return MASK if any(math.isclose(float(x), m, rel_tol=1e-9) for m in masked) else x
+            return "<assumed>" if any(math.isclose(float(x), m, rel_tol=1e-9) for m in assumed) else x
         if isinstance(x, str):
-            for m in masked:  # numbers quoted in the words (e.g. σ in "Assumed public: noise_std = 2.5"), whole
-                # numbers only: a released count of 20 is not the 20 of "ChaCha20"
+            for m in assumed | released:  # whole numbers only: a released 20 is not the 20 of "ChaCha20"
                 x = re.sub(rf"(?<![\w.]){re.escape(f'{m:.4g}')}(?![\w]|\.\d)", MASK, x)
             return x
         if isinstance(x, dict):
@@ -93,7 +101,8 @@ def test_statement_depends_on_private_data_only_through_released_values_and_assu
     else:
         kw, method = {"secpe": {"detector": "regex", "clusters": 6}}, "secpe"
     a, b, ra, rb = _pair(tmp_path, method, **kw)
-    assert _skeleton(a) == _skeleton(b)
+    both = released_numbers(a) | released_numbers(b)  # a released 20.00 and num_samples: 20 mask in both
+    assert masked_skeleton(a, both) == masked_skeleton(b, both)
     # the exact counts are kept — privately
     da, db = (json.loads((r / "private" / "diagnostics.json").read_text()) for r in (ra, rb))
     assert da["records"]["private"] != db["records"]["private"] or method == "secpe"
