@@ -1,0 +1,250 @@
+"""Learning from the released votes (issue 38) on Yelp (5 000 private reviews) and PubMed (1 000 private
+abstracts): Aug-PE, SecPE and WASP with the offline ``lm`` generator, each without learning and with
+``evolution.learn: {kind: dpo}``, the 4-gram with and without vote-weighted counts, and (PubMed) dpft on the same
+public lm, at ε = 4, run by ``privtext compare`` over seeds.
+
+    PYTHONPATH=src python benchmarks/learn_votes.py [--dataset yelp]          # writes the configurations, prints
+                                                                              # the command
+    PYTHONPATH=src python benchmarks/learn_votes.py --dataset pubmed --table  # the table of docs/compare.md
+
+Data (benchmarks/compare_methods.py's splits, written by ``prepare_data``):
+
+* Yelp: the 5 000 reviews of yelp/dev.csv are private, yelp/test.csv rows 0–3 999 public (with their labels: the
+  lm's training text), rows 4 000–4 999 the real held-out set; both label columns (category, stars), a DP label
+  histogram.
+* PubMed: pubmed/dev.csv rows 0–999 private, pubmed/test.csv rows 0–3 306 public, rows 3 307–4 306 real; no
+  labels, so no label histogram, and the downstream figure is next-word accuracy (a next-word model trained on the
+  synthetic abstracts, tested on the real ones).
+
+The ``lm`` generator is the small GPT-2 privtext trains on the public split, here with sequences of 192 tokens and
+a cap of 1.2 M training tokens (the default 6 M costs 16+ minutes on the 2-core CPU); it writes at most 128 new
+tokens. N = 150 synthetic texts, T = 2 iterations; SecPE at the (p, r) whose μ is that of (4, 10⁻⁵),
+random-word secrets, 100 public clusters (compare_methods.py's set-up). DPO at the defaults of docs/learn.md (β
+0.01, LoRA rank 8, one epoch a round, the middle rank rejected) with 160 tokens a pair. dpft (PubMed) fine-tunes
+the same public lm (``dpft.lm`` = the generator's settings, so the cached model is shared) with LoRA rank 8, q =
+0.25, 2 epochs (8 steps), lr 5e-3, 128 tokens a record; its control is the same model with 0 epochs.
+
+**Gap closed** is POPri's measure: (run − public-only control) / (real data − control), per run, with the control
+the zero-shot baseline of the run's own evaluation (as many samples of the generator, no private signal) and "real
+data" the OnlyPrivate baseline (the classifier or next-word model trained on as many private records; for FID,
+that many private texts scored against the real set). 0: no better than the generator alone; 1: as good as the
+private data. The sd over seeds says how much of it is noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness import ROOT
+
+DATA = ROOT / "artifacts" / "compare" / "data"
+#: per dataset: its private file (under DATA), its label columns, where its configurations and runs go
+DATASETS: dict[str, dict[str, Any]] = {
+    "yelp": {"private": "yelp-private-5000.csv", "labels": ["label1", "label2"], "kind": "reviews"},
+    "pubmed": {"private": "pubmed-private.csv", "labels": [], "kind": "abstracts"},
+}
+
+
+def art(dataset: str) -> Path:
+    """Where a dataset's configurations (cfg/), runs (runs/) and lm cache go."""
+    return ROOT / "artifacts" / f"learn_{dataset}"
+
+
+def _named(c: dict[str, Any], dataset: str, name: str) -> dict[str, Any]:
+    c["name"] = name
+    c["output"] = str(art(dataset) / "runs" / name)
+    return c
+
+
+def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
+    """The configurations of one dataset, by name."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from compare_methods import prepare_data, secret_budget
+
+    data = prepare_data(5000)
+    d = DATASETS[dataset]
+    labelled = bool(d["labels"])
+    lm = {"backend": "lm", "cache_dir": str(art(dataset) / "lm-cache"), "max_length": 192,
+          "train_tokens": 1_200_000, "max_new_tokens": 128}
+    base: dict[str, Any] = {
+        "seed": 0,
+        "data": {"private": str(data / d["private"]), "public": str(data / f"{dataset}-public.csv"),
+                 "text_column": "text", "label_columns": d["labels"]},
+        "embedder": {"backend": "sentence-transformers", "cache_dir": str(ROOT / "artifacts" / "compare" /
+                                                                          "embed-cache")},
+        "generator": lm,
+        "synthesis": {"num_samples": 150, **({"label_distribution": {"kind": "dp"}} if labelled else {})},
+        "evolution": {"iterations": 2},
+    }
+    public_labels = {"label_distribution": {"kind": "public" if labelled else "uniform"}}
+    methods = {
+        "augpe": {"method": "augpe", "privacy": {"epsilon": 4.0, "delta": 1e-5}},
+        "secpe": {"method": "secpe", "privacy": {"secret": secret_budget()},
+                  "synthesis": {**base["synthesis"], **public_labels},
+                  "secpe": {"clusters": 100, "detector": {"name": "random_words", "quantile": 0.2,
+                                                          "from_private": True}}},
+    }
+    learn = {"none": {"kind": "none"}, "dpo": {"kind": "dpo", "dpo": {"max_length": 160}}}
+    out = {}
+    for m, extra in methods.items():
+        for tag, opts in learn.items():
+            c = copy.deepcopy(base) | copy.deepcopy(extra)
+            c["evolution"]["learn"] = opts
+            out[f"{m}-{tag}"] = _named(c, dataset, f"{m}-{tag}")
+    if dataset == "yelp":  # one lever (steps per iteration): the Aug-PE round over the same pairs four times
+        lever = copy.deepcopy(out["augpe-dpo"])
+        lever["evolution"]["learn"]["dpo"]["epochs"] = 4
+        out["augpe-dpo-epochs4"] = _named(lever, dataset, "augpe-dpo-epochs4")
+    # WASP with the same lm as its one generator (its Top-Q nearest/furthest votes give the pairs), 2 voted rounds
+    for tag, opts in learn.items():
+        c = copy.deepcopy(base)
+        c |= {"method": "wasp", "privacy": {"epsilon": 4.0, "delta": 1e-5}, "generators": [{**lm, "name": "lm"}]}
+        del c["generator"]
+        c["synthesis"] = {**base["synthesis"], **public_labels}
+        c["evolution"]["learn"] = opts
+        out[f"wasp-{tag}"] = _named(c, dataset, f"wasp-{tag}")
+    # the n-gram analogue: Aug-PE with the 4-gram, its counts re-estimated with the voted texts (ngram_counts)
+    for tag, opts in (("none", {"kind": "none"}), ("counts", {"kind": "ngram_counts"})):
+        c = copy.deepcopy(out["augpe-none"])
+        c["generator"] = {"backend": "ngram", "order": 4}
+        c["evolution"]["learn"] = opts
+        out[f"augpe-ngram-{tag}"] = _named(c, dataset, f"augpe-ngram-{tag}")
+    if dataset == "pubmed":  # dpft on the same public lm (LoRA), and its control (0 epochs: the public lm alone)
+        dpft = {"sampling_rate": 0.25, "epochs": 2, "max_grad_norm": 1.0, "lr": 5e-3, "max_length": 128,
+                "lora": {"r": 8}, "max_new_tokens": 128, "lm": {k: v for k, v in lm.items() if k != "backend"}}
+        for name, epochs in (("dpft", 2), ("dpft-control", 0)):
+            c = copy.deepcopy(base)
+            del c["generator"], c["evolution"]
+            c |= {"method": "dpft", "privacy": {"epsilon": 4.0, "delta": 1e-5},
+                  "dpft": {**copy.deepcopy(dpft), "epochs": epochs}}
+            out[name] = _named(c, dataset, name)
+    return out
+
+
+def _load(run: Path) -> dict[str, Any]:
+    """One run's figures: its evaluation (FID, MAUVE, accuracies or next-word accuracy), the zero-shot and
+    OnlyPrivate baselines of the same evaluation (private/evaluation.json: their models trained on private
+    records), wall time and generator calls."""
+    pub = json.loads((run / "evaluation.json").read_text(encoding="utf-8"))
+    priv = json.loads((run / "private" / "evaluation.json").read_text(encoding="utf-8"))
+    metrics = json.loads((run / "private" / "metrics.json").read_text(encoding="utf-8"))
+    out: dict[str, Any] = {"fid": pub["fid"]["fid"], "fid_zero_shot": pub["fid_zero_shot"]["fid"],
+                           "mauve": (pub.get("mauve") or {}).get("mauve"),
+                           "wall_s": metrics.get("wall_seconds"),
+                           "train_lm_s": (metrics.get("stages", {}).get("setup_generator") or {}).get("seconds", 0.0),
+                           "learn_s": (metrics.get("stages", {}).get("learning") or {}).get("seconds", 0.0),
+                           "calls": metrics.get("counters", {}).get("llm_calls")}
+    if priv.get("next_word"):
+        for setname in ("synthetic", "zero_shot", "only_private"):
+            out[f"{setname}:next_word"] = priv["next_word"][setname]["accuracy"]
+        return out
+    res = priv["downstream"]["results"]["embedding-logreg"]
+    for col in ("label1", "label2"):
+        for setname in ("synthetic", "zero_shot", "only_private"):
+            out[f"{setname}:{col}"] = res[setname][col]["accuracy"]
+    return out
+
+
+def _fid_real(dataset: str, n: int) -> float:
+    """FID of ``n`` private texts (a seeded sample, no privacy: the "real data" end of the gap) against the
+    real held-out set, on the MiniLM embeddings the runs are scored with."""
+    from harness import offline, read_rows, use_src
+
+    use_src()
+    offline()
+    import numpy as np
+
+    from privtext.evaluate.embedding import resolve_embedder
+    from privtext.evaluate.fid import fid
+
+    emb = resolve_embedder(None)
+    private = [r["text"] for r in read_rows(DATA / DATASETS[dataset]["private"])]
+    pick = np.random.default_rng(0).choice(len(private), size=n, replace=False)
+    real = [r["text"] for r in read_rows(DATA / f"{dataset}-real.csv")]
+    return float(fid(emb.embed([private[i] for i in pick]), emb.embed(real)).fid)
+
+
+def _ms(vals: list[float], fmt: str = ".4f") -> str:
+    vals = [v for v in vals if v is not None and math.isfinite(v)]
+    if not vals:
+        return "—"
+    if len(vals) == 1:
+        return format(vals[0], fmt)
+    return f"{statistics.fmean(vals):{fmt}} ± {statistics.stdev(vals):{fmt}}"
+
+
+def table(dataset: str, n_synthetic: int = 150) -> None:
+    """Mean ± sd over seeds per configuration, and POPri's gap closed per run (then mean ± sd): accuracy
+    (acc − zero-shot) / (OnlyPrivate − zero-shot) against the same evaluation's baselines; FID
+    (FID_zero-shot − FID) / (FID_zero-shot − FID_private), FID_private that of ``n_synthetic`` private texts."""
+    runs_dir = art(dataset) / "runs"
+    by: dict[str, list[dict[str, Any]]] = {}
+    for run in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
+        if (run / "evaluation.json").exists() and (run / "private" / "evaluation.json").exists():
+            by.setdefault(run.name.rsplit("-s", 1)[0], []).append(_load(run))
+    if not by:
+        raise SystemExit(f"{runs_dir}: no evaluated runs")
+    cols = ["label1", "label2"] if DATASETS[dataset]["labels"] else ["next_word"]
+    words = {"label1": "category", "label2": "stars", "next_word": "next-word"}
+    f_real = _fid_real(dataset, n_synthetic)
+    print(f"FID of {n_synthetic} private {DATASETS[dataset]['kind']} against the real set (the gap's real-data "
+          f"end): {f_real:.4f}")
+    print("| config | seeds | FID ↓ | MAUVE ↑ | " + " | ".join(f"{words[c]} acc" for c in cols) + " | gap closed: FID | "
+          + " | ".join(f"gap closed: {words[c]}" for c in cols) + " | zero-shot " + " / ".join(words[c] for c in cols)
+          + " | OnlyPrivate " + " / ".join(words[c] for c in cols) + " | wall s (less lm training) | learning s "
+          "| calls |")
+    print("|---" * (9 + 2 * len(cols)) + "|")
+    for name, rs in by.items():
+        def col(k: str, rs: list[dict[str, Any]] = rs) -> list[float]:
+            return [r[k] for r in rs]
+
+        def pct(k: str) -> str:
+            return _ms([100 * v for v in col(k)], ".2f" if k.endswith("next_word") else ".1f")
+
+        gap_fid = [(r["fid_zero_shot"] - r["fid"]) / (r["fid_zero_shot"] - f_real) for r in rs]
+        gaps = {c: [(r[f"synthetic:{c}"] - r[f"zero_shot:{c}"]) / (r[f"only_private:{c}"] - r[f"zero_shot:{c}"])
+                    for r in rs] for c in cols}
+        print(f"| {name} | {len(rs)} | {_ms(col('fid'))} | {_ms(col('mauve'), '.3f')} | "
+              + " | ".join(pct(f"synthetic:{c}") for c in cols) + f" | {_ms(gap_fid, '.2f')} | "
+              + " | ".join(_ms(gaps[c], ".2f") for c in cols) + " | "
+              + " / ".join(pct(f"zero_shot:{c}") for c in cols) + " | "
+              + " / ".join(pct(f"only_private:{c}") for c in cols) + " | "
+              f"{_ms([r['wall_s'] - r['train_lm_s'] for r in rs], '.0f')} | {_ms(col('learn_s'), '.0f')} | "
+              f"{_ms(col('calls'), '.0f')} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", choices=sorted(DATASETS), default="yelp")
+    ap.add_argument("--table", action="store_true", help="print the table of the evaluated runs (after the compare)")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--only", default="", help="comma-separated configuration names")
+    a = ap.parse_args()
+    if a.table:
+        table(a.dataset)
+        return
+    cfg_dir = art(a.dataset) / "cfg"
+    cfg_dir.mkdir(parents=True, exist_ok=True)
+    names = []
+    for name, c in configs(a.dataset).items():
+        if a.only and name not in a.only.split(","):
+            continue
+        (cfg_dir / f"{name}.yaml").write_text(yaml.safe_dump(c, sort_keys=False), encoding="utf-8")
+        names.append(name)
+    print(f"wrote {len(names)} configurations under {cfg_dir}")
+    paths = " ".join(str(cfg_dir / f"{n}.yaml") for n in names)
+    print(f"privtext compare {paths} --real {DATA / f'{a.dataset}-real.csv'} --out-dir {art(a.dataset) / 'runs'} "
+          f"--seeds {a.seeds} --classifier embedding-logreg --mauve --csv {art(a.dataset) / 'table.csv'}")
+
+
+if __name__ == "__main__":
+    main()
