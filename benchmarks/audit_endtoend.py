@@ -17,8 +17,12 @@ times (docs/audit.md quotes the output).
   iteration), or ``{kind: dpo}`` with the ``lm`` generator (``--lm-size``, default tiny: the small one takes
   minutes to train on this CPU; trained on the demo's public notes, cached under ``--out``) and every learning
   option at its default. The trained generator writes iterations 1–3; the attack reads the same shared files.
+  ``learn:dpo:secpe`` and ``learn:dpo:wasp``: the ``secpe`` and ``wasp`` cases with ``{kind: dpo}`` on the same lm
+  (SecPE: its pairs from the released cluster votes, the reconstruction game of its claim; WASP: from its released
+  Top-Q nearest and furthest histograms). ``final:model``: ``learn:dpo`` with ``evolution.final: model``, so the
+  released set is sampled from the trained generator instead of the population.
 
-    python benchmarks/audit_endtoend.py --only learn:ngram,learn:dpo
+    python benchmarks/audit_endtoend.py --only learn:ngram,learn:dpo,learn:dpo:secpe,learn:dpo:wasp,final:model
 """
 
 from __future__ import annotations
@@ -54,13 +58,30 @@ def _config(folder: Path, method: str, embedder: str) -> dict[str, Any]:
     return raw
 
 
-def _learning_config(folder: Path, kind: str, embedder: str, lm_size: str, cache: Path) -> dict[str, Any]:
-    """The ``augpe`` case with ``evolution.learn: {kind: KIND}`` (``dpo``: on the lm generator)."""
-    raw = _config(folder, "augpe", embedder)
+def _learning_config(folder: Path, kind: str, embedder: str, lm_size: str, cache: Path, *, method: str = "augpe",
+                     final: str = "population") -> dict[str, Any]:
+    """The ``method`` case with ``evolution.learn: {kind: KIND}`` (``dpo``: on the lm generator) and
+    ``evolution.final: FINAL``."""
+    raw = _config(folder, method, embedder)
     raw["evolution"]["learn"] = {"kind": kind}
+    if final != "population":
+        raw["evolution"]["final"] = final
     if kind == "dpo":
         raw["generator"] = {"backend": "lm", "size": lm_size, "cache_dir": str(cache)}
     return raw
+
+
+def _learning_case(case: str) -> tuple[str, str, str] | None:
+    """``learn:KIND[:METHOD]`` or ``final:model`` → (kind, method, final); None for any other case."""
+    if case == "final:model":
+        return "dpo", "augpe", "model"
+    parts = case.split(":")
+    if parts[0] != "learn" or len(parts) not in (2, 3) or parts[1] not in ("ngram", "dpo"):
+        return None
+    method = parts[2] if len(parts) == 3 else "augpe"
+    if method not in ("augpe", "secpe", "wasp"):
+        raise SystemExit(f"unknown case {case!r}: learning runs for augpe, secpe or wasp")
+    return ("ngram_counts" if parts[1] == "ngram" else "dpo"), method, "population"
 
 
 def main() -> None:
@@ -91,10 +112,12 @@ def main() -> None:
         if case in ("augpe", "wasp", "dpkps", "secpe"):
             res = audit_end_to_end(_config(demo, case, args.embedder), workdir=out / case, holders=5,
                                    after_run=report)
-        elif case in ("learn:ngram", "learn:dpo"):
-            kind = "ngram_counts" if case == "learn:ngram" else "dpo"
-            res = audit_end_to_end(_learning_config(demo, kind, args.embedder, args.lm_size, out / "lm-cache"),
-                                   workdir=out / case.replace(":", "-"), after_run=report)
+        elif (learning := _learning_case(case)) is not None:
+            kind, method, final = learning
+            res = audit_end_to_end(_learning_config(demo, kind, args.embedder, args.lm_size, out / "lm-cache",
+                                                    method=method, final=final),
+                                   workdir=out / case.replace(":", "-"), after_run=report,
+                                   **({"holders": 5} if method == "secpe" else {}))
             res.details["learning"] = _learning_figures(Path(res.run_dir))
         elif case == "fault:prompt":
             fault = PrivateTextInPrompts()
