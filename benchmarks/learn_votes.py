@@ -202,7 +202,7 @@ def table(dataset: str, n_synthetic: int = 150) -> None:
           + " | ".join(f"gap closed: {words[c]}" for c in cols) + " | zero-shot " + " / ".join(words[c] for c in cols)
           + " | OnlyPrivate " + " / ".join(words[c] for c in cols) + " | wall s (less lm training) | learning s "
           "| calls |")
-    print("|---" * (9 + 2 * len(cols)) + "|")
+    print("|---" * (10 + 2 * len(cols)) + "|")
     for name, rs in by.items():
         def col(k: str, rs: list[dict[str, Any]] = rs) -> list[float]:
             return [r[k] for r in rs]
