@@ -112,6 +112,14 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
         c["synthesis"] = {**base["synthesis"], **public_labels}
         c["evolution"]["learn"] = opts
         out[f"wasp-{tag}"] = _named(c, dataset, f"wasp-{tag}")
+    if dataset == "yelp":  # WASP with two generators it weights (the lm, which learns, and the 4-gram, which
+        # does not), N = 300 over 3 rounds: more samples per label group for its Top-Q pairs than wasp-*'s 150 / 2
+        for tag in learn:
+            c = copy.deepcopy(out[f"wasp-{tag}"])
+            c["generators"] = [{**lm, "name": "lm"}, {"backend": "ngram", "name": "4gram", "order": 4}]
+            c["synthesis"]["num_samples"] = 300
+            c["evolution"]["iterations"] = 3
+            out[f"wasp2-{tag}"] = _named(c, dataset, f"wasp2-{tag}")
     # the n-gram analogue: Aug-PE with the 4-gram, its counts re-estimated with the voted texts (ngram_counts)
     for tag, opts in (("none", {"kind": "none"}), ("counts", {"kind": "ngram_counts"})):
         c = copy.deepcopy(out["augpe-none"])
