@@ -313,6 +313,57 @@ def test_wasp_kill_in_a_learning_step_and_resume(data: dict[str, str], tmp_path:
     assert _adapters(run) == _adapters(ref) and len(_adapters(ref)) == 2
 
 
+def _mixed(data: dict[str, str], out: Path, learn: dict[str, Any] | None) -> dict[str, Any]:
+    """WASP with two generators it weights: the tiny lm (named lm) and a 3-gram (named 3g)."""
+    raw = _raw(data, out, learn=learn, method="wasp")
+    raw["generators"] = [{**raw.pop("generator"), "name": "lm"}, {"backend": "ngram", "order": 3, "name": "3g"}]
+    del raw["evolution"]["num_samples"]
+    raw["synthesis"] = {"num_samples": 32}  # 16 a round: Top-Q pairs for the lm in each round
+    return raw
+
+
+@pytest.mark.parametrize("learn,words", [
+    ({"kind": "dpo"}, ["generators[1].backend", "'ngram'", "evolution.learn.generators", "['lm']"]),
+    ({"kind": "dpo", "generators": ["lm", "4g"]}, ["evolution.learn.generators", "'4g'", "lm, 3g"]),
+    ({"kind": "dpo", "generators": ["3g"]}, ["generators[1].backend", "'ngram'"]),
+    ({"kind": "dpo", "generators": []}, ["evolution.learn", "generators"]),
+])
+def test_a_mixed_wasp_names_the_generators_that_learn(data: dict[str, str], tmp_path: Path,
+                                                      learn: dict[str, Any], words: list[str]) -> None:
+    """kind: dpo cannot train the 3-gram: the check says so and points to evolution.learn.generators; a name that
+    is not a generator of the run, or an empty list, is refused naming it; nothing is written."""
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError) as e:
+        _run(_mixed(data, out, learn))
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    assert not out.exists()
+
+
+def test_evolution_learn_generators_needs_several_generators(data: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError, match=r"evolution.learn.generators.*one \(generator:\)"):
+        _run(_raw(data, out, learn={**LEARN, "generators": ["lm"]}))
+    assert not out.exists()
+
+
+def test_a_mixed_wasp_trains_the_named_generator_and_leaves_the_other(data: dict[str, str], tmp_path: Path) -> None:
+    """generators: [lm] beside a 3-gram: the lm learns from the Top-Q pairs of its own samples (gen_0), the 3-gram
+    has no learner (no gen_1), the ledger is that of the same run without learning, and privacy.json states the
+    learning generators among the post-processing settings."""
+    plain = _run(_mixed(data, tmp_path / "plain", None))
+    run = _run(_mixed(data, tmp_path / "learning", {**LEARN, "generators": ["lm"]}))
+    assert _ledger(plain) == _ledger(run)
+    ck = run / "private" / "checkpoints"
+    done = [json.loads((ck / f"iter_{t:03d}" / "learn" / "gen_0" / "learn.json").read_text()) for t in (0, 1)]
+    assert sum(d["pairs"] for d in done) > 0 and all((d["pairs"] > 0) == (d["trained"]["steps"] >= 1) for d in done)
+    assert not list(ck.glob("iter_*/learn/gen_1"))
+    st = _statement(run)
+    assert st["parameters"]["learn"]["generators"] == ["lm"]
+    assert st["releases"] == _statement(plain)["releases"]
+    assert (plain / "synthetic.jsonl").read_bytes() != (run / "synthetic.jsonl").read_bytes()
+
+
 # ------------------------------------------------------------------ the n-gram analogue and final: model
 
 

@@ -125,6 +125,10 @@ class GeneratorConfig(OpenSection):
         "parameter (state what you know of the domain, never a length computed from the private data): it "
         "replaces the prompt family's length prior, and 1.5 × high caps every text (privtext.generate.length)")
 
+    def label(self, index: int) -> str:
+        """The generator's name in a run of several (WASP): ``name``, else ``<backend>-<index>``."""
+        return self.name or f"{self.backend}-{index}"
+
 
 class EmbedderConfig(OpenSection):
     backend: str = "sentence-transformers"

@@ -61,7 +61,8 @@ def learn_parameters(evolution: Any) -> dict[str, Any]:
         return {}
     d = o.model_dump(mode="json")
     d = {"kind": o.kind, "pairs": d["pairs"], **({"dpo": d["dpo"]} if o.kind == "dpo" else {}),
-         **({"ngram": d["ngram"]} if o.kind == "ngram_counts" else {})}
+         **({"ngram": d["ngram"]} if o.kind == "ngram_counts" else {}),
+         **({"generators": d["generators"]} if o.generators is not None else {})}
     return {"learn": {**d, "privacy": "post-processing: trained only on released vote values and generated text; "
                                       "no release added"},
             "final": evolution.final}

@@ -13,6 +13,7 @@ calls it with ``learns=True``, every other method with ``learns=False`` and the 
         pairs: {reject_rank: 0.5, group_size: 10, pairs_per_group: 1}
         dpo: {beta: 0.01, epochs: 1, lr: 5.0e-4, lora_r: 8}
         ngram: {share: 0.5}
+        generators: [lm]     # WASP: the generators that learn (default: all)
       final: population      # population (default) | model | both
 """
 
@@ -108,6 +109,10 @@ class LearnOptions(BackendOptions):
     pairs: PairOptions = Field(default_factory=PairOptions)
     dpo: DPOOptions = Field(default_factory=DPOOptions)
     ngram: NgramLearnOptions = Field(default_factory=NgramLearnOptions)
+    generators: list[str] | None = Field(
+        default=None, min_length=1, description="WASP with several generators: the names of those that learn "
+        "(generators[i].name, else <backend>-<i>); the others write as they are, so an lm that learns with dpo can "
+        "sit beside an ngram generator. Default: every generator (each must support the kind)")
 
 
 #: ``evolution.final``: population — the evolved population's selected samples (today's output); model — samples
@@ -149,8 +154,20 @@ def check_learn_config(config: Any, *, learns: bool, method: str, why: str = "")
     if not learns:
         raise ConfigError(f"evolution.learn.kind: {o.kind}: method {method} does not learn from released votes"
                           + (f" ({why})" if why else "") + "; use kind: none")
-    gens = list(getattr(config, "generators", None) or [config.generator])
+    several = list(getattr(config, "generators", None) or [])
+    gens = several or [config.generator]
+    if o.generators is not None:
+        if not several:
+            raise ConfigError("evolution.learn.generators names which of several generators (generators:) learn; "
+                              "this run has one (generator:): remove evolution.learn.generators")
+        names = [g.label(i) for i, g in enumerate(several)]
+        unknown = [n for n in o.generators if n not in names]
+        if unknown:
+            raise ConfigError(f"evolution.learn.generators: {unknown[0]!r} is not a generator of this run; its "
+                              f"generators are {', '.join(names)}")
     for i, g in enumerate(gens):
+        if o.generators is not None and g.label(i) not in o.generators:
+            continue
         backend = str(getattr(g, "backend", ""))
         if backend not in TRAINS[o.kind]:
             where = "generator.backend" if len(gens) == 1 and not getattr(config, "generators", None) else \
@@ -158,7 +175,12 @@ def check_learn_config(config: Any, *, learns: bool, method: str, why: str = "")
             raise ConfigError(f"evolution.learn.kind: {o.kind} trains the {' or '.join(TRAINS[o.kind])} generator; "
                               f"{where} is {backend!r}"
                               + (" (use kind: ngram_counts)" if backend == "ngram" else
-                                 " (use kind: dpo)" if backend in TRAINS["dpo"] else ""))
+                                 " (use kind: dpo)" if backend in TRAINS["dpo"] else "")
+                              + ("; or name the generators that learn in evolution.learn.generators, e.g. ["
+                                 + ", ".join(repr(x.label(j)) for j, x in enumerate(gens)
+                                             if str(getattr(x, "backend", "")) in TRAINS[o.kind]) + "]"
+                                 if several and any(str(getattr(x, "backend", "")) in TRAINS[o.kind] for x in gens)
+                                 else ""))
         if o.kind == "dpo":
             _check_dpo(o.dpo, backend, g)
     return o

@@ -257,7 +257,7 @@ class WASP(DPVoteMethod):
         T, N = ev.iterations, self.config.synthesis.num_samples
         space = ctx.space
         gens = ctx.generators
-        self._gen_names = [c.name or f"{c.backend}-{i}" for i, c in enumerate(self.generator_configs())]
+        self._gen_names = [c.label(i) for i, c in enumerate(self.generator_configs())]
         K = len(self._gen_names)
         self.sigma, self.sensitivity = self.calibrate_wasp()
         n_rel = self.releases()
@@ -305,11 +305,16 @@ class WASP(DPVoteMethod):
         return Synthetic(texts=list(D.texts), groups=np.asarray(D.group, dtype=np.int64))
 
     def _build_learners(self, ctx: RunContext, gens: list[Any]) -> list[tuple[str, Any]]:
-        """One learner per generator it weights (``evolution.learn``, issue 38; none for ``kind: none``)."""
+        """One learner per generator it weights that ``evolution.learn.generators`` names (every one by default;
+        issue 38; none for ``kind: none``). A generator it does not name writes as it is."""
         from ...learn.factory import build_learner
+        from ...learn.options import learn_options
 
+        learning = learn_options(self.config).generators
         out = []
         for k, (name, g) in enumerate(zip(self._gen_names, gens, strict=True)):
+            if learning is not None and name not in learning:
+                continue
             learner = build_learner(self.config.evolution.learn, g, label_info=ctx.space.info, seed=self.seed,
                                     secure=self.secure, name=name)
             if learner is not None:
