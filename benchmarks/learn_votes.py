@@ -119,6 +119,8 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c["generators"] = [{**lm, "name": "lm"}, {"backend": "ngram", "name": "4gram", "order": 4}]
             c["synthesis"]["num_samples"] = 300
             c["evolution"]["iterations"] = 3
+            if tag == "dpo":
+                c["evolution"]["learn"]["generators"] = ["lm"]  # the 4-gram writes as it is
             out[f"wasp2-{tag}"] = _named(c, dataset, f"wasp2-{tag}")
     # the n-gram analogue: Aug-PE with the 4-gram, its counts re-estimated with the voted texts (ngram_counts)
     for tag, opts in (("none", {"kind": "none"}), ("counts", {"kind": "ngram_counts"})):
