@@ -152,7 +152,8 @@ def _load(run: Path) -> dict[str, Any]:
                            "wall_s": metrics.get("wall_seconds"),
                            "train_lm_s": (metrics.get("stages", {}).get("setup_generator") or {}).get("seconds", 0.0),
                            "learn_s": (metrics.get("stages", {}).get("learning") or {}).get("seconds", 0.0),
-                           "calls": metrics.get("counters", {}).get("llm_calls")}
+                           "calls": metrics.get("counters", {}).get("llm_calls"),
+                           "n": sum(1 for line in (run / "synthetic.jsonl").open(encoding="utf-8") if line.strip())}
     if priv.get("next_word"):
         for setname in ("synthetic", "zero_shot", "only_private"):
             out[f"{setname}:next_word"] = priv["next_word"][setname]["accuracy"]
@@ -192,10 +193,11 @@ def _ms(vals: list[float], fmt: str = ".4f") -> str:
     return f"{statistics.fmean(vals):{fmt}} ± {statistics.stdev(vals):{fmt}}"
 
 
-def table(dataset: str, n_synthetic: int = 150) -> None:
+def table(dataset: str) -> None:
     """Mean ± sd over seeds per configuration, and POPri's gap closed per run (then mean ± sd): accuracy
     (acc − zero-shot) / (OnlyPrivate − zero-shot) against the same evaluation's baselines; FID
-    (FID_zero-shot − FID) / (FID_zero-shot − FID_private), FID_private that of ``n_synthetic`` private texts."""
+    (FID_zero-shot − FID) / (FID_zero-shot − FID_private), FID_private that of as many private texts as the run
+    released (FID depends on the sample size)."""
     runs_dir = art(dataset) / "runs"
     by: dict[str, list[dict[str, Any]]] = {}
     for run in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
@@ -205,9 +207,9 @@ def table(dataset: str, n_synthetic: int = 150) -> None:
         raise SystemExit(f"{runs_dir}: no evaluated runs")
     cols = ["label1", "label2"] if DATASETS[dataset]["labels"] else ["next_word"]
     words = {"label1": "category", "label2": "stars", "next_word": "next-word"}
-    f_real = _fid_real(dataset, n_synthetic)
-    print(f"FID of {n_synthetic} private {DATASETS[dataset]['kind']} against the real set (the gap's real-data "
-          f"end): {f_real:.4f}")
+    f_real = {n: _fid_real(dataset, n) for n in sorted({r["n"] for rs in by.values() for r in rs})}
+    print(f"FID of n private {DATASETS[dataset]['kind']} against the real set (the gap's real-data end): "
+          + ", ".join(f"n = {n}: {f:.4f}" for n, f in f_real.items()))
     print("| config | seeds | FID ↓ | MAUVE ↑ | " + " | ".join(f"{words[c]} acc" for c in cols) + " | gap closed: FID | "
           + " | ".join(f"gap closed: {words[c]}" for c in cols) + " | zero-shot " + " / ".join(words[c] for c in cols)
           + " | OnlyPrivate " + " / ".join(words[c] for c in cols) + " | wall s (less lm training) | learning s "
@@ -220,7 +222,7 @@ def table(dataset: str, n_synthetic: int = 150) -> None:
         def pct(k: str) -> str:
             return _ms([100 * v for v in col(k)], ".2f" if k.endswith("next_word") else ".1f")
 
-        gap_fid = [(r["fid_zero_shot"] - r["fid"]) / (r["fid_zero_shot"] - f_real) for r in rs]
+        gap_fid = [(r["fid_zero_shot"] - r["fid"]) / (r["fid_zero_shot"] - f_real[r["n"]]) for r in rs]
         gaps = {c: [(r[f"synthetic:{c}"] - r[f"zero_shot:{c}"]) / (r[f"only_private:{c}"] - r[f"zero_shot:{c}"])
                     for r in rs] for c in cols}
         print(f"| {name} | {len(rs)} | {_ms(col('fid'))} | {_ms(col('mauve'), '.3f')} | "
