@@ -147,7 +147,7 @@ def _load(run: Path) -> dict[str, Any]:
     pub = json.loads((run / "evaluation.json").read_text(encoding="utf-8"))
     priv = json.loads((run / "private" / "evaluation.json").read_text(encoding="utf-8"))
     metrics = json.loads((run / "private" / "metrics.json").read_text(encoding="utf-8"))
-    out: dict[str, Any] = {"fid": pub["fid"]["fid"], "fid_zero_shot": pub["fid_zero_shot"]["fid"],
+    out: dict[str, Any] = {"fid": pub["fid"]["fid"], "fid_zero_shot": (pub.get("fid_zero_shot") or {}).get("fid"),
                            "mauve": (pub.get("mauve") or {}).get("mauve"),
                            "wall_s": metrics.get("wall_seconds"),
                            "train_lm_s": (metrics.get("stages", {}).get("setup_generator") or {}).get("seconds", 0.0),
@@ -156,7 +156,7 @@ def _load(run: Path) -> dict[str, Any]:
                            "n": sum(1 for line in (run / "synthetic.jsonl").open(encoding="utf-8") if line.strip())}
     if priv.get("next_word"):
         for setname in ("synthetic", "zero_shot", "only_private"):
-            out[f"{setname}:next_word"] = priv["next_word"][setname]["accuracy"]
+            out[f"{setname}:next_word"] = (priv["next_word"].get(setname) or {}).get("accuracy")
         return out
     res = priv["downstream"]["results"]["embedding-logreg"]
     for col in ("label1", "label2"):
@@ -197,7 +197,7 @@ def table(dataset: str) -> None:
     """Mean ± sd over seeds per configuration, and POPri's gap closed per run (then mean ± sd): accuracy
     (acc − zero-shot) / (OnlyPrivate − zero-shot) against the same evaluation's baselines; FID
     (FID_zero-shot − FID) / (FID_zero-shot − FID_private), FID_private that of as many private texts as the run
-    released (FID depends on the sample size)."""
+    released (FID depends on the sample size). dpft's zero-shot is its control run's mean (the public lm alone)."""
     runs_dir = art(dataset) / "runs"
     by: dict[str, list[dict[str, Any]]] = {}
     for run in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
@@ -206,6 +206,13 @@ def table(dataset: str) -> None:
     if not by:
         raise SystemExit(f"{runs_dir}: no evaluated runs")
     cols = ["label1", "label2"] if DATASETS[dataset]["labels"] else ["next_word"]
+    # dpft has no zero-shot baseline in its evaluation: its public-only control is the dpft-control run (the same
+    # public lm, 0 epochs), whose mean over seeds stands in for it
+    control = by.get("dpft-control", [])
+    for r in (r for name in ("dpft", "dpft-control") for r in by.get(name, [])):
+        r["fid_zero_shot"] = statistics.fmean(c["fid"] for c in control)
+        for c in cols:
+            r[f"zero_shot:{c}"] = statistics.fmean(x[f"synthetic:{c}"] for x in control)
     words = {"label1": "category", "label2": "stars", "next_word": "next-word"}
     f_real = {n: _fid_real(dataset, n) for n in sorted({r["n"] for rs in by.values() for r in rs})}
     print(f"FID of n private {DATASETS[dataset]['kind']} against the real set (the gap's real-data end): "

@@ -133,6 +133,34 @@ def test_wasp_pairs_nearest_against_furthest_per_generator(tmp_path: Path) -> No
     assert [(p.generator, p.chosen, p.rejected) for p in one] == [("A", "A0", "A1"), ("B", "B1", "B0")]
 
 
+def test_wasp_pairs_cut_a_large_label_group_into_chunks(tmp_path: Path) -> None:
+    """One label group of 25 samples of one generator (an unlabelled corpus): chunks of group_size 10 give a pair
+    per chunk (3: 10, 10, 5 samples), each the chunk's top H̃ⁿ against its top H̃ᶠ; without chunks one pair. A
+    chunk whose samples all have equal net votes makes none."""
+    keeper = _keeper(tmp_path)
+    n = 25
+    nearest = np.zeros(n)
+    furthest = np.zeros(n)
+    nearest[[3, 12, 21]] = [5.0, 6.0, 7.0]
+    furthest[[7, 15, 24]] = [2.0, 3.0, 4.0]
+    _release(keeper, "votes/round_000", nearest=nearest, furthest=furthest)
+    pop = _pop([f"t{i}" for i in range(n)], [None] * n, groups=[0] * n, generators=["A"] * n)
+    hn = ReleasedVotes.kept(keeper, "votes/round_000", "nearest")
+    hf = ReleasedVotes.kept(keeper, "votes/round_000", "furthest")
+    got = wasp_pairs(pop, hn, hf, PairOptions(group_size=10), rng=np.random.default_rng(0))
+    assert [(p.chosen, p.rejected, p.source) for p in got] == [
+        ("t3", "t7", "A/g0/top-q #0"), ("t12", "t15", "A/g0/top-q #1"), ("t21", "t24", "A/g0/top-q #2")]
+    whole = wasp_pairs(pop, hn, hf, PairOptions(group_size=None), rng=np.random.default_rng(0))
+    assert [(p.chosen, p.rejected, p.source) for p in whole] == [("t21", "t24", "A/g0/top-q")]
+    nearest[[3, 12]] = 0.0
+    furthest[[7, 15]] = 0.0
+    _release(keeper, "votes/round_001", nearest=nearest, furthest=furthest)
+    hn = ReleasedVotes.kept(keeper, "votes/round_001", "nearest")
+    hf = ReleasedVotes.kept(keeper, "votes/round_001", "furthest")
+    assert [p.chosen for p in wasp_pairs(pop, hn, hf, PairOptions(group_size=10), rng=np.random.default_rng(0))] == \
+        ["t21"]
+
+
 # ------------------------------------------------------------------ only released values reach the builder
 
 

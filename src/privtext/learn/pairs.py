@@ -21,9 +21,10 @@ q = 0.5). With ``pairs_per_group`` m, rank i is paired with rank R + i − 1 for
 the chosen count exceeds the rejected one by more than ``min_margin`` (equal counts — the thresholded histogram's
 many zeros — say nothing) and the two texts differ.
 
-WASP (:func:`wasp_pairs`): per generator and label, the top of the released nearest histogram H̃ⁿ is chosen and
-the top of the released furthest histogram H̃ᶠ rejected (wasp.txt Eq 7's better and worse examples), one set of
-pairs per generator it weights; a pair is kept when the chosen text's net H̃ⁿ − H̃ᶠ exceeds the rejected one's.
+WASP (:func:`wasp_pairs`): per generator and label, in chunks of ``group_size`` samples, the top of the released
+nearest histogram H̃ⁿ is chosen and the top of the released furthest histogram H̃ᶠ rejected (wasp.txt Eq 7's
+better and worse examples), one set of pairs per generator it weights; a pair is kept when the chosen text's net
+H̃ⁿ − H̃ᶠ exceeds the rejected one's.
 
 :func:`check_pair_texts` runs the run's :class:`~privtext.guard.PrivateGuard` on every text of the pairs before a
 trainer sees them, with the prompt audit's rules (:func:`check_generated_text`): a private record or private-only
@@ -228,9 +229,12 @@ def preference_pairs(candidates: Population, votes: ReleasedVotes, options: Pair
 
 def wasp_pairs(candidates: Population, nearest: ReleasedVotes, furthest: ReleasedVotes,
                options: PairOptions | None = None, *, rng: np.random.Generator) -> list[PreferencePair]:
-    """WASP's pairs: per generator and label group, the i-th highest released H̃ⁿ (chosen) against the i-th highest
-    released H̃ᶠ among the rest (rejected), i = 1..``pairs_per_group``; kept when the chosen text's H̃ⁿ − H̃ᶠ exceeds
-    the rejected one's by more than ``min_margin``. ``chosen_votes`` / ``rejected_votes`` are those net values."""
+    """WASP's pairs: per generator and label group, cut into chunks of ``group_size`` in written order (as
+    :func:`candidate_groups` cuts a prompt's completions; None: one chunk), the i-th highest released H̃ⁿ (chosen)
+    against the i-th highest released H̃ᶠ among the rest of the chunk (rejected), i = 1..``pairs_per_group``; kept
+    when the chosen text's H̃ⁿ − H̃ᶠ exceeds the rejected one's by more than ``min_margin``. ``chosen_votes`` /
+    ``rejected_votes`` are those net values. Without the chunks an unlabelled corpus (one label group) gave one
+    pair per generator and round."""
     o = options or PairOptions()
     hn = released_values(nearest, len(candidates), "wasp_pairs (nearest)")
     hf = released_values(furthest, len(candidates), "wasp_pairs (furthest)")
@@ -240,16 +244,19 @@ def wasp_pairs(candidates: Population, nearest: ReleasedVotes, furthest: Release
         by.setdefault((candidates.generator[i], int(candidates.group[i])), []).append(i)
     pairs: list[PreferencePair] = []
     for (gen, g), members in by.items():
-        idx = np.asarray(members, dtype=np.int64)
-        if len(idx) < 2:
-            continue
-        good = _ranked(hn, idx, rng)[: o.pairs_per_group]
-        rest = idx[~np.isin(idx, good)]
-        bad = _ranked(hf, rest, rng)[: o.pairs_per_group] if len(rest) else rest
-        for a, b in zip(good.tolist(), bad.tolist(), strict=False):
-            if net[a] - net[b] > o.min_margin and not _same(candidates.texts[a], candidates.texts[b]):
-                pairs.append(PreferencePair(g, candidates.texts[a], candidates.texts[b], float(net[a]), float(net[b]),
-                                            gen, f"{gen}/g{g}/top-q"))
+        size = o.group_size or len(members)
+        for c, start in enumerate(range(0, len(members), size)):
+            idx = np.asarray(members[start:start + size], dtype=np.int64)
+            if len(idx) < 2:
+                continue
+            good = _ranked(hn, idx, rng)[: o.pairs_per_group]
+            rest = idx[~np.isin(idx, good)]
+            bad = _ranked(hf, rest, rng)[: o.pairs_per_group] if len(rest) else rest
+            name = f"{gen}/g{g}/top-q" + (f" #{c}" if len(members) > size else "")
+            for a, b in zip(good.tolist(), bad.tolist(), strict=False):
+                if net[a] - net[b] > o.min_margin and not _same(candidates.texts[a], candidates.texts[b]):
+                    pairs.append(PreferencePair(g, candidates.texts[a], candidates.texts[b], float(net[a]),
+                                                float(net[b]), gen, name))
     return pairs
 
 
