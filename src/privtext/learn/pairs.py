@@ -186,12 +186,15 @@ def candidate_groups(candidates: Population, group_size: int | None) -> list[tup
         by.setdefault((candidates.generator[i], int(candidates.group[i]), candidates.parent[i]), []).append(i)
     out: list[tuple[str, np.ndarray]] = []
     for (gen, g, parent), idx in by.items():
-        name = f"{gen}/g{g}/" + (f"parent {parent}" if parent is not None else "prompt")
-        size = group_size or len(idx)
-        for c, s in enumerate(range(0, len(idx), size)):
-            chunk = idx[s:s + size]
-            out.append((name if len(idx) <= size else f"{name} #{c}", np.asarray(chunk, dtype=np.int64)))
+        out += _chunks(f"{gen}/g{g}/" + (f"parent {parent}" if parent is not None else "prompt"), idx, group_size)
     return out
+
+
+def _chunks(name: str, idx: list[int], size: int | None) -> list[tuple[str, np.ndarray]]:
+    """``idx`` cut into consecutive chunks of ``size`` (None: one chunk), named ``name`` or ``name #c``."""
+    size = size or len(idx)
+    return [(name if len(idx) <= size else f"{name} #{c}", np.asarray(idx[s:s + size], dtype=np.int64))
+            for c, s in enumerate(range(0, len(idx), size))]
 
 
 def _ranked(values: np.ndarray, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -244,15 +247,12 @@ def wasp_pairs(candidates: Population, nearest: ReleasedVotes, furthest: Release
         by.setdefault((candidates.generator[i], int(candidates.group[i])), []).append(i)
     pairs: list[PreferencePair] = []
     for (gen, g), members in by.items():
-        size = o.group_size or len(members)
-        for c, start in enumerate(range(0, len(members), size)):
-            idx = np.asarray(members[start:start + size], dtype=np.int64)
+        for name, idx in _chunks(f"{gen}/g{g}/top-q", members, o.group_size):
             if len(idx) < 2:
                 continue
             good = _ranked(hn, idx, rng)[: o.pairs_per_group]
             rest = idx[~np.isin(idx, good)]
             bad = _ranked(hf, rest, rng)[: o.pairs_per_group] if len(rest) else rest
-            name = f"{gen}/g{g}/top-q" + (f" #{c}" if len(members) > size else "")
             for a, b in zip(good.tolist(), bad.tolist(), strict=False):
                 if net[a] - net[b] > o.min_margin and not _same(candidates.texts[a], candidates.texts[b]):
                     pairs.append(PreferencePair(g, candidates.texts[a], candidates.texts[b], float(net[a]),
