@@ -170,17 +170,13 @@ def check_learn_config(config: Any, *, learns: bool, method: str, why: str = "")
             continue
         backend = str(getattr(g, "backend", ""))
         if backend not in TRAINS[o.kind]:
-            where = "generator.backend" if len(gens) == 1 and not getattr(config, "generators", None) else \
-                f"generators[{i}].backend"
+            fit = [x.label(j) for j, x in enumerate(several) if str(getattr(x, "backend", "")) in TRAINS[o.kind]]
             raise ConfigError(f"evolution.learn.kind: {o.kind} trains the {' or '.join(TRAINS[o.kind])} generator; "
-                              f"{where} is {backend!r}"
+                              f"{f'generators[{i}].backend' if several else 'generator.backend'} is {backend!r}"
                               + (" (use kind: ngram_counts)" if backend == "ngram" else
                                  " (use kind: dpo)" if backend in TRAINS["dpo"] else "")
-                              + ("; or name the generators that learn in evolution.learn.generators, e.g. ["
-                                 + ", ".join(repr(x.label(j)) for j, x in enumerate(gens)
-                                             if str(getattr(x, "backend", "")) in TRAINS[o.kind]) + "]"
-                                 if several and any(str(getattr(x, "backend", "")) in TRAINS[o.kind] for x in gens)
-                                 else ""))
+                              + (f"; or name the generators that learn in evolution.learn.generators, e.g. {fit}"
+                                 if fit else ""))
         if o.kind == "dpo":
             _check_dpo(o.dpo, backend, g)
     return o
