@@ -1,6 +1,6 @@
 """Learning from the released votes (issue 38) on Yelp (5 000 private reviews) and PubMed (1 000 private
 abstracts): Aug-PE, SecPE and WASP with the offline ``lm`` generator, each without learning and with
-``evolution.learn: {kind: dpo}``, the 4-gram with and without vote-weighted counts, and (PubMed) dpft on the same
+``evolution.learn: {kind: dpo}``, the 4-gram with and without vote-weighted counts, and dpft on the same
 public lm, at ε = 4, run by ``privtext compare`` over seeds.
 
     PYTHONPATH=src python benchmarks/learn_votes.py [--dataset yelp]          # writes the configurations, prints
@@ -20,9 +20,11 @@ The ``lm`` generator is the small GPT-2 privtext trains on the public split, her
 a cap of 1.2 M training tokens (the default 6 M costs 16+ minutes on the 2-core CPU); it writes at most 128 new
 tokens. N = 150 synthetic texts, T = 2 iterations; SecPE at the (p, r) whose μ is that of (4, 10⁻⁵),
 random-word secrets, 100 public clusters (compare_methods.py's set-up). DPO at the defaults of docs/learn.md (β
-0.01, LoRA rank 8, one epoch a round, the middle rank rejected) with 160 tokens a pair. dpft (PubMed) fine-tunes
-the same public lm (``dpft.lm`` = the generator's settings, so the cached model is shared) with LoRA rank 8, q =
-0.25, 2 epochs (8 steps), lr 5e-3, 128 tokens a record; its control is the same model with 0 epochs.
+0.01, LoRA rank 8, one epoch a round, the middle rank rejected) with 160 tokens a pair. On Yelp, the levers of
+``YELP_LEVERS`` one at a time from those defaults, ``final: model`` (POPri's release), and T = 4 with and without
+learning (three learning rounds instead of one). dpft fine-tunes the same public lm (``dpft.lm`` = the
+generator's settings, so the cached model is shared) with LoRA rank 8, q = 0.25, 2 epochs (8 steps), lr 5e-3, 128
+tokens a record; its control is the same model with 0 epochs.
 
 **Gap closed** is POPri's measure: (run − public-only control) / (real data − control), per run, with the control
 the zero-shot baseline of the run's own evaluation (as many samples of the generator, no private signal) and "real
@@ -51,6 +53,18 @@ DATA = ROOT / "artifacts" / "compare" / "data"
 DATASETS: dict[str, dict[str, Any]] = {
     "yelp": {"private": "yelp-private-5000.csv", "labels": ["label1", "label2"], "kind": "reviews"},
     "pubmed": {"private": "pubmed-private.csv", "labels": [], "kind": "abstracts"},
+}
+
+
+#: the Yelp levers, one at a time from the DPO defaults: name → (section of evolution.learn, key, value).
+#: Steps per iteration: 4 epochs over each round's pairs; β; pairs per group; the rejected rank (the last of a
+#: chunk of 10 against the middle); LoRA rank
+YELP_LEVERS: dict[str, tuple[str, str, Any]] = {
+    "augpe-dpo-epochs4": ("dpo", "epochs", 4),
+    "augpe-dpo-beta0.1": ("dpo", "beta", 0.1),
+    "augpe-dpo-pairs4": ("pairs", "pairs_per_group", 4),
+    "augpe-dpo-rejectlast": ("pairs", "reject_rank", 10),
+    "augpe-dpo-r32": ("dpo", "lora_r", 32),
 }
 
 
@@ -100,10 +114,18 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c = copy.deepcopy(base) | copy.deepcopy(extra)
             c["evolution"]["learn"] = opts
             out[f"{m}-{tag}"] = _named(c, dataset, f"{m}-{tag}")
-    if dataset == "yelp":  # one lever (steps per iteration): the Aug-PE round over the same pairs four times
-        lever = copy.deepcopy(out["augpe-dpo"])
-        lever["evolution"]["learn"]["dpo"]["epochs"] = 4
-        out["augpe-dpo-epochs4"] = _named(lever, dataset, "augpe-dpo-epochs4")
+    if dataset == "yelp":  # one lever at a time, each from Aug-PE's DPO defaults (docs/learn.md)
+        for name, (section, key, value) in YELP_LEVERS.items():
+            lever = copy.deepcopy(out["augpe-dpo"])
+            lever["evolution"]["learn"].setdefault(section, {})[key] = value
+            out[name] = _named(lever, dataset, name)
+        lever = copy.deepcopy(out["augpe-dpo"])  # POPri's release: the synthetic set written by the trained lm
+        lever["evolution"]["final"] = "model"
+        out["augpe-dpo-model"] = _named(lever, dataset, "augpe-dpo-model")
+        for tag in learn:  # more rounds: T = 4, so three learning rounds shape the population (T = 2: one)
+            c = copy.deepcopy(out[f"augpe-{tag}"])
+            c["evolution"]["iterations"] = 4
+            out[f"augpe-{tag}-t4"] = _named(c, dataset, f"augpe-{tag}-t4")
     # WASP with the same lm as its one generator (its Top-Q nearest/furthest votes give the pairs), 2 voted rounds
     for tag, opts in learn.items():
         c = copy.deepcopy(base)
@@ -128,15 +150,15 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
         c["generator"] = {"backend": "ngram", "order": 4}
         c["evolution"]["learn"] = opts
         out[f"augpe-ngram-{tag}"] = _named(c, dataset, f"augpe-ngram-{tag}")
-    if dataset == "pubmed":  # dpft on the same public lm (LoRA), and its control (0 epochs: the public lm alone)
-        dpft = {"sampling_rate": 0.25, "epochs": 2, "max_grad_norm": 1.0, "lr": 5e-3, "max_length": 128,
-                "lora": {"r": 8}, "max_new_tokens": 128, "lm": {k: v for k, v in lm.items() if k != "backend"}}
-        for name, epochs in (("dpft", 2), ("dpft-control", 0)):
-            c = copy.deepcopy(base)
-            del c["generator"], c["evolution"]
-            c |= {"method": "dpft", "privacy": {"epsilon": 4.0, "delta": 1e-5},
-                  "dpft": {**copy.deepcopy(dpft), "epochs": epochs}}
-            out[name] = _named(c, dataset, name)
+    # dpft on the same public lm (LoRA), and its control (0 epochs: the public lm alone)
+    dpft = {"sampling_rate": 0.25, "epochs": 2, "max_grad_norm": 1.0, "lr": 5e-3, "max_length": 128,
+            "lora": {"r": 8}, "max_new_tokens": 128, "lm": {k: v for k, v in lm.items() if k != "backend"}}
+    for name, epochs in (("dpft", 2), ("dpft-control", 0)):
+        c = copy.deepcopy(base)
+        del c["generator"], c["evolution"]
+        c |= {"method": "dpft", "privacy": {"epsilon": 4.0, "delta": 1e-5},
+              "dpft": {**copy.deepcopy(dpft), "epochs": epochs}}
+        out[name] = _named(c, dataset, name)
     return out
 
 
