@@ -126,6 +126,12 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c = copy.deepcopy(out[f"augpe-{tag}"])
             c["evolution"]["iterations"] = 4
             out[f"augpe-{tag}-t4"] = _named(c, dataset, f"augpe-{tag}-t4")
+        # the levers that came closest, together, over the three rounds of T = 4: LoRA rank 32, the last of 10
+        # rejected, 4 pairs per group (rank i against the last)
+        c = copy.deepcopy(out["augpe-dpo-t4"])
+        c["evolution"]["learn"]["dpo"]["lora_r"] = 32
+        c["evolution"]["learn"]["pairs"] = {"reject_rank": 10, "pairs_per_group": 4}
+        out["augpe-dpo-t4-combined"] = _named(c, dataset, "augpe-dpo-t4-combined")
     # WASP with the same lm as its one generator (its Top-Q nearest/furthest votes give the pairs), 2 voted rounds
     for tag, opts in learn.items():
         c = copy.deepcopy(base)
