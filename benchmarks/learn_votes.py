@@ -126,8 +126,9 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c = copy.deepcopy(out[f"augpe-{tag}"])
             c["evolution"]["iterations"] = 4
             out[f"augpe-{tag}-t4"] = _named(c, dataset, f"augpe-{tag}-t4")
-        # the levers that came closest, together, over the three rounds of T = 4: LoRA rank 32, the last of 10
-        # rejected, 4 pairs per group (rank i against the last)
+        # the levers that came closest, together, over the three rounds of T = 4: LoRA rank 32 and the last of 10
+        # rejected (pairs_per_group 4 is a no-op beside it: rank R + i − 1 falls outside the group for i > 1, so
+        # one pair a group, as the runs' learn.json counts show)
         c = copy.deepcopy(out["augpe-dpo-t4"])
         c["evolution"]["learn"]["dpo"]["lora_r"] = 32
         c["evolution"]["learn"]["pairs"] = {"reject_rank": 10, "pairs_per_group": 4}
