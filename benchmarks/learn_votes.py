@@ -133,6 +133,15 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
         c["evolution"]["learn"]["dpo"]["lora_r"] = 32
         c["evolution"]["learn"]["pairs"] = {"reject_rank": 10, "pairs_per_group": 4}
         out["augpe-dpo-t4-combined"] = _named(c, dataset, "augpe-dpo-t4-combined")
+        # the same two rows for SecPE (its released cluster votes give the pairs), fixed before they were run
+        for tag in learn:
+            c = copy.deepcopy(out[f"secpe-{tag}"])
+            c["evolution"]["iterations"] = 4
+            if tag == "dpo":
+                c["evolution"]["learn"]["dpo"]["lora_r"] = 32
+                c["evolution"]["learn"]["pairs"] = {"reject_rank": 10, "pairs_per_group": 4}
+            name = "secpe-none-t4" if tag == "none" else "secpe-dpo-t4-combined"
+            out[name] = _named(c, dataset, name)
     # WASP with the same lm as its one generator (its Top-Q nearest/furthest votes give the pairs), 2 voted rounds
     for tag, opts in learn.items():
         c = copy.deepcopy(base)
