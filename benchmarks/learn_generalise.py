@@ -11,9 +11,14 @@ private data):
 * ``acc``: the share of pairs whose implicit reward favours the chosen text after training,
   (log π − log π_ref)(chosen) > (log π − log π_ref)(rejected); 0.5 is a coin;
 * ``Δmargin``: the mean change of log π(chosen) − log π(rejected), in nats;
-* ``held-out acc, chosen shorter / not``: the held-out accuracy on the pairs whose chosen text has fewer words than
-  the rejected one, and on the others (a preference for short texts alone would score high on the first and low
-  on the second).
+* ``held-out acc, chosen shorter / not``: the held-out accuracy on the pairs whose chosen completion has fewer
+  tokens than the rejected one, and on the others. The implicit reward is a sum over tokens, so an adapter that
+  only moves every token's log-probability the same way (a drift, not a preference) scores high on one side and
+  low on the other;
+* ``per-token acc``: the held-out accuracy of the reward divided by each completion's token count, which such a
+  drift leaves level: what the adapter learned about *which* text, not how long; split by the kind of group the
+  pair was ranked in: completions of one prompt (iteration 0) / variations of one parent with its survivor (later
+  iterations).
 
     PYTHONPATH=src python benchmarks/learn_generalise.py \\
         --train artifacts/learn_yelp/runs/augpe-dpo-s{0,1} --held artifacts/learn_yelp/runs/augpe-dpo-s2 \\
@@ -67,6 +72,9 @@ def main() -> None:
     ap.add_argument("--lm", type=Path, required=True, help="the runs' lm cache entry (a folder with lm.json)")
     ap.add_argument("--lora-r", type=int, default=8)
     ap.add_argument("--max-length", type=int, default=160)
+    ap.add_argument("--train-limit", type=int, nargs="+", default=[None],
+                    help="train on a random subset of this many of the training pairs (several: a learning curve "
+                    "on the same held-out pairs)")
     ap.add_argument("--grid", nargs="+", default=None, metavar="LR,BETA,EPOCHS",
                     help="option sets to train (default: GRID, the run's defaults and one change at a time)")
     args = ap.parse_args()
@@ -105,13 +113,21 @@ def main() -> None:
     from privtext.generate.lm.codes import PAD
 
     ref = {k: pair_logps(model, v, pad_id=PAD, reference=True) for k, v in tok.items()}
-    shorter = np.array([len(p.chosen.split()) < len(p.rejected.split()) for p, _ in sets["held"]])
-    print(f"held-out pairs whose chosen text is the shorter: {shorter.mean():.2f}")
-    print("| lr | β | epochs | steps | s | last loss | train acc | train Δmargin | held-out acc | held-out Δmargin "
-          "| held-out acc, chosen shorter / not |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ref_full = ref["train"]
+    n_tok = {k: (np.array([len(t.chosen) for t in v]), np.array([len(t.rejected) for t in v])) for k, v in tok.items()}
+    shorter = n_tok["held"][0] < n_tok["held"][1]
+    prompt = np.array([p.source.split("/")[-1].startswith("prompt") for p, _ in sets["held"]])
+    print(f"held-out pairs from prompt completions: {prompt.sum()}, from variation groups: {(~prompt).sum()}")
+    print(f"held-out pairs whose chosen completion has fewer tokens: {shorter.mean():.2f}")
+    print("| training pairs | lr | β | epochs | steps | s | last loss | train acc | train Δmargin | held-out acc | held-out Δmargin "
+          "| held-out acc, chosen shorter / not | held-out per-token acc (prompt / variation groups) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     grid = GRID if args.grid is None else [tuple(float(x) for x in g.split(",")) for g in args.grid]
-    for lr, beta, epochs in grid:
+    full = tok["train"]
+    for limit, (lr, beta, epochs) in ((m, g) for m in args.train_limit for g in grid):
+        take = np.sort(np.random.default_rng(2).permutation(len(full))[:limit]) if limit else np.arange(len(full))
+        tok["train"] = [full[i] for i in take]
+        ref["train"] = (ref_full[0][take], ref_full[1][take])
         set_peft_model_state_dict(model, fresh)
         o = base.model_copy(update={"lr": lr, "beta": beta, "epochs": epochs})
         t0 = time.perf_counter()
@@ -123,9 +139,14 @@ def main() -> None:
             rc, rr = ref[k]
             reward = (c - rc) - (r - rr)
             row += [float(np.mean(reward > 0)), float(np.mean(reward))]
-        split = (float(np.mean(reward[shorter] > 0)), float(np.mean(reward[~shorter] > 0)))
-        print(f"| {lr:g} | {beta:g} | {epochs:g} | {res.steps} | {secs:.0f} | {res.loss_last:.4f} | {row[0]:.3f} "
-              f"| {row[1]:+.3f} | {row[2]:.3f} | {row[3]:+.3f} | {split[0]:.3f} / {split[1]:.3f} |", flush=True)
+            if k == "held":
+                split = (float(np.mean(reward[shorter] > 0)), float(np.mean(reward[~shorter] > 0)))
+                lc, lr_ = n_tok[k]
+                right = (c - rc) / lc - (r - rr) / lr_ > 0
+                per_token = (float(np.mean(right)), float(np.mean(right[prompt])), float(np.mean(right[~prompt])))
+        print(f"| {len(take)} | {lr:g} | {beta:g} | {epochs:g} | {res.steps} | {secs:.0f} | {res.loss_last:.4f} | {row[0]:.3f} "
+              f"| {row[1]:+.3f} | {row[2]:.3f} | {row[3]:+.3f} | {split[0]:.3f} / {split[1]:.3f} "
+              f"| {per_token[0]:.3f} ({per_token[1]:.3f} / {per_token[2]:.3f}) |", flush=True)
     n = len(tok["held"])
     print(f"\na coin on {n} held-out pairs: 0.5 ± {0.5 / np.sqrt(n):.3f} (one s.e.)")
 
