@@ -119,8 +119,9 @@ def main() -> None:
     prompt = np.array([p.source.split("/")[-1].startswith("prompt") for p, _ in sets["held"]])
     print(f"held-out pairs from prompt completions: {prompt.sum()}, from variation groups: {(~prompt).sum()}")
     print(f"held-out pairs whose chosen completion has fewer tokens: {shorter.mean():.2f}")
-    print("| training pairs | lr | β | epochs | steps | s | last loss | train acc | train Δmargin | held-out acc | held-out Δmargin "
-          "| held-out acc, chosen shorter / not | held-out per-token acc (prompt / variation groups) |")
+    print("| training pairs | lr | β | epochs | steps | s | last loss | train acc | train Δmargin | held-out acc "
+          "| held-out Δmargin | held-out acc, chosen shorter / not "
+          "| held-out per-token acc (prompt / variation groups) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     grid = GRID if args.grid is None else [tuple(float(x) for x in g.split(",")) for g in args.grid]
     full = tok["train"]
@@ -143,10 +144,10 @@ def main() -> None:
                 split = (float(np.mean(reward[shorter] > 0)), float(np.mean(reward[~shorter] > 0)))
                 lc, lr_ = n_tok[k]
                 right = (c - rc) / lc - (r - rr) / lr_ > 0
-                per_token = (float(np.mean(right)), float(np.mean(right[prompt])), float(np.mean(right[~prompt])))
-        print(f"| {len(take)} | {lr:g} | {beta:g} | {epochs:g} | {res.steps} | {secs:.0f} | {res.loss_last:.4f} | {row[0]:.3f} "
-              f"| {row[1]:+.3f} | {row[2]:.3f} | {row[3]:+.3f} | {split[0]:.3f} / {split[1]:.3f} "
-              f"| {per_token[0]:.3f} ({per_token[1]:.3f} / {per_token[2]:.3f}) |", flush=True)
+                per_token = tuple(f"{np.mean(x):.3f}" if len(x) else "—" for x in (right, right[prompt], right[~prompt]))
+        print(f"| {len(take)} | {lr:g} | {beta:g} | {epochs:g} | {res.steps} | {secs:.0f} | {res.loss_last:.4f} "
+              f"| {row[0]:.3f} | {row[1]:+.3f} | {row[2]:.3f} | {row[3]:+.3f} | {split[0]:.3f} / {split[1]:.3f} "
+              f"| {per_token[0]} ({per_token[1]} / {per_token[2]}) |", flush=True)
     n = len(tok["held"])
     print(f"\na coin on {n} held-out pairs: 0.5 ± {0.5 / np.sqrt(n):.3f} (one s.e.)")
 

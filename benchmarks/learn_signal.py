@@ -15,7 +15,8 @@ the candidates' mean) and asks, for the pairs the run's options form from the re
 * ``sd within``: the standard deviation of the exact counts within a group, averaged over groups, the signal the
   noise has to beat; ``sd between``: the same over the groups' means.
 
-Only aggregates are printed, each over one round's 100 or more pairs. Run it on finished runs (benchmarks/learn_votes.py makes them)::
+Only aggregates are printed, each over one round's 100 or more pairs. Run it on finished runs
+(benchmarks/learn_votes.py makes them)::
 
     PYTHONPATH=src python benchmarks/learn_signal.py artifacts/learn_yelp/runs/augpe-dpo-s{0,1,2} \\
         artifacts/learn_yelp/runs/augpe-dpo-t4-combined-s{0,1,2,3,4}
