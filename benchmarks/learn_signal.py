@@ -3,9 +3,10 @@
 The learning step ranks the candidates of a group (variations of one parent, or ten completions of one prompt) by
 their *released* vote counts and pairs rank 1 with rank R (privtext.learn.pairs). That is post-processing: the run
 never sees the exact counts. This benchmark, which reads the private corpus as the evaluation does, recomputes the
-exact nearest-neighbour votes for each kept iteration of a finished run (the run's candidates and their embeddings,
-the same vote rule: one vote per private record for its nearest candidate of its label group, L2 after centring on
-the candidates' mean) and asks, for the pairs the run's options form from the released histogram:
+exact nearest-neighbour votes for each iteration of a finished run that a learning step followed (the run's
+candidates and their embeddings, the same vote rule: one vote per private record for its nearest candidate of its
+label group, L2 after centring on the candidates' mean) and asks, for the pairs that step trained on (its kept
+``learn/pairs.jsonl``, formed from the released histogram):
 
 * ``agree``: the share of pairs whose exact counts order the two texts the same way (chosen > rejected); 0.5 is a
   coin, 1 a noise-free ranking. Ties in the exact counts count half;
@@ -58,6 +59,14 @@ def private_side(cfg) -> tuple[np.ndarray, list[tuple[str, ...]]]:
     return _EMB[key]
 
 
+def _find(pop: Population, idx: np.ndarray, noisy: np.ndarray, text: str, value: float) -> int:
+    """The candidate of group ``idx`` that a kept pair names: its text, and its released count."""
+    hits = [int(i) for i in idx if pop.texts[i] == text and abs(noisy[i] - value) < 1e-6]
+    if not hits:
+        raise SystemExit(f"a kept pair's text is not a candidate of its group ({len(idx)} candidates)")
+    return hits[0]
+
+
 def one_run(run: Path) -> list[dict]:
     import pandas as pd
 
@@ -68,7 +77,8 @@ def one_run(run: Path) -> list[dict]:
     pvec, plabels = private_side(cfg)
     out = []
     for it in sorted((run / "private" / "checkpoints").glob("iter_*")):
-        if not (it / "histogram.npy").exists():
+        kept = it / "learn" / "pairs.jsonl"
+        if not kept.exists():  # no learning step after this iteration (the last one)
             continue
         df = pd.read_parquet(it / "candidates.parquet")
         cvec = np.load(it / "embeddings.npy").astype(np.float32)
@@ -79,30 +89,30 @@ def one_run(run: Path) -> list[dict]:
         exact, _ = nearest_votes(pvec, cvec, private_groups=pg, candidate_groups=df["group"].to_numpy(),
                                  metric="l2", center=cvec.mean(axis=0))
         pop = Population.from_frame(df, cvec)
-        rng = np.random.default_rng(0)
+        groups = dict(candidate_groups(pop, o.group_size))
         agree, tie, margin, oracle, sd_in, means = [], [], [], [], [], []
-        for _name, idx in candidate_groups(pop, o.group_size):
+        for line in kept.read_text(encoding="utf-8").splitlines():  # the pairs the step trained on
+            p = json.loads(line)
+            idx = groups[p["source"]]
+            a, b = (_find(pop, idx, noisy, p[side], p[f"{side}_votes"]) for side in ("chosen", "rejected"))
+            d = float(exact[a] - exact[b])
+            agree.append(1.0 if d > 0 else 0.5 if d == 0 else 0.0)
+            tie.append(d == 0)
+            margin.append(d)
+        rng = np.random.default_rng(0)
+        for _name, idx in groups.items():  # the pairs the exact counts would have formed, by the same rule
             if len(idx) < 2:
                 continue
             sd_in.append(float(np.std(exact[idx])))
             means.append(float(np.mean(exact[idx])))
+            order = idx[np.lexsort((rng.random(len(idx)), -exact[idx]))]
             R = reject_position(o, len(idx))
-            for values, sink in ((noisy, None), (exact.astype(float), oracle)):
-                order = idx[np.lexsort((rng.random(len(idx)), -values[idx]))]
-                for i in range(o.pairs_per_group):
-                    c, r = i, R - 1 + i
-                    if r >= len(order) or r <= c:
-                        break
-                    a, b = int(order[c]), int(order[r])
-                    if not values[a] - values[b] > o.min_margin:
-                        continue
-                    d = float(exact[a] - exact[b])
-                    if sink is None:
-                        agree.append(1.0 if d > 0 else 0.5 if d == 0 else 0.0)
-                        tie.append(d == 0)
-                        margin.append(d)
-                    else:
-                        sink.append(d)
+            for i in range(o.pairs_per_group):
+                c, r = i, R - 1 + i
+                if r >= len(order) or r <= c:
+                    break
+                if exact[order[c]] - exact[order[r]] > o.min_margin:
+                    oracle.append(float(exact[order[c]] - exact[order[r]]))
         out.append({"run": run.name, "iter": it.name, "pairs": len(agree), "agree": float(np.mean(agree)),
                     "tie": float(np.mean(tie)), "margin": float(np.mean(margin)), "oracle": float(np.mean(oracle)),
                     "sd_in": float(np.mean(sd_in)), "sd_between": float(np.std(means)), "sigma": sigma,
