@@ -47,11 +47,10 @@ GRID = [  # (lr, beta, epochs): the run's defaults first, then one change at a t
 def read_pairs(runs: list[Path]) -> list[tuple[dict, dict]]:
     """(pair record, label dict of its group) for every kept pair of ``runs``."""
     import pandas as pd
+    import yaml
 
     out = []
     for run in runs:
-        import yaml
-
         cols = list(yaml.safe_load((run / "private" / "config.yaml").read_text())["data"]["label_columns"])
         for it in sorted((run / "private" / "checkpoints").glob("iter_*")):
             f = it / "learn" / "pairs.jsonl"

@@ -129,9 +129,10 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
         # the levers that came closest, together, over the three rounds of T = 4: LoRA rank 32 and the last of 10
         # rejected (pairs_per_group 4 is a no-op beside it: rank R + i − 1 falls outside the group for i > 1, so
         # one pair a group, as the runs' learn.json counts show)
+        combined = {"reject_rank": 10, "pairs_per_group": 4}
         c = copy.deepcopy(out["augpe-dpo-t4"])
         c["evolution"]["learn"]["dpo"]["lora_r"] = 32
-        c["evolution"]["learn"]["pairs"] = {"reject_rank": 10, "pairs_per_group": 4}
+        c["evolution"]["learn"]["pairs"] = dict(combined)
         out["augpe-dpo-t4-combined"] = _named(c, dataset, "augpe-dpo-t4-combined")
         # more pairs a round, fixed before it was run: held-out pairs of other seeds are ordered better after
         # training on 1 674 pairs than on 236 (benchmarks/learn_generalise.py), so rank i against rank 4 + i − 1,
@@ -146,7 +147,7 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c["evolution"]["iterations"] = 4
             if tag == "dpo":
                 c["evolution"]["learn"]["dpo"]["lora_r"] = 32
-                c["evolution"]["learn"]["pairs"] = {"reject_rank": 10, "pairs_per_group": 4}
+                c["evolution"]["learn"]["pairs"] = dict(combined)
             name = "secpe-none-t4" if tag == "none" else "secpe-dpo-t4-combined"
             out[name] = _named(c, dataset, name)
     # WASP with the same lm as its one generator (its Top-Q nearest/furthest votes give the pairs), 2 voted rounds
