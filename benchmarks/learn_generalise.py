@@ -74,6 +74,8 @@ def main() -> None:
     ap.add_argument("--train-limit", type=int, nargs="+", default=[None],
                     help="train on a random subset of this many of the training pairs (several: a learning curve "
                     "on the same held-out pairs)")
+    ap.add_argument("--loss", choices=["sigmoid", "sigmoid_norm"], default="sigmoid",
+                    help="the DPO loss the adapters train with (dpo.loss; sigmoid_norm: per-token log-ratios)")
     ap.add_argument("--grid", nargs="+", default=None, metavar="LR,BETA,EPOCHS",
                     help="option sets to train (default: GRID, the run's defaults and one change at a time)")
     args = ap.parse_args()
@@ -97,7 +99,7 @@ def main() -> None:
     print(f"{os.getloadavg()[0]:.2f} load; torch threads {torch.get_num_threads()}; {len(sets['train'])} training "
           f"pairs ({', '.join(r.name for r in args.train)}), {len(sets['held'])} held out "
           f"({', '.join(r.name for r in args.held)})")
-    base = DPOOptions(lora_r=args.lora_r, max_length=args.max_length)
+    base = DPOOptions(lora_r=args.lora_r, max_length=args.max_length, loss=args.loss)
     model = attach_lora(lm.model, base, rng=np.random.default_rng(0))
     fresh = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}
 
@@ -117,7 +119,7 @@ def main() -> None:
     shorter = n_tok["held"][0] < n_tok["held"][1]
     prompt = np.array([p.source.split("/")[-1].startswith("prompt") for p, _ in sets["held"]])
     print(f"held-out pairs from prompt completions: {prompt.sum()}, from variation groups: {(~prompt).sum()}")
-    print(f"held-out pairs whose chosen completion has fewer tokens: {shorter.mean():.2f}")
+    print(f"held-out pairs whose chosen completion has fewer tokens: {shorter.mean():.2f}; loss {args.loss}")
     print("| training pairs | lr | β | epochs | steps | s | last loss | train acc | train Δmargin | held-out acc "
           "| held-out Δmargin | held-out acc, chosen shorter / not "
           "| held-out per-token acc (prompt / variation groups) |")

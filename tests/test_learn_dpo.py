@@ -195,6 +195,74 @@ def test_trl_computes_the_same_loss_and_moves_the_margin_the_same_way(tiny: Path
     assert float(np.mean(after - before)) > 0.5
 
 
+def test_the_per_token_loss_divides_by_the_length_and_matches_trl(tiny: Path) -> None:
+    """``loss: sigmoid_norm``: each completion's log-ratio divided by its token count (cross-checked against the
+    sums and the pairs' lengths), trl's loss of the same name equal to the native one on a moved adapter, and a
+    native round that raises the per-token margins."""
+    trl = pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    enc = _encoder(tiny)
+    pairs = enc.encode_all(PAIRS)
+    model = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+    train_dpo(model, pairs[:4], OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(5))  # policy ≠ reference now
+    pc, pr = pair_logps(model, pairs, pad_id=enc.pad_id)
+    nc, nr = pair_logps(model, pairs, pad_id=enc.pad_id, per_token=True)
+    lc = np.array([len(p.chosen) for p in pairs])
+    lr_ = np.array([len(p.rejected) for p in pairs])
+    assert len(set(lc.tolist() + lr_.tolist())) > 1  # lengths differ: dividing is not a common factor
+    np.testing.assert_allclose(nc * lc, pc, rtol=1e-5)
+    np.testing.assert_allclose(nr * lr_, pr, rtol=1e-5)
+    rc, rr = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True, per_token=True)
+    beta = 2.0
+    native = float(dpo_loss(*(torch.tensor(x) for x in (nc, nr, rc, rr)), beta).mean())
+    rcs, rrs = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True)
+    summed = float(dpo_loss(*(torch.tensor(x) for x in (pc, pr, rcs, rrs)), beta).mean())
+    assert abs(native - summed) > 1e-3 and native < math.log(2.0) - 1e-4
+    records = pair_records(PAIRS, lambda p: PROMPT + " ")
+    args = trl.DPOConfig(output_dir=str(tiny / "trl-norm"), beta=beta, loss_type=["sigmoid_norm"],
+                         per_device_train_batch_size=len(PAIRS), report_to=[], bf16=False,
+                         gradient_checkpointing=False, use_cpu=True, save_strategy="no", disable_tqdm=True)
+    trainer = trl.DPOTrainer(model=model, ref_model=None, args=args, processing_class=tok,
+                             train_dataset=Dataset.from_list(records))
+    from privtext.learn.trl_backend import _base_reference
+
+    _base_reference(trainer.model)
+    model.eval()
+    with torch.no_grad():
+        theirs = float(trainer.compute_loss(model, next(iter(trainer.get_train_dataloader()))))
+    assert theirs == pytest.approx(native, abs=1e-5)
+    opts = OPTS.model_copy(update={"loss": "sigmoid_norm", "beta": beta})
+    # the native round's first step (every pair in one batch) computes the same loss
+    whole = opts.model_copy(update={"batch_size": len(pairs), "epochs": 1.0})
+    assert train_dpo(model, pairs, whole, pad_id=enc.pad_id, rng=np.random.default_rng(2)).loss_first == \
+        pytest.approx(native, abs=1e-5)
+
+    fresh = attach_lora(_model(tiny), opts, rng=np.random.default_rng(0))
+    before = np.subtract(*pair_logps(fresh, pairs, pad_id=enc.pad_id, per_token=True))
+    res = train_dpo(fresh, pairs, opts, pad_id=enc.pad_id, rng=np.random.default_rng(1))
+    after = np.subtract(*pair_logps(fresh, pairs, pad_id=enc.pad_id, per_token=True))
+    assert res.loss_first == pytest.approx(math.log(2.0), abs=1e-6) and res.loss_last < res.loss_first
+    assert (after > before).all(), (before, after)
+    # the trl trainer is handed the same loss
+    from privtext.learn import trl_backend
+
+    seen: list = []
+
+    class Recording(trl.DPOConfig):  # type: ignore[misc]
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            seen.append(list(self.loss_type))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trl, "DPOConfig", Recording)
+        trl_backend.train_dpo_trl(attach_lora(_model(tiny), opts, rng=np.random.default_rng(0)), tok, records,
+                                  opts.model_copy(update={"epochs": 0.2}), seed=3)
+    assert seen == [["sigmoid_norm"]]
+
+
 def test_the_lm_generator_writes_what_the_pairs_preferred(tmp_path: Path) -> None:
     """The small lm generator: DPO through its control codes (label Food) with 'soup' preferred over 'pizza' moves
     its own samples for that label towards soup (the adapters sit inside the generator's model)."""

@@ -8,6 +8,16 @@ with log π(y|x) the summed log-probability of the completion's tokens given the
 rejected text. β (default 0.01, POPri's) scales the implicit reward; a smaller β lets the policy move further
 from the reference.
 
+``loss: sigmoid_norm`` (trl's name for it; the length normalisation of SimPO, Meng et al. 2024, Eq 4, kept with
+DPO's reference) divides each log-ratio by its completion's token count |y|::
+
+    L(θ) = −E log σ( β·[ log πθ(y_w|x) − log π_ref(y_w|x) ] / |y_w| − β·[ log πθ(y_l|x) − log π_ref(y_l|x) ] / |y_l| )
+
+The summed reward of Eq 7 can be raised by a drift that moves every token's log-probability the same way, which
+favours the shorter text of a pair whatever it says; the per-token reward cannot (docs/learn.md, "On Yelp"). The
+per-token log-ratios are about |y| times smaller than the sums, so β must be about |y| times larger for the same
+step (≈ 0.5–1 for completions of 50–100 tokens, against 0.01).
+
 **The reference is always the original base model.** The policy is the base model with LoRA adapters
 (Hu et al. 2021; :func:`attach_lora`, through peft) and the adapters are the only trainable weights, so the base
 model with its adapters switched off (``model.disable_adapter()``) *is* the original model, in every round: the
@@ -113,8 +123,9 @@ def collate_pairs(pairs: Sequence[TokenPair], *, pad_id: int, device: Any) -> di
             "mask": mask.to(device)}
 
 
-def sequence_logps(model: Any, batch: dict[str, Any]) -> Any:
-    """Σ log p(token | everything before it) over each sequence's completion tokens: a (2B,) tensor."""
+def sequence_logps(model: Any, batch: dict[str, Any], *, per_token: bool = False) -> Any:
+    """Σ log p(token | everything before it) over each sequence's completion tokens: a (2B,) tensor (``per_token``:
+    divided by the number of those tokens, ``loss: sigmoid_norm``)."""
     torch = _torch()
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                 position_ids=batch["position_ids"])
@@ -122,7 +133,8 @@ def sequence_logps(model: Any, batch: dict[str, Any]) -> Any:
     target = batch["input_ids"][:, 1:]
     keep = batch["mask"][:, 1:]
     tok = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    return (tok * keep).sum(dim=1)
+    total = (tok * keep).sum(dim=1)
+    return total / keep.sum(dim=1).clamp(min=1) if per_token else total
 
 
 def dpo_loss(policy_chosen: Any, policy_rejected: Any, ref_chosen: Any, ref_rejected: Any, beta: float) -> Any:
@@ -137,9 +149,10 @@ def _batches(n: int, size: int) -> list[slice]:
 
 
 def pair_logps(model: Any, pairs: Sequence[TokenPair], *, pad_id: int, batch_size: int = 16,
-               reference: bool = False) -> tuple[np.ndarray, np.ndarray]:
+               reference: bool = False, per_token: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(chosen, rejected) summed completion log-probabilities of every pair under ``model`` (``reference``: with
-    its LoRA adapters switched off, i.e. under the original base model), without gradients."""
+    its LoRA adapters switched off, i.e. under the original base model; ``per_token``: each divided by its
+    completion's token count), without gradients."""
     torch = _torch()
     device = next(model.parameters()).device
     ch, rj = [], []
@@ -150,7 +163,7 @@ def pair_logps(model: Any, pairs: Sequence[TokenPair], *, pad_id: int, batch_siz
         with torch.no_grad(), ctx:
             for sl in _batches(len(pairs), batch_size):
                 chunk = pairs[sl]
-                lp = sequence_logps(model, collate_pairs(chunk, pad_id=pad_id, device=device))
+                lp = sequence_logps(model, collate_pairs(chunk, pad_id=pad_id, device=device), per_token=per_token)
                 ch.append(lp[:len(chunk)].double().cpu().numpy())
                 rj.append(lp[len(chunk):].double().cpu().numpy())
     finally:
@@ -210,8 +223,10 @@ def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pa
     total = max(1, math.ceil(o.epochs * steps_per_epoch))
     losses: list[float] = []
     right: list[float] = []
+    norm = o.loss == "sigmoid_norm"
     with torch_threads(o.threads), progress(description, total) as bar:
-        ref_c, ref_r = pair_logps(model, pairs, pad_id=pad_id, batch_size=max(o.batch_size, 16), reference=True)
+        ref_c, ref_r = pair_logps(model, pairs, pad_id=pad_id, batch_size=max(o.batch_size, 16), reference=True,
+                                  per_token=norm)
         opt = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay)
         model.eval()
         try:
@@ -222,7 +237,7 @@ def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pa
                 take, order = order[:o.batch_size], order[o.batch_size:]
                 chunk = [pairs[i] for i in take]
                 batch = collate_pairs(chunk, pad_id=pad_id, device=device)
-                lp = sequence_logps(model, batch)
+                lp = sequence_logps(model, batch, per_token=norm)
                 rc = torch.as_tensor(ref_c[take], dtype=lp.dtype, device=device)
                 rr = torch.as_tensor(ref_r[take], dtype=lp.dtype, device=device)
                 per = dpo_loss(lp[:len(chunk)], lp[len(chunk):], rc, rr, o.beta)

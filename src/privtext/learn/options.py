@@ -11,7 +11,7 @@ calls it with ``learns=True``, every other method with ``learns=False`` and the 
       learn:
         kind: dpo            # none (default) | dpo | ngram_counts
         pairs: {reject_rank: 0.5, group_size: 10, pairs_per_group: 1}
-        dpo: {beta: 0.01, epochs: 1, lr: 5.0e-4, lora_r: 8}
+        dpo: {beta: 0.01, loss: sigmoid, epochs: 1, lr: 5.0e-4, lora_r: 8}
         ngram: {share: 0.5}
         generators: [lm]     # WASP: the generators that learn (default: all)
       final: population      # population (default) | model | both
@@ -62,6 +62,10 @@ class DPOOptions(BackendOptions):
         "control codes; one process); trl: trl's DPOTrainer (Hugging Face models with a tokenizer; several GPUs "
         "through accelerate); auto: native for the lm generator, trl for a transformers generator")
     beta: float = Field(default=0.01, gt=0, description="β of the DPO loss (POPri: 0.01)")
+    loss: Literal["sigmoid", "sigmoid_norm"] = Field(
+        default="sigmoid", description="sigmoid: DPO's Eq 7 on summed completion log-probabilities (POPri); "
+        "sigmoid_norm: the same on per-token averages, so a pair cannot be won by length alone (trl's loss_type of "
+        "the same name; β about |y| times larger, privtext.learn.dpo)")
     epochs: float = Field(default=1.0, gt=0, le=100, description="passes over each round's pairs (POPri: 1)")
     lr: float = Field(default=5e-4, gt=0, le=1, description="AdamW learning rate of the LoRA weights (constant; a new "
                       "optimiser per round). POPri used 8e-7 on Llama-3-8B; the small lm needs far more")
