@@ -149,28 +149,39 @@ def test_missing_trl_or_peft_gives_the_install_line(monkeypatch: pytest.MonkeyPa
         attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
 
 
+def _moved(tiny: Path):
+    """(tokenizer, encoder, encoded pairs, a model whose adapter was trained away from the reference)."""
+    from transformers import AutoTokenizer
+
+    enc = _encoder(tiny)
+    pairs = enc.encode_all(PAIRS)
+    model = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
+    train_dpo(model, pairs[:4], OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(5))  # policy ≠ reference now
+    return AutoTokenizer.from_pretrained(tiny), enc, pairs, model
+
+
+def _trl_trainer(trl, model, tok, out: Path, beta: float, loss: str = "sigmoid"):
+    """trl's DPOTrainer on every toy pair in one batch (its reference: see _base_reference)."""
+    from datasets import Dataset
+
+    args = trl.DPOConfig(output_dir=str(out), beta=beta, loss_type=[loss], per_device_train_batch_size=len(PAIRS),
+                         report_to=[], bf16=False, gradient_checkpointing=False, use_cpu=True, save_strategy="no",
+                         disable_tqdm=True)
+    return trl.DPOTrainer(model=model, ref_model=None, args=args, processing_class=tok,
+                          train_dataset=Dataset.from_list(pair_records(PAIRS, lambda p: PROMPT + " ")))
+
+
 def test_trl_computes_the_same_loss_and_moves_the_margin_the_same_way(tiny: Path) -> None:
     """Cross-check with trl's DPOTrainer: on a model whose adapter was moved away from the reference, trl's loss of
     the pairs equals the native Eq 7 (same sequences: trl tokenises prompt + completion, ours tokenises them apart);
     and a trl round raises the margins too."""
     trl = pytest.importorskip("trl")
-    from datasets import Dataset
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tiny)
-    enc = _encoder(tiny)
-    pairs = enc.encode_all(PAIRS)
-    model = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
-    train_dpo(model, pairs[:4], OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(5))  # policy ≠ reference now
+    tok, enc, pairs, model = _moved(tiny)
     pc, pr = pair_logps(model, pairs, pad_id=enc.pad_id)
     rc, rr = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True)
     native = float(dpo_loss(torch.tensor(pc), torch.tensor(pr), torch.tensor(rc), torch.tensor(rr), OPTS.beta).mean())
     records = pair_records(PAIRS, lambda p: PROMPT + " ")
-    args = trl.DPOConfig(output_dir=str(tiny / "trl-out"), beta=OPTS.beta, per_device_train_batch_size=len(PAIRS),
-                         report_to=[], bf16=False, gradient_checkpointing=False, use_cpu=True, save_strategy="no",
-                         disable_tqdm=True)
-    trainer = trl.DPOTrainer(model=model, ref_model=None, args=args, processing_class=tok,
-                             train_dataset=Dataset.from_list(records))
+    trainer = _trl_trainer(trl, model, tok, tiny / "trl-out", OPTS.beta)
     with torch.no_grad():
         copied = float(trainer.compute_loss(model.eval(), next(iter(trainer.get_train_dataloader()))))
     # trl's own reference here is a copy of the trained adapter (the previous round's model): loss log 2
@@ -200,14 +211,7 @@ def test_the_per_token_loss_divides_by_the_length_and_matches_trl(tiny: Path) ->
     sums and the pairs' lengths), trl's loss of the same name equal to the native one on a moved adapter, and a
     native round that raises the per-token margins."""
     trl = pytest.importorskip("trl")
-    from datasets import Dataset
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tiny)
-    enc = _encoder(tiny)
-    pairs = enc.encode_all(PAIRS)
-    model = attach_lora(_model(tiny), OPTS, rng=np.random.default_rng(0))
-    train_dpo(model, pairs[:4], OPTS, pad_id=enc.pad_id, rng=np.random.default_rng(5))  # policy ≠ reference now
+    tok, enc, pairs, model = _moved(tiny)
     pc, pr = pair_logps(model, pairs, pad_id=enc.pad_id)
     nc, nr = pair_logps(model, pairs, pad_id=enc.pad_id, per_token=True)
     lc = np.array([len(p.chosen) for p in pairs])
@@ -222,11 +226,7 @@ def test_the_per_token_loss_divides_by_the_length_and_matches_trl(tiny: Path) ->
     summed = float(dpo_loss(*(torch.tensor(x) for x in (pc, pr, rcs, rrs)), beta).mean())
     assert abs(native - summed) > 1e-3 and native < math.log(2.0) - 1e-4
     records = pair_records(PAIRS, lambda p: PROMPT + " ")
-    args = trl.DPOConfig(output_dir=str(tiny / "trl-norm"), beta=beta, loss_type=["sigmoid_norm"],
-                         per_device_train_batch_size=len(PAIRS), report_to=[], bf16=False,
-                         gradient_checkpointing=False, use_cpu=True, save_strategy="no", disable_tqdm=True)
-    trainer = trl.DPOTrainer(model=model, ref_model=None, args=args, processing_class=tok,
-                             train_dataset=Dataset.from_list(records))
+    trainer = _trl_trainer(trl, model, tok, tiny / "trl-norm", beta, "sigmoid_norm")
     from privtext.learn.trl_backend import _base_reference
 
     _base_reference(trainer.model)
