@@ -18,7 +18,10 @@ private data):
 * ``per-token acc``: the held-out accuracy of the reward divided by each completion's token count, which such a
   drift leaves level: what the adapter learned about *which* text, not how long; split by the kind of group the
   pair was ranked in: completions of one prompt (iteration 0) / variations of one parent with its survivor (later
-  iterations).
+  iterations);
+* ``held-out Δ per token, chosen / rejected``: the mean change of log π per completion token, (log π − log π_ref)
+  / |y|, of the chosen and of the rejected texts: whether the adapter raised the chosen texts or only lowered
+  both (DPO can lower both while widening the gap, moving the model away from every text it was shown).
 
     PYTHONPATH=src python benchmarks/learn_generalise.py \\
         --train artifacts/learn_yelp/runs/augpe-dpo-s{0,1} --held artifacts/learn_yelp/runs/augpe-dpo-s2 \\
@@ -76,6 +79,8 @@ def main() -> None:
                     "on the same held-out pairs)")
     ap.add_argument("--loss", choices=["sigmoid", "sigmoid_norm"], default="sigmoid",
                     help="the DPO loss the adapters train with (dpo.loss; sigmoid_norm: per-token log-ratios)")
+    ap.add_argument("--sft-weight", type=float, default=0.0,
+                    help="dpo.sft_weight: RPO's α, the chosen completions' NLL per token added to the loss")
     ap.add_argument("--grid", nargs="+", default=None, metavar="LR,BETA,EPOCHS",
                     help="option sets to train (default: GRID, the run's defaults and one change at a time)")
     args = ap.parse_args()
@@ -99,7 +104,7 @@ def main() -> None:
     print(f"{os.getloadavg()[0]:.2f} load; torch threads {torch.get_num_threads()}; {len(sets['train'])} training "
           f"pairs ({', '.join(r.name for r in args.train)}), {len(sets['held'])} held out "
           f"({', '.join(r.name for r in args.held)})")
-    base = DPOOptions(lora_r=args.lora_r, max_length=args.max_length, loss=args.loss)
+    base = DPOOptions(lora_r=args.lora_r, max_length=args.max_length, loss=args.loss, sft_weight=args.sft_weight)
     model = attach_lora(lm.model, base, rng=np.random.default_rng(0))
     fresh = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}
 
@@ -119,11 +124,12 @@ def main() -> None:
     shorter = n_tok["held"][0] < n_tok["held"][1]
     prompt = np.array([p.source.split("/")[-1].startswith("prompt") for p, _ in sets["held"]])
     print(f"held-out pairs from prompt completions: {prompt.sum()}, from variation groups: {(~prompt).sum()}")
-    print(f"held-out pairs whose chosen completion has fewer tokens: {shorter.mean():.2f}; loss {args.loss}")
+    print(f"held-out pairs whose chosen completion has fewer tokens: {shorter.mean():.2f}; loss {args.loss}, "
+          f"sft_weight {args.sft_weight:g}")
     print("| training pairs | lr | β | epochs | steps | s | last loss | train acc | train Δmargin | held-out acc "
           "| held-out Δmargin | held-out acc, chosen shorter / not "
-          "| held-out per-token acc (prompt / variation groups) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| held-out per-token acc (prompt / variation groups) | held-out Δ per token, chosen / rejected |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     grid = GRID if args.grid is None else [tuple(float(x) for x in g.split(",")) for g in args.grid]
     full = tok["train"]
     for limit, (lr, beta, epochs) in ((m, g) for m in args.train_limit for g in grid):
@@ -146,9 +152,10 @@ def main() -> None:
                 lc, lr_ = n_tok[k]
                 right = (c - rc) / lc - (r - rr) / lr_ > 0
                 per_token = tuple(f"{np.mean(x):.3f}" if len(x) else "—" for x in (right, right[prompt], right[~prompt]))
+                moved = (float(np.mean((c - rc) / lc)), float(np.mean((r - rr) / lr_)))
         print(f"| {len(take)} | {lr:g} | {beta:g} | {epochs:g} | {res.steps} | {secs:.0f} | {res.loss_last:.4f} "
               f"| {row[0]:.3f} | {row[1]:+.3f} | {row[2]:.3f} | {row[3]:+.3f} | {split[0]:.3f} / {split[1]:.3f} "
-              f"| {per_token[0]} ({per_token[1]} / {per_token[2]}) |", flush=True)
+              f"| {per_token[0]} ({per_token[1]} / {per_token[2]}) | {moved[0]:+.4f} / {moved[1]:+.4f} |", flush=True)
     n = len(tok["held"])
     print(f"\na coin on {n} held-out pairs: 0.5 ± {0.5 / np.sqrt(n):.3f} (one s.e.)")
 

@@ -2,8 +2,9 @@
 question "does a better-trained lm take in more of the pairs' preference?" (issue 38's "why").
 
 The lm of benchmarks/learn_votes.py (the ``lm`` generator's options there, 4.26 M parameters) is trained on the
-public split with ``--train-tokens`` (the runs used 1 200 000) into ``--cache-dir``; the entry's folder and its
-validation loss are printed. Public text only.
+public split with ``--train-tokens`` (the runs used 1 200 000), optionally with another shape (``--n-layer``,
+``--n-embd``, ``--n-head``), into ``--cache-dir``; the entry's folder, its size and its validation loss are
+printed. Public text only.
 
     PYTHONPATH=src python benchmarks/learn_lm_build.py --train-tokens 300000 --cache-dir artifacts/learn_yelp/lm-ladder
 """
@@ -23,6 +24,9 @@ def main() -> None:
     ap.add_argument("--train-tokens", type=int, required=True)
     ap.add_argument("--cache-dir", type=Path, required=True)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--n-layer", type=int, default=None, help="a larger (or smaller) model than the runs' 4 × 256")
+    ap.add_argument("--n-embd", type=int, default=None)
+    ap.add_argument("--n-head", type=int, default=None)
     args = ap.parse_args()
     import pandas as pd
 
@@ -30,7 +34,8 @@ def main() -> None:
     from privtext.generate.lm.backend import LMOptions
 
     public = pd.read_csv(ROOT / "artifacts" / "compare" / "data" / "yelp-public.csv")
-    opts = LMOptions(max_length=192, max_new_tokens=128, train_tokens=args.train_tokens, torch_threads=args.threads)
+    opts = LMOptions(max_length=192, max_new_tokens=128, train_tokens=args.train_tokens, torch_threads=args.threads,
+                     n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head)
     labels = {c: public[c].astype(str).tolist() for c in ("label1", "label2")}
     lm = build_public_lm(public["text"].astype(str).tolist(), labels, settings=opts.settings(),
                          cache_dir=args.cache_dir, device="cpu")

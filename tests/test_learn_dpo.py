@@ -160,11 +160,12 @@ def _moved(tiny: Path):
     return AutoTokenizer.from_pretrained(tiny), enc, pairs, model
 
 
-def _trl_trainer(trl, model, tok, out: Path, beta: float, loss: str = "sigmoid"):
+def _trl_trainer(trl, model, tok, out: Path, beta: float, loss: str = "sigmoid", sft: float = 0.0):
     """trl's DPOTrainer on every toy pair in one batch (its reference: see _base_reference)."""
     from datasets import Dataset
 
-    args = trl.DPOConfig(output_dir=str(out), beta=beta, loss_type=[loss], per_device_train_batch_size=len(PAIRS),
+    args = trl.DPOConfig(output_dir=str(out), beta=beta, loss_type=[loss] + (["sft"] if sft else []),
+                         loss_weights=[1.0, sft] if sft else None, per_device_train_batch_size=len(PAIRS),
                          report_to=[], bf16=False, gradient_checkpointing=False, use_cpu=True, save_strategy="no",
                          disable_tqdm=True)
     return trl.DPOTrainer(model=model, ref_model=None, args=args, processing_class=tok,
@@ -225,7 +226,6 @@ def test_the_per_token_loss_divides_by_the_length_and_matches_trl(tiny: Path) ->
     rcs, rrs = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True)
     summed = float(dpo_loss(*(torch.tensor(x) for x in (pc, pr, rcs, rrs)), beta).mean())
     assert abs(native - summed) > 1e-3 and native < math.log(2.0) - 1e-4
-    records = pair_records(PAIRS, lambda p: PROMPT + " ")
     trainer = _trl_trainer(trl, model, tok, tiny / "trl-norm", beta, "sigmoid_norm")
     from privtext.learn.trl_backend import _base_reference
 
@@ -246,7 +246,11 @@ def test_the_per_token_loss_divides_by_the_length_and_matches_trl(tiny: Path) ->
     after = np.subtract(*pair_logps(fresh, pairs, pad_id=enc.pad_id, per_token=True))
     assert res.loss_first == pytest.approx(math.log(2.0), abs=1e-6) and res.loss_last < res.loss_first
     assert (after > before).all(), (before, after)
-    # the trl trainer is handed the same loss
+    assert _recorded_trl_losses(trl, tok, opts, tiny) == [(["sigmoid_norm"], None)]  # trl is handed the same loss
+
+
+def _recorded_trl_losses(trl, tok, opts: DPOOptions, tiny: Path) -> list:
+    """(loss_type, loss_weights) of every DPOConfig that train_dpo_trl builds for ``opts``."""
     from privtext.learn import trl_backend
 
     seen: list = []
@@ -254,13 +258,48 @@ def test_the_per_token_loss_divides_by_the_length_and_matches_trl(tiny: Path) ->
     class Recording(trl.DPOConfig):  # type: ignore[misc]
         def __post_init__(self) -> None:
             super().__post_init__()
-            seen.append(list(self.loss_type))
+            seen.append((list(self.loss_type), self.loss_weights))
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(trl, "DPOConfig", Recording)
-        trl_backend.train_dpo_trl(attach_lora(_model(tiny), opts, rng=np.random.default_rng(0)), tok, records,
-                                  opts.model_copy(update={"epochs": 0.2}), seed=3)
-    assert seen == [["sigmoid_norm"]]
+        trl_backend.train_dpo_trl(attach_lora(_model(tiny), opts, rng=np.random.default_rng(0)), tok,
+                                  pair_records(PAIRS, lambda p: PROMPT + " "), opts.model_copy(update={"epochs": 0.2}),
+                                  seed=3)
+    return seen
+
+
+def test_rpo_adds_the_chosen_likelihood_matches_trl_and_holds_the_chosen_texts_up(tiny: Path) -> None:
+    """``sft_weight`` α (RPO): the loss is Eq 7 + α·NLL per token of the chosen completions, equal to trl's
+    [sigmoid, sft] with weights [1, α] and to the native round's first step; a round with it leaves the chosen texts
+    more likely than the same round without it."""
+    trl = pytest.importorskip("trl")
+    tok, enc, pairs, model = _moved(tiny)
+    alpha = 0.5
+    pc, pr = pair_logps(model, pairs, pad_id=enc.pad_id)
+    rc, rr = pair_logps(model, pairs, pad_id=enc.pad_id, reference=True)
+    n_chosen = sum(len(p.chosen) for p in pairs)
+    plain = float(dpo_loss(*(torch.tensor(x) for x in (pc, pr, rc, rr)), OPTS.beta).mean())
+    native = plain - alpha * float(pc.sum()) / n_chosen
+    assert native - plain > 1.0  # the NLL term is not negligible here
+    trainer = _trl_trainer(trl, model, tok, tiny / "trl-rpo", OPTS.beta, sft=alpha)
+    from privtext.learn.trl_backend import _base_reference
+
+    _base_reference(trainer.model)
+    model.eval()
+    with torch.no_grad():
+        theirs = float(trainer.compute_loss(model, next(iter(trainer.get_train_dataloader()))))
+    assert theirs == pytest.approx(native, abs=1e-4)
+    opts = OPTS.model_copy(update={"sft_weight": alpha})
+    whole = opts.model_copy(update={"batch_size": len(pairs), "epochs": 1.0})
+    assert train_dpo(model, pairs, whole, pad_id=enc.pad_id, rng=np.random.default_rng(2)).loss_first == \
+        pytest.approx(native, abs=1e-4)
+    chosen = {}
+    for name, o in (("dpo", OPTS), ("rpo", opts)):
+        fresh = attach_lora(_model(tiny), o, rng=np.random.default_rng(0))
+        train_dpo(fresh, pairs, o, pad_id=enc.pad_id, rng=np.random.default_rng(1))
+        chosen[name] = pair_logps(fresh, pairs, pad_id=enc.pad_id)[0]
+    assert (chosen["rpo"] > chosen["dpo"]).all(), chosen
+    assert _recorded_trl_losses(trl, tok, opts, tiny) == [(["sigmoid", "sft"], [1.0, alpha])]
 
 
 def test_the_lm_generator_writes_what_the_pairs_preferred(tmp_path: Path) -> None:

@@ -13,6 +13,15 @@ DPO's reference) divides each log-ratio by its completion's token count |y|::
 
     L(θ) = −E log σ( β·[ log πθ(y_w|x) − log π_ref(y_w|x) ] / |y_w| − β·[ log πθ(y_l|x) − log π_ref(y_l|x) ] / |y_l| )
 
+``sft_weight`` α > 0 adds the chosen completions' negative log-likelihood per token (RPO, Pang et al. 2024,
+"Iterative Reasoning Preference Optimization", Eq 3; trl's ``loss_type: [sigmoid, sft]`` with ``loss_weights:
+[1, α]``)::
+
+    L_RPO(θ) = L(θ) − α · Σ_batch log πθ(y_w|x) / Σ_batch |y_w|
+
+DPO can widen the gap between chosen and rejected while lowering both, moving the model away from every text it
+was shown (on Yelp both fell by about a nat per token: docs/compare.md); the added term holds the chosen texts up.
+
 The summed reward of Eq 7 can be raised by a drift that moves every token's log-probability the same way, which
 favours the shorter text of a pair whatever it says; the per-token reward cannot (docs/learn.md, "On Yelp"). The
 per-token log-ratios are about |y| times smaller than the sums, so β must be about |y| times larger for the same
@@ -237,11 +246,15 @@ def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pa
                 take, order = order[:o.batch_size], order[o.batch_size:]
                 chunk = [pairs[i] for i in take]
                 batch = collate_pairs(chunk, pad_id=pad_id, device=device)
-                lp = sequence_logps(model, batch, per_token=norm)
+                total = sequence_logps(model, batch)
+                tokens = batch["mask"][:, 1:].sum(dim=1).clamp(min=1)
+                lp = total / tokens if norm else total
                 rc = torch.as_tensor(ref_c[take], dtype=lp.dtype, device=device)
                 rr = torch.as_tensor(ref_r[take], dtype=lp.dtype, device=device)
                 per = dpo_loss(lp[:len(chunk)], lp[len(chunk):], rc, rr, o.beta)
                 loss = per.mean()
+                if o.sft_weight:  # RPO: + α · the chosen completions' negative log-likelihood per token
+                    loss = loss - o.sft_weight * total[:len(chunk)].sum() / tokens[:len(chunk)].sum()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if o.max_grad_norm is not None:

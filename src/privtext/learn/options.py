@@ -11,7 +11,7 @@ calls it with ``learns=True``, every other method with ``learns=False`` and the 
       learn:
         kind: dpo            # none (default) | dpo | ngram_counts
         pairs: {reject_rank: 0.5, group_size: 10, pairs_per_group: 1}
-        dpo: {beta: 0.01, loss: sigmoid, epochs: 1, lr: 5.0e-4, lora_r: 8}
+        dpo: {beta: 0.01, loss: sigmoid, sft_weight: 0, epochs: 1, lr: 5.0e-4, lora_r: 8}
         ngram: {share: 0.5}
         generators: [lm]     # WASP: the generators that learn (default: all)
       final: population      # population (default) | model | both
@@ -66,6 +66,10 @@ class DPOOptions(BackendOptions):
         default="sigmoid", description="sigmoid: DPO's Eq 7 on summed completion log-probabilities (POPri); "
         "sigmoid_norm: the same on per-token averages, so a pair cannot be won by length alone (trl's loss_type of "
         "the same name; β about |y| times larger, privtext.learn.dpo)")
+    sft_weight: float = Field(
+        default=0.0, ge=0, le=100, description="α of RPO: + α · the chosen completions' negative log-likelihood per "
+        "token, so the chosen texts' likelihood does not fall with the rejected ones' (trl: loss_type [<loss>, sft], "
+        "loss_weights [1, α]; 0: plain DPO)")
     epochs: float = Field(default=1.0, gt=0, le=100, description="passes over each round's pairs (POPri: 1)")
     lr: float = Field(default=5e-4, gt=0, le=1, description="AdamW learning rate of the LoRA weights (constant; a new "
                       "optimiser per round). POPri used 8e-7 on Llama-3-8B; the small lm needs far more")

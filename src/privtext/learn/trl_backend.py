@@ -83,7 +83,9 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
         where = device or next(model.parameters()).device.type
         cuda = where.startswith("cuda") and torch.cuda.is_available()
         args = trl.DPOConfig(
-            output_dir=out, beta=o.beta, loss_type=[o.loss], num_train_epochs=o.epochs, per_device_train_batch_size=o.batch_size,
+            output_dir=out, beta=o.beta, loss_type=[o.loss] + (["sft"] if o.sft_weight else []),
+            loss_weights=[1.0, o.sft_weight] if o.sft_weight else None, num_train_epochs=o.epochs,
+            per_device_train_batch_size=o.batch_size,
             learning_rate=o.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=o.weight_decay,
             max_grad_norm=o.max_grad_norm if o.max_grad_norm is not None else 0.0, max_length=o.max_length,
             logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True, seed=int(seed) % (2**31),
