@@ -296,7 +296,8 @@ def test_rpo_adds_the_chosen_likelihood_matches_trl_and_holds_the_chosen_texts_u
     chosen = {}
     for name, o in (("dpo", OPTS), ("rpo", opts)):
         fresh = attach_lora(_model(tiny), o, rng=np.random.default_rng(0))
-        train_dpo(fresh, pairs, o, pad_id=enc.pad_id, rng=np.random.default_rng(1))
+        res = train_dpo(fresh, pairs, o, pad_id=enc.pad_id, rng=np.random.default_rng(1))
+        assert res.steps == 9 and isinstance(res.steps, int)
         chosen[name] = pair_logps(fresh, pairs, pad_id=enc.pad_id)[0]
     assert (chosen["rpo"] > chosen["dpo"]).all(), chosen
     assert _recorded_trl_losses(trl, tok, opts, tiny) == [(["sigmoid", "sft"], [1.0, alpha])]

@@ -246,15 +246,15 @@ def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pa
                 take, order = order[:o.batch_size], order[o.batch_size:]
                 chunk = [pairs[i] for i in take]
                 batch = collate_pairs(chunk, pad_id=pad_id, device=device)
-                total = sequence_logps(model, batch)
+                summed = sequence_logps(model, batch)
                 tokens = batch["mask"][:, 1:].sum(dim=1).clamp(min=1)
-                lp = total / tokens if norm else total
+                lp = summed / tokens if norm else summed
                 rc = torch.as_tensor(ref_c[take], dtype=lp.dtype, device=device)
                 rr = torch.as_tensor(ref_r[take], dtype=lp.dtype, device=device)
                 per = dpo_loss(lp[:len(chunk)], lp[len(chunk):], rc, rr, o.beta)
                 loss = per.mean()
                 if o.sft_weight:  # RPO: + α · the chosen completions' negative log-likelihood per token
-                    loss = loss - o.sft_weight * total[:len(chunk)].sum() / tokens[:len(chunk)].sum()
+                    loss = loss - o.sft_weight * summed[:len(chunk)].sum() / tokens[:len(chunk)].sum()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if o.max_grad_norm is not None:
