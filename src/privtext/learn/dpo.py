@@ -13,6 +13,11 @@ DPO's reference) divides each log-ratio by its completion's token count |y|::
 
     L(θ) = −E log σ( β·[ log πθ(y_w|x) − log π_ref(y_w|x) ] / |y_w| − β·[ log πθ(y_l|x) − log π_ref(y_l|x) ] / |y_l| )
 
+The summed reward of Eq 7 can be raised by a drift that moves every token's log-probability the same way, which
+favours the shorter text of a pair whatever it says; the per-token reward cannot (docs/learn.md, "On Yelp"). The
+per-token log-ratios are about |y| times smaller than the sums, so β must be about |y| times larger for the same
+step (≈ 0.5–2 for completions of 50–100 tokens, against 0.01).
+
 ``sft_weight`` α > 0 adds the chosen completions' negative log-likelihood per token (RPO, Pang et al. 2024,
 "Iterative Reasoning Preference Optimization", Eq 3; trl's ``loss_type: [sigmoid, sft]`` with ``loss_weights:
 [1, α]``)::
@@ -21,11 +26,6 @@ DPO's reference) divides each log-ratio by its completion's token count |y|::
 
 DPO can widen the gap between chosen and rejected while lowering both, moving the model away from every text it
 was shown (on Yelp both fell by about a nat per token: docs/compare.md); the added term holds the chosen texts up.
-
-The summed reward of Eq 7 can be raised by a drift that moves every token's log-probability the same way, which
-favours the shorter text of a pair whatever it says; the per-token reward cannot (docs/learn.md, "On Yelp"). The
-per-token log-ratios are about |y| times smaller than the sums, so β must be about |y| times larger for the same
-step (≈ 0.5–1 for completions of 50–100 tokens, against 0.01).
 
 **The reference is always the original base model.** The policy is the base model with LoRA adapters
 (Hu et al. 2021; :func:`attach_lora`, through peft) and the adapters are the only trainable weights, so the base
