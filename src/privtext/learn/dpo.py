@@ -132,6 +132,11 @@ def collate_pairs(pairs: Sequence[TokenPair], *, pad_id: int, device: Any) -> di
             "mask": mask.to(device)}
 
 
+def completion_tokens(batch: dict[str, Any]) -> Any:
+    """Each sequence's number of scored completion tokens (at least 1): the |y| of ``loss: sigmoid_norm`` and RPO."""
+    return batch["mask"][:, 1:].sum(dim=1).clamp(min=1)
+
+
 def sequence_logps(model: Any, batch: dict[str, Any], *, per_token: bool = False) -> Any:
     """Σ log p(token | everything before it) over each sequence's completion tokens: a (2B,) tensor (``per_token``:
     divided by the number of those tokens, ``loss: sigmoid_norm``)."""
@@ -143,7 +148,7 @@ def sequence_logps(model: Any, batch: dict[str, Any], *, per_token: bool = False
     keep = batch["mask"][:, 1:]
     tok = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     total = (tok * keep).sum(dim=1)
-    return total / keep.sum(dim=1).clamp(min=1) if per_token else total
+    return total / completion_tokens(batch) if per_token else total
 
 
 def dpo_loss(policy_chosen: Any, policy_rejected: Any, ref_chosen: Any, ref_rejected: Any, beta: float) -> Any:
@@ -247,7 +252,7 @@ def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pa
                 chunk = [pairs[i] for i in take]
                 batch = collate_pairs(chunk, pad_id=pad_id, device=device)
                 summed = sequence_logps(model, batch)
-                tokens = batch["mask"][:, 1:].sum(dim=1).clamp(min=1)
+                tokens = completion_tokens(batch)
                 lp = summed / tokens if norm else summed
                 rc = torch.as_tensor(ref_c[take], dtype=lp.dtype, device=device)
                 rr = torch.as_tensor(ref_r[take], dtype=lp.dtype, device=device)
