@@ -150,9 +150,10 @@ def main() -> None:
             if k == "held":
                 split = (float(np.mean(reward[shorter] > 0)), float(np.mean(reward[~shorter] > 0)))
                 lc, lr_ = n_tok[k]
-                right = (c - rc) / lc - (r - rr) / lr_ > 0
+                dc, dr = (c - rc) / lc, (r - rr) / lr_  # log π − log π_ref per token
+                right = dc - dr > 0
                 per_token = tuple(f"{np.mean(x):.3f}" if len(x) else "—" for x in (right, right[prompt], right[~prompt]))
-                moved = (float(np.mean((c - rc) / lc)), float(np.mean((r - rr) / lr_)))
+                moved = (float(np.mean(dc)), float(np.mean(dr)))
         print(f"| {len(take)} | {lr:g} | {beta:g} | {epochs:g} | {res.steps} | {secs:.0f} | {res.loss_last:.4f} "
               f"| {row[0]:.3f} | {row[1]:+.3f} | {row[2]:.3f} | {row[3]:+.3f} | {split[0]:.3f} / {split[1]:.3f} "
               f"| {per_token[0]} ({per_token[1]} / {per_token[2]}) | {moved[0]:+.4f} / {moved[1]:+.4f} |", flush=True)

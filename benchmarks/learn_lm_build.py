@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def main() -> None:
@@ -30,13 +31,14 @@ def main() -> None:
     args = ap.parse_args()
     import pandas as pd
 
+    from learn_votes import DATA, DATASETS, LM_OPTIONS
     from privtext.generate.lm import build_public_lm
     from privtext.generate.lm.backend import LMOptions
 
-    public = pd.read_csv(ROOT / "artifacts" / "compare" / "data" / "yelp-public.csv")
-    opts = LMOptions(max_length=192, max_new_tokens=128, train_tokens=args.train_tokens, torch_threads=args.threads,
+    public = pd.read_csv(DATA / "yelp-public.csv")
+    opts = LMOptions(**{**LM_OPTIONS, "train_tokens": args.train_tokens}, torch_threads=args.threads,
                      n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head)
-    labels = {c: public[c].astype(str).tolist() for c in ("label1", "label2")}
+    labels = {c: public[c].astype(str).tolist() for c in DATASETS["yelp"]["labels"]}
     lm = build_public_lm(public["text"].astype(str).tolist(), labels, settings=opts.settings(),
                          cache_dir=args.cache_dir, device="cpu")
     info = lm.info

@@ -55,6 +55,10 @@ DATASETS: dict[str, dict[str, Any]] = {
     "pubmed": {"private": "pubmed-private.csv", "labels": [], "kind": "abstracts"},
 }
 
+#: the lm generator's options in every run (its cache folder added per dataset); benchmarks/learn_lm_build.py trains
+#: the same lm with another token budget or shape
+LM_OPTIONS: dict[str, Any] = {"max_length": 192, "train_tokens": 1_200_000, "max_new_tokens": 128}
+
 
 #: the Yelp levers, one at a time from the DPO defaults: name → (section of evolution.learn, key, value).
 #: Steps per iteration: 4 epochs over each round's pairs; β; pairs per group; the rejected rank (the last of a
@@ -87,8 +91,7 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
     data = prepare_data(5000)
     d = DATASETS[dataset]
     labelled = bool(d["labels"])
-    lm = {"backend": "lm", "cache_dir": str(art(dataset) / "lm-cache"), "max_length": 192,
-          "train_tokens": 1_200_000, "max_new_tokens": 128}
+    lm = {"backend": "lm", "cache_dir": str(art(dataset) / "lm-cache"), **LM_OPTIONS}
     base: dict[str, Any] = {
         "seed": 0,
         "data": {"private": str(data / d["private"]), "public": str(data / f"{dataset}-public.csv"),
