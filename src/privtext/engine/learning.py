@@ -62,6 +62,7 @@ def learn_parameters(evolution: Any) -> dict[str, Any]:
     d = o.model_dump(mode="json")
     d = {"kind": o.kind, "pairs": d["pairs"], **({"dpo": d["dpo"]} if o.kind == "dpo" else {}),
          **({"ngram": d["ngram"]} if o.kind == "ngram_counts" else {}),
+         **({"rerank": d["rerank"]} if o.kind == "rerank" else {}),
          **({"generators": d["generators"]} if o.generators is not None else {})}
     return {"learn": {**d, "privacy": "post-processing: trained only on released vote values and generated text; "
                                       "no release added"},
@@ -72,7 +73,7 @@ class EngineLearning:
     """One learner for the engine's generator, called after each iteration's release (module docstring)."""
 
     def __init__(self, *, evolution: Any, generator: Any, labels: Any, scorer: Any, seed: int | None, secure: bool,
-                 name: str, metrics: Any, log: Callable[[str], None]):
+                 name: str, metrics: Any, log: Callable[[str], None], embedder: Any = None):
         from ..backends import parse_options
         from ..learn.options import LearnOptions
 
@@ -85,8 +86,15 @@ class EngineLearning:
                               "gives no released votes to learn from (use kind: none)")
         from ..learn.factory import build_learner
 
-        self.learner = build_learner(self.options, generator, label_info=labels.info, seed=seed, secure=secure,
-                                     name=name)
+        self.generator = generator
+        if self.options.kind == "rerank":  # the loop calls the wrapper; the learner installs what it fits
+            from ..learn.rerank import RerankingGenerator
+
+            if embedder is None:
+                raise ConfigError("evolution.learn.kind: rerank scores samples with the run's embedder; none given")
+            self.generator = RerankingGenerator(generator, embedder, self.options.rerank.candidates)
+        self.learner = build_learner(self.options, self.generator, label_info=labels.info, seed=seed,
+                                     secure=secure, name=name, embedder=embedder)
         self.metrics = metrics
         self.log = log
 
@@ -108,6 +116,11 @@ class EngineLearning:
             st.count("pairs", rec.pairs)
         how = "restored from its checkpoint" if rec.resumed else f"{rec.seconds:.1f} s"
         what = (f"{rec.trained.get('texts', 0)} voted texts" if rec.kind == "ngram_counts" else f"{rec.pairs} pairs")
+        if rec.kind == "rerank":
+            fit = rec.trained
+            what += (f" (preference model on {fit.get('pairs_total')} pairs, C {fit.get('C', 0):.3g}: best of "
+                     f"{fit.get('k')} from now on)" if fit.get("fitted") else
+                     f" ({fit.get('pairs_total')} pairs so far, fewer than min_pairs: no reranking yet)")
         self.log(f"iteration {t}: learning ({rec.kind}) from {what}, {how}")
 
 

@@ -151,7 +151,8 @@ class Engine:
         if EngineLearning.wanted(evolution):
             self.learning = EngineLearning(evolution=evolution, generator=generator, labels=labels, scorer=scorer,
                                            seed=seed, secure=secure, name=self.gen_name, metrics=metrics,
-                                           log=self.log)
+                                           log=self.log, embedder=embedder)
+            self.generator = self.learning.generator  # kind: rerank wraps it (privtext.learn.rerank)
         self.L = evolution.variations
         self.n_children = self.L - 1 if evolution.include_selected else self.L
         if evolution.include_selected and self.L < 2 and evolution.iterations > 1:

@@ -9,10 +9,11 @@ calls it with ``learns=True``, every other method with ``learns=False`` and the 
 
     evolution:
       learn:
-        kind: dpo            # none (default) | dpo | ngram_counts
+        kind: dpo            # none (default) | dpo | ngram_counts | rerank
         pairs: {reject_rank: 0.5, group_size: 10, pairs_per_group: 1}
         dpo: {beta: 0.01, loss: sigmoid, sft_weight: 0, epochs: 1, lr: 5.0e-4, lora_r: 8}
         ngram: {share: 0.5}
+        rerank: {candidates: 2, min_pairs: 20}
         generators: [lm]     # WASP: the generators that learn (default: all)
       final: population      # population (default) | model | both
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from ..backends import BackendOptions
@@ -107,16 +109,36 @@ class NgramLearnOptions(BackendOptions):
     max_copies: int = Field(default=50, ge=1, description="most copies of one voted text")
 
 
+class RerankOptions(BackendOptions):
+    """Best-of-k with a preference model fitted to the released pairs (:mod:`privtext.learn.rerank`)."""
+
+    candidates: int = Field(default=2, ge=2, le=16, description="k: samples the generator writes for each one "
+                            "kept (k times the generator calls once a preference model is fitted)")
+    min_pairs: int = Field(default=20, ge=5, description="no preference model (every call passed through) until "
+                           "this many pairs are kept")
+    cs: list[float] = Field(default_factory=lambda: [float(c) for c in np.logspace(-2, 3, 11)], min_length=1,
+                            description="the inverse L2 strengths C that 5-fold cross-validation chooses from")
+
+    @model_validator(mode="after")
+    def _cs(self) -> RerankOptions:
+        bad = [c for c in self.cs if not (c > 0 and np.isfinite(c))]
+        if bad:
+            raise ValueError(f"cs must hold positive finite numbers, got {bad[0]}")
+        return self
+
+
 class LearnOptions(BackendOptions):
     """``evolution.learn``: what the released votes teach the generator after each iteration."""
 
-    kind: Literal["none", "dpo", "ngram_counts"] = Field(
+    kind: Literal["none", "dpo", "ngram_counts", "rerank"] = Field(
         default="none", description="none: the generator stays as it is; dpo: preference pairs → DPO on LoRA "
         "adapters (the lm and transformers generators); ngram_counts: vote-weighted n-gram counts (the ngram "
-        "generator)")
+        "generator); rerank: a preference model fitted to the pairs keeps the best of k samples (any generator; "
+        "the evolution loop: Aug-PE, SecPE)")
     pairs: PairOptions = Field(default_factory=PairOptions)
     dpo: DPOOptions = Field(default_factory=DPOOptions)
     ngram: NgramLearnOptions = Field(default_factory=NgramLearnOptions)
+    rerank: RerankOptions = Field(default_factory=RerankOptions)
     generators: list[str] | None = Field(
         default=None, min_length=1, description="WASP with several generators: the names of those that learn "
         "(generators[i].name, else <backend>-<i>); the others write as they are, so an lm that learns with dpo can "
@@ -134,7 +156,8 @@ class FinalOptions(BackendOptions):
     mode: Literal["population", "model", "both"] = "population"
 
 
-#: the generator backends each kind trains (dpo: weights with LoRA adapters; ngram_counts: Kneser-Ney counts)
+#: the generator backends each kind trains (dpo: weights with LoRA adapters; ngram_counts: Kneser-Ney counts);
+#: rerank trains no generator (it wraps any one) and is not listed
 TRAINS: dict[str, tuple[str, ...]] = {"dpo": ("lm", "small-lm", "transformers", "hf", "huggingface", "vllm"),
                                       "ngram_counts": ("ngram",)}
 
@@ -173,6 +196,8 @@ def check_learn_config(config: Any, *, learns: bool, method: str, why: str = "")
         if unknown:
             raise ConfigError(f"evolution.learn.generators: {unknown[0]!r} is not a generator of this run; its "
                               f"generators are {', '.join(names)}")
+    if o.kind == "rerank":  # wraps whatever generator the loop calls; trains none of them
+        return o
     for i, g in enumerate(gens):
         if o.generators is not None and g.label(i) not in o.generators:
             continue
@@ -221,4 +246,4 @@ def _check_dpo(o: DPOOptions, backend: str, generator: Any) -> None:
 
 
 __all__ = ["TRAINS", "DPOOptions", "FinalMode", "FinalOptions", "LearnOptions", "NgramLearnOptions", "PairOptions",
-           "check_learn_config", "learn_options"]
+           "RerankOptions", "check_learn_config", "learn_options"]

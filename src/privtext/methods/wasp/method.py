@@ -157,6 +157,15 @@ class WASP(DPVoteMethod):
     paper_formula = staticmethod(paper_formula)
 
     @classmethod
+    def check_learning(cls, config: Config, options: Any) -> None:
+        """As every vote method's, and ``kind: rerank`` refused: it wraps the evolution loop's generator (Aug-PE,
+        SecPE), and WASP's rounds call each generator themselves."""
+        super().check_learning(config, options)
+        if str((config.evolution.learn or {}).get("kind", "none")) == "rerank":
+            raise ConfigError("evolution.learn.kind: rerank reranks the samples of the evolution loop (Aug-PE, "
+                              "SecPE); WASP writes its rounds through each generator itself: use kind: dpo or none")
+
+    @classmethod
     def check_config(cls, config: Config, options: Any) -> None:
         if config.evolution.final != "population":
             raise ConfigError(f"evolution.final: {config.evolution.final}: WASP's output is its collective set D "
