@@ -116,7 +116,8 @@ class RerankOptions(BackendOptions):
                             "kept (k times the generator calls once a preference model is fitted)")
     min_pairs: int = Field(default=20, ge=5, description="no preference model (every call passed through) until "
                            "this many pairs are kept")
-    cs: list[float] = Field(default_factory=lambda: [float(c) for c in np.logspace(-2, 3, 11)], min_length=1,
+    cs: list[float] = Field(default_factory=lambda: [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0],
+                            min_length=1,
                             description="the inverse L2 strengths C that 5-fold cross-validation chooses from")
 
     @model_validator(mode="after")

@@ -47,7 +47,7 @@ from ..data.population import Population
 from ..errors import ConfigError, ResumeError
 from .options import LearnOptions, RerankOptions
 from .pairs import ReleasedVotes, check_pair_texts
-from .step import DONE, Learner, StepRecord, _finite
+from .step import DONE, Learner, StepRecord, _fault, _finite
 
 NPZ = "rerank.npz"
 
@@ -175,6 +175,7 @@ class RerankLearner(Learner):
         if len(self.history) >= o.min_pairs:
             w, fit = fit_preference(self.history, o)
             trained.update(fit, fitted=True)
+        _fault(f"learn:iter_{iteration:03d}")
         with atomic_path(folder / NPZ) as tmp, open(tmp, "wb") as f:
             np.savez(f, diffs=diffs, w=w)
         rec = StepRecord(iteration=iteration, kind=self.kind, generator=self.name, pairs=len(pairs),
