@@ -20,9 +20,12 @@ times (docs/audit.md quotes the output).
   ``learn:dpo:secpe`` and ``learn:dpo:wasp``: the ``secpe`` and ``wasp`` cases with ``{kind: dpo}`` on the same lm
   (SecPE: its pairs from the released cluster votes, the reconstruction game of its claim; WASP: from its released
   Top-Q nearest and furthest histograms). ``final:model``: ``learn:dpo`` with ``evolution.final: model``, so the
-  released set is sampled from the trained generator instead of the population.
+  released set is sampled from the trained generator instead of the population. ``learn:rerank`` (and
+  ``learn:rerank:secpe``): ``{kind: rerank}`` on the demo's 4-gram, best of 2 under a preference model fitted to
+  the released pairs (privtext.learn.rerank; WASP refuses the kind).
 
     python benchmarks/audit_endtoend.py --only learn:ngram,learn:dpo,learn:dpo:secpe,learn:dpo:wasp,final:model
+    python benchmarks/audit_endtoend.py --only learn:rerank,learn:rerank:secpe
 """
 
 from __future__ import annotations
@@ -76,12 +79,12 @@ def _learning_case(case: str) -> tuple[str, str, str] | None:
     if case == "final:model":
         return "dpo", "augpe", "model"
     parts = case.split(":")
-    if parts[0] != "learn" or len(parts) not in (2, 3) or parts[1] not in ("ngram", "dpo"):
+    if parts[0] != "learn" or len(parts) not in (2, 3) or parts[1] not in ("ngram", "dpo", "rerank"):
         return None
     method = parts[2] if len(parts) == 3 else "augpe"
     if method not in ("augpe", "secpe", "wasp"):
         raise SystemExit(f"unknown case {case!r}: learning runs for augpe, secpe or wasp")
-    return ("ngram_counts" if parts[1] == "ngram" else "dpo"), method, "population"
+    return {"ngram": "ngram_counts"}.get(parts[1], parts[1]), method, "population"
 
 
 def main() -> None:

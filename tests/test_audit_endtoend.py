@@ -161,6 +161,21 @@ def test_augpe_learning_from_its_votes_stays_below_its_claim(tmp_path: Path) -> 
 
 
 @pytest.mark.audit
+def test_augpe_rerank_learning_stays_below_its_claim(tmp_path: Path) -> None:
+    """``kind: rerank``: iterations 1 and 2 keep the best of 2 samples under a preference model fitted to the
+    released pairs; the audit stays below the claim, with enough canaries that a perfect attack would exceed it."""
+    from privtext.audit.endtoend import audit_end_to_end
+
+    raw = _demo(tmp_path / "c", "augpe", privacy={"epsilon": 2.0, "delta": 1e-5})
+    raw["evolution"]["learn"] = {"kind": "rerank"}
+    res = audit_end_to_end(raw, workdir=tmp_path / "w")
+    assert res.passed and res.lower_bound <= res.claim == pytest.approx(2.0, rel=1e-3), res.lines()
+    assert res.details["best_possible"] > res.claim and res.details["learn"] == "rerank"
+    steps = _learned(res)
+    assert steps and all(d["kind"] == "rerank" for d in steps) and steps[-1]["trained"]["fitted"]  # it did learn
+
+
+@pytest.mark.audit
 @pytest.mark.slow
 def test_augpe_dpo_learning_stays_below_its_claim(tmp_path: Path) -> None:
     """The same with DPO on LoRA adapters of the (tiny) lm generator, trained on the demo's public notes."""

@@ -374,7 +374,7 @@ class EvolutionConfig(Section):
     variation: VariationConfig = Field(default_factory=VariationConfig)
     learn: dict[str, Any] = Field(
         default_factory=dict, description="learning from the released votes after each iteration (post-processing; "
-        "docs/learn.md): {kind: none | dpo | ngram_counts, pairs, dpo, ngram}, validated by "
+        "docs/learn.md): {kind: none | dpo | ngram_counts | rerank, pairs, dpo, ngram, rerank}, validated by "
         "privtext.learn.options.LearnOptions; empty: kind none")
     final: Literal["population", "model", "both"] = Field(
         default="population", description="the synthetic set: the evolved population's last selection, samples the "

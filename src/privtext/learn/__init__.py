@@ -17,6 +17,8 @@ Modules:
 * :mod:`.trl_backend` — the same round through trl's DPOTrainer (HF models; several GPUs under accelerate);
 * :mod:`.adapter` — checkpoint / restore of the adapter (NumPy + JSON);
 * :mod:`.ngram` — the n-gram analogue: Kneser-Ney counts re-estimated with the voted texts;
+* :mod:`.rerank` — ``kind: rerank``: a preference model fitted to the pairs keeps the best of k samples (any
+  generator, its weights untouched);
 * :mod:`.step` — the learners the engine and WASP call after each release; :mod:`.factory` picks one per
   generator;
 * :mod:`.devices`, :mod:`.launch`, :mod:`.worker`, :mod:`.vllm` — a round on K GPUs through accelerate, and the
