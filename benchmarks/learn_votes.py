@@ -117,6 +117,11 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c = copy.deepcopy(base) | copy.deepcopy(extra)
             c["evolution"]["learn"] = opts
             out[f"{m}-{tag}"] = _named(c, dataset, f"{m}-{tag}")
+    if dataset == "pubmed":  # kind: rerank on data unlike Yelp (unlabelled, long texts), at T = 2 as the rows here
+        for m in methods:
+            c = copy.deepcopy(out[f"{m}-none"])
+            c["evolution"]["learn"] = {"kind": "rerank", "rerank": {"candidates": 2}}
+            out[f"{m}-rerank"] = _named(c, dataset, f"{m}-rerank")
     if dataset == "yelp":  # one lever at a time, each from Aug-PE's DPO defaults (docs/learn.md)
         for name, (section, key, value) in YELP_LEVERS.items():
             lever = copy.deepcopy(out["augpe-dpo"])
@@ -158,15 +163,10 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
         # kind: rerank (privtext.learn.rerank), fixed before it was run on seeds 5-7: the lm's adapter orders held-out
         # pairs at 0.60-0.66 and a logistic probe on MiniLM embedding differences at 0.82 (learn_ceiling.py), so the
         # probe, refitted after each release on every pair so far, keeps the better of 2 samples; the pairs as in
-        # augpe-dpo-t4 (POPri's defaults). Its control spends the same generator calls on more voted candidates
-        # (12 variations of each selected sample instead of 6 after iteration 0, no learning: 11 new
-        # samples a selected one against rerank's 5 × 2)
+        # augpe-dpo-t4 (POPri's defaults)
         c = copy.deepcopy(out["augpe-none-t4"])
         c["evolution"]["learn"] = {"kind": "rerank", "rerank": {"candidates": 2}}
         out["augpe-rerank-t4"] = _named(c, dataset, "augpe-rerank-t4")
-        c = copy.deepcopy(out["augpe-none-t4"])
-        c["evolution"] |= {"variations": 12, "initial_multiplier": 6}  # iteration 0 as without it
-        out["augpe-none-t4-var12"] = _named(c, dataset, "augpe-none-t4-var12")
         # the same two rows for SecPE (its released cluster votes give the pairs), fixed before they were run
         for tag in learn:
             c = copy.deepcopy(out[f"secpe-{tag}"])
@@ -218,7 +218,7 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
 def _load(run: Path) -> dict[str, Any]:
     """One run's figures: its evaluation (FID, MAUVE, accuracies or next-word accuracy), the zero-shot and
     OnlyPrivate baselines of the same evaluation (private/evaluation.json: their models trained on private
-    records), wall time and generator calls."""
+    records), wall time, generator calls and the texts they wrote."""
     pub = json.loads((run / "evaluation.json").read_text(encoding="utf-8"))
     priv = json.loads((run / "private" / "evaluation.json").read_text(encoding="utf-8"))
     metrics = json.loads((run / "private" / "metrics.json").read_text(encoding="utf-8"))
@@ -228,6 +228,7 @@ def _load(run: Path) -> dict[str, Any]:
                            "train_lm_s": (metrics.get("stages", {}).get("setup_generator") or {}).get("seconds", 0.0),
                            "learn_s": (metrics.get("stages", {}).get("learning") or {}).get("seconds", 0.0),
                            "calls": metrics.get("counters", {}).get("llm_calls"),
+                           "texts": metrics.get("counters", {}).get("llm_texts"),
                            "n": sum(1 for line in (run / "synthetic.jsonl").open(encoding="utf-8") if line.strip())}
     if priv.get("next_word"):
         for setname in ("synthetic", "zero_shot", "only_private"):
@@ -296,8 +297,8 @@ def table(dataset: str) -> None:
     print("| config | seeds | FID ↓ | MAUVE ↑ | " + " | ".join(f"{words[c]} acc" for c in cols) + " | gap closed: FID | "
           + " | ".join(f"gap closed: {words[c]}" for c in cols) + " | zero-shot " + " / ".join(words[c] for c in cols)
           + " | OnlyPrivate " + " / ".join(words[c] for c in cols) + " | wall s (less lm training) | learning s "
-          "| calls |")
-    print("|---" * (10 + 2 * len(cols)) + "|")
+          "| calls | texts written |")
+    print("|---" * (11 + 2 * len(cols)) + "|")
     for name, rs in by.items():
         def col(k: str, rs: list[dict[str, Any]] = rs) -> list[float]:
             return [r[k] for r in rs]
@@ -314,7 +315,7 @@ def table(dataset: str) -> None:
               + " / ".join(pct(f"zero_shot:{c}") for c in cols) + " | "
               + " / ".join(pct(f"only_private:{c}") for c in cols) + " | "
               f"{_ms([r['wall_s'] - r['train_lm_s'] for r in rs], '.0f')} | {_ms(col('learn_s'), '.0f')} | "
-              f"{_ms(col('calls'), '.0f')} |")
+              f"{_ms(col('calls'), '.0f')} | {_ms(col('texts'), '.0f')} |")
 
 
 def main() -> None:
