@@ -329,3 +329,19 @@ def test_wasp_refuses_rerank_before_a_run_folder(corpora: dict[str, Any], tmp_pa
     with pytest.raises(ConfigError, match="rerank") as e:
         _run(raw)
     assert "WASP" in str(e.value) and not out.exists()
+
+
+def test_final_model_releases_best_of_k_samples_from_the_public_prompts(
+        corpora: dict[str, Any], tmp_path: Path, plain: Path) -> None:
+    """``final: model`` with ``kind: rerank``: the step also runs after the last iteration, and the release is
+    written from the public prompts (RANDOM_API), k samples for each released text; same ledger."""
+    raw = _raw(corpora, tmp_path / "run", learn=RERANK)
+    raw["evolution"]["final"] = "model"
+    run = _run(raw)
+    ck = run / "private" / "checkpoints"
+    assert json.loads((ck / "iter_002" / "learn" / "learn.json").read_text())["trained"]["fitted"]
+    n = sum(1 for line in (run / "synthetic.jsonl").read_text().splitlines() if line.strip())
+    ops = [json.loads(line)["operation"] for line in (plain / "prompts.jsonl").read_text().splitlines()]
+    mine = [json.loads(line)["operation"] for line in (run / "prompts.jsonl").read_text().splitlines()]
+    assert n == 30 and mine.count("random") == ops.count("random") + 2 * n
+    assert _ledger(run) == _ledger(plain) and _statement(run)["parameters"]["final"] == "model"
