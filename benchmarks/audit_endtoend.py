@@ -160,14 +160,18 @@ def main() -> None:
 
 def _learning_figures(run: Path) -> str:
     """What the run's learning steps did (private/checkpoints/iter_NNN/learn/learn.json, or learn/gen_K/learn.json
-    per WASP generator: pairs or voted texts, seconds), one item per step."""
+    per WASP generator: pairs and optimiser steps, voted texts, or the pairs a rerank model was fitted to; seconds),
+    one item per step."""
     import json
 
     out = []
     for f in sorted((run / "private" / "checkpoints").glob("iter_*/learn/**/learn.json")):
         d = json.loads(f.read_text(encoding="utf-8"))
-        what = (f"{d['trained'].get('texts', 0)} voted texts" if d["kind"] == "ngram_counts"
-                else f"{d['pairs']} pairs, {d['trained'].get('steps', 0)} optimiser steps")
+        t = d["trained"]
+        what = (f"{t.get('texts', 0)} voted texts" if d["kind"] == "ngram_counts"
+                else f"{d['pairs']} pairs, a preference model on {t.get('pairs_total', 0)}"
+                + ("" if t.get("fitted") else " (not fitted: too few)") if d["kind"] == "rerank"
+                else f"{d['pairs']} pairs, {t.get('steps', 0)} optimiser steps")
         gen = f" ({f.parent.name})" if f.parent.name.startswith("gen_") else ""
         out.append(f"iter {d['iteration']}{gen}: {what}, {d['seconds']:.1f} s")
     return "; ".join(out) or "none"
