@@ -122,6 +122,12 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c = copy.deepcopy(out[f"{m}-none"])
             c["evolution"]["learn"] = {"kind": "rerank", "rerank": {"candidates": 2}}
             out[f"{m}-rerank"] = _named(c, dataset, f"{m}-rerank")
+        # the lm the "why" below blames, trained on the generator's default 6 M-token cap instead of 1.2 M: does
+        # learning help once the lm writes better abstracts? (Aug-PE without learning and with DPO's defaults)
+        for tag in learn:
+            c = copy.deepcopy(out[f"augpe-{tag}"])
+            c["generator"]["train_tokens"] = 6_000_000
+            out[f"augpe-{tag}-lm6m"] = _named(c, dataset, f"augpe-{tag}-lm6m")
     if dataset == "yelp":  # one lever at a time, each from Aug-PE's DPO defaults (docs/learn.md)
         for name, (section, key, value) in YELP_LEVERS.items():
             lever = copy.deepcopy(out["augpe-dpo"])
