@@ -9,7 +9,7 @@ the selected index, all generated text), against the real held-out set:
 * precision and recall of the selected set and of one random draw (Kynkäänniemi et al. 2019, k = 3 nearest
   neighbours on the unit sphere of the run's MiniLM embeddings): precision, the share of the synthetic texts
   inside some real text's k-NN ball (are they typical?); recall, the share of real texts inside some synthetic
-  text's ball (is the real set covered?).
+  text's ball (is the real set covered?); privtext.evaluate.fid.precision_recall.
 
 Rows are mean ± sd over the runs of one configuration (the name before ``-s<seed>``). Public and generated text
 only; no private record is read.
@@ -30,19 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def _radii(x: np.ndarray, k: int) -> np.ndarray:
-    d = np.sqrt(np.clip(2 - 2 * x @ x.T, 0, None))
-    np.fill_diagonal(d, np.inf)
-    return np.sort(d, axis=1)[:, k - 1]  # type: ignore[no-any-return]
-
-
-def precision_recall(synthetic: np.ndarray, real: np.ndarray, k: int = 3) -> tuple[float, float]:
-    """k-NN precision and recall of unit-norm ``synthetic`` against unit-norm ``real`` (module docstring)."""
-    rs, rr = _radii(synthetic, k), _radii(real, k)
-    d = np.sqrt(np.clip(2 - 2 * synthetic @ real.T, 0, None))
-    return float(np.mean((d <= rr[None, :]).any(axis=1))), float(np.mean((d <= rs[:, None]).any(axis=0)))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
@@ -53,10 +40,15 @@ def main() -> None:
     use_src()
     offline()
     from privtext.evaluate.embedding import resolve_embedder
-    from privtext.evaluate.fid import fid
+    from privtext.evaluate.fid import fid, precision_recall
 
     emb = resolve_embedder(None)
     real = np.asarray(emb.embed([r["text"] for r in read_rows(args.real)]), dtype=np.float64)
+
+    def pr(synthetic: np.ndarray) -> tuple[float, float]:
+        r = precision_recall(real, synthetic, k=3)
+        return r.precision, r.recall
+
     by: dict[str, list[list[float]]] = {}
     for run in args.runs:
         last = sorted((run / "private" / "checkpoints").glob("iter_*"))[-1]
@@ -65,7 +57,7 @@ def main() -> None:
         rng = np.random.default_rng(0)
         draws = [rng.choice(len(c), size=len(sel), replace=False) for _ in range(20)]
         row = [fid(c, real).fid, float(np.mean([fid(c[d], real).fid for d in draws])), fid(c[sel], real).fid,
-               *precision_recall(c[sel], real), *precision_recall(c[draws[0]], real)]
+               *pr(c[sel]), *pr(c[draws[0]])]
         by.setdefault(run.name.rsplit("-s", 1)[0], []).append(row)
     print("| config | runs | FID: pool | FID: random 150 | FID: selected | selected: precision / recall "
           "| random 150: precision / recall |")
