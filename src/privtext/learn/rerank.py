@@ -89,7 +89,6 @@ class RerankingGenerator:
         self.embedder = embedder
         self.k = int(k)
         self.w: np.ndarray | None = None
-        self.scored = 0  # samples scored (k per text kept)
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (copy, pickle): never recurse
@@ -111,7 +110,6 @@ class RerankingGenerator:
         if len(outs) != self.k * n:
             raise ConfigError(f"best_of: {len(outs)} samples for {n} texts × k = {self.k}")
         s = self.scores(outs).reshape(self.k, n)
-        self.scored += len(outs)
         j = np.argmax(s, axis=0)
         return [outs[int(j[i]) * n + i] for i in range(n)]
 
@@ -129,7 +127,7 @@ class RerankingGenerator:
 
 class RerankLearner(Learner):
     """Fits the preference model after each release and installs it in :class:`RerankingGenerator` (module
-    docstring). ``generator`` must be that wrapper (the engine builds it: :meth:`EngineLearning.wrap`)."""
+    docstring). ``generator`` must be that wrapper (the engine builds it: ``EngineLearning.generator``)."""
 
     kind = "rerank"
 
@@ -163,7 +161,7 @@ class RerankLearner(Learner):
             check_pair_texts(pairs, guard, lines=lines)
         folder.mkdir(parents=True, exist_ok=True)
         self._write_pairs(folder, pairs)
-        if pairs:
+        if pairs:  # embedded as the wrapper scores (the run's embedder; its cache has these texts already)
             e = np.asarray(self.embedder.embed([p.chosen for p in pairs] + [p.rejected for p in pairs]),
                            dtype=np.float64)
             diffs = e[:len(pairs)] - e[len(pairs):]
