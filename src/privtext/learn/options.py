@@ -116,6 +116,10 @@ class RerankOptions(BackendOptions):
                             "kept (k times the generator calls once a preference model is fitted)")
     min_pairs: int = Field(default=20, ge=5, description="no preference model (every call passed through) until "
                            "this many pairs are kept")
+    labels: Literal["none", "columns", "groups"] = Field(
+        default="columns", description="how the preference model depends on the label a text is written for: none: "
+        "one w for every label; columns: w plus one term for each value of each label column (a group's term shares "
+        "pairs with every group of the same category or stars); groups: w plus one term for each label group")
     cs: list[float] = Field(default_factory=lambda: [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0],
                             min_length=1,
                             description="the inverse L2 strengths C that 5-fold cross-validation chooses from")
