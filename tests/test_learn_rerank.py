@@ -3,6 +3,9 @@ the best of k samples.
 
 * the fit recovers a planted preference direction near the Bayes accuracy, and is antisymmetric (swapping every
   pair negates w);
+* with ``rerank.labels``: the sparse label features equal a dense construction; per-column terms recover a
+  preference that flips with the label (one w is at chance); best-of-k scores each sample for its call's label; the
+  learner tags each pair with its own group's label and restores the tags;
 * best-of-k keeps, for each text asked for, the highest-scoring of its k samples (checked against a brute force on
   the same generator draws) and passes every call through until a model is installed;
 * the learner fits what the released votes prefer (on-topic public texts above filler when the votes put them on
@@ -83,6 +86,105 @@ def test_the_fit_refuses_too_few_or_broken_pairs() -> None:
         fit_preference(bad)
     with pytest.raises(ValueError, match="cs must hold positive"):
         RerankOptions(cs=[1.0, -2.0])
+
+
+# ------------------------------------------------------------------ the label a text is written for
+
+
+def _labelled_pairs(rng: np.random.Generator, u: np.ndarray, n: int) -> tuple[np.ndarray, list[Any]]:
+    """n pairs (as :func:`_pairs`) whose preferred direction depends on the label: +u for category A, −u for
+    category B, whatever the stars (a preference one w cannot hold). Returns the differences and each pair's
+    LabelInfo."""
+    from privtext.data.labels import LabelInfo
+
+    infos = [LabelInfo(("category", "stars"), (c, s)) for c in ("A", "B") for s in ("1", "5")]
+    a = rng.normal(size=(n, len(u)))
+    b = rng.normal(size=(n, len(u)))
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    b /= np.linalg.norm(b, axis=1, keepdims=True)
+    lab = [infos[i] for i in rng.integers(0, 4, size=n)]
+    sign = np.asarray([1.0 if x.values[0] == "A" else -1.0 for x in lab])
+    first = rng.random(n) < 1 / (1 + np.exp(-8 * sign * ((a - b) @ u)))
+    return np.where(first[:, None], a - b, b - a), lab
+
+
+def test_label_tags_and_the_sparse_design_match_a_dense_construction() -> None:
+    from privtext.data.labels import LabelInfo
+    from privtext.learn.rerank import design, label_tags
+
+    info = LabelInfo(("category", "stars"), ("Restaurants", "5.0"))
+    assert label_tags(info, "none") == ()
+    assert label_tags(info, "columns") == ("category=Restaurants", "stars=5.0")
+    assert label_tags(info, "groups") == ("category=Restaurants & stars=5.0",)
+    assert label_tags(None, "columns") == () and label_tags(LabelInfo((), ()), "groups") == ()
+    with pytest.raises(ConfigError, match="none, columns or groups"):
+        label_tags(info, "rows")
+    rng = np.random.default_rng(0)
+    d = rng.normal(size=(5, 3))
+    tags = [("x",), ("y", "x"), (), ("z",), ("y",)]
+    vocab = ("x", "y")  # z has no term: its pair sits in the shared block only
+    dense = np.zeros((5, 9))
+    for i, t in enumerate(tags):
+        dense[i, :3] = d[i]
+        for j, a in enumerate(vocab):
+            if a in t:
+                dense[i, 3 * (j + 1):3 * (j + 2)] = d[i]
+    np.testing.assert_array_equal(design(d, tags, vocab).toarray(), dense)
+    np.testing.assert_array_equal(design(d, tags, ()), d)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_per_column_terms_recover_a_preference_that_flips_with_the_label(seed: int) -> None:
+    """A preference of +u for category A and −u for B: one w orders held-out pairs at chance, the per-column model
+    near the Bayes rule, and the wrapper's direction for each label points along ±u."""
+    from privtext.learn.rerank import design, label_tags
+
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=12)
+    u /= np.linalg.norm(u)
+    d, lab = _labelled_pairs(rng, u, 800)
+    held, held_lab = _labelled_pairs(rng, u, 4000)
+    w1, _ = fit_preference(d)
+    assert abs(float(np.mean(held @ w1 > 0)) - 0.5) < 0.05  # one w: chance (4 000 pairs: s.e. 0.008)
+    tags = [label_tags(x, "columns") for x in lab]
+    vocab = tuple(sorted({a for t in tags for a in t}))
+    w, _ = fit_preference(design(d, tags, vocab))
+    wrapped = RerankingGenerator(_scripted(), _hashing(12), 2)
+    wrapped.install(w, vocab, "columns")
+    acc = float(np.mean([h @ wrapped.direction(x) > 0 for h, x in zip(held, held_lab, strict=True)]))
+    assert acc > 0.75, acc  # the Bayes rule orders about 0.80 of them
+    for x in {x.values: x for x in held_lab}.values():
+        v = wrapped.direction(x)
+        sign = 1 if x.values[0] == "A" else -1
+        assert sign * (v @ u) / np.linalg.norm(v) > 0.8, (x.values, v @ u)
+    np.testing.assert_allclose(wrapped.direction(None), w[:12])  # an unconditioned call: the shared term alone
+    with pytest.raises(ConfigError, match="does not split"):
+        wrapped.install(w[:-1], vocab, "columns")
+
+
+def test_best_of_k_scores_each_sample_for_the_label_it_is_written_for() -> None:
+    """Two labels whose terms point at opposite words: the same parents, asked for with each label, keep the
+    samples that label's direction ranks first (a brute force on the same draws)."""
+    from privtext.data.labels import LabelInfo
+    from privtext.generate import VariationSpec
+
+    emb = _hashing()
+    parents = ["pizza pasta great", "room bed awful", "thing stuff okay", "went great pizza"]
+    spec = VariationSpec(kind="paraphrase", mask_prob=0.5)
+    food = np.asarray(emb.embed(["pizza pasta great"])[0], dtype=np.float64)
+    hotel = np.asarray(emb.embed(["room bed awful"])[0], dtype=np.float64)
+    wrapped = RerankingGenerator(_scripted(), emb, 3)
+    wrapped.install(np.concatenate([np.zeros_like(food), food, hotel]), ("kind=food", "kind=hotel"), "columns")
+    every = _scripted().variation(parents * 3, None, spec, rng=np.random.default_rng(7))
+    e = np.asarray(emb.embed(every), dtype=np.float64)
+    n = len(parents)
+    for value, v in (("food", food), ("hotel", hotel)):
+        kept = wrapped.variation(parents, LabelInfo(("kind",), (value,)), spec, rng=np.random.default_rng(7))
+        s = e @ v
+        assert kept == [every[int(np.argmax(s[[j * n + i for j in range(3)]])) * n + i] for i in range(n)]
+    a = wrapped.variation(parents, LabelInfo(("kind",), ("food",)), spec, rng=np.random.default_rng(7))
+    b = wrapped.variation(parents, LabelInfo(("kind",), ("hotel",)), spec, rng=np.random.default_rng(7))
+    assert a != b  # the label changed what was kept
 
 
 # ------------------------------------------------------------------ best of k
@@ -204,6 +306,12 @@ def test_a_rerank_run_adds_no_release_and_writes_k_samples_a_text(plain: Path, r
     ck = reranked / "private" / "checkpoints"
     done = [json.loads((ck / f"iter_{t:03d}" / "learn" / "learn.json").read_text()) for t in (0, 1)]
     assert all(d["kind"] == "rerank" and d["trained"]["fitted"] for d in done)
+    # the default gives each value of each label column (category, mood) a term of its own
+    assert all(d["trained"]["labels"] == "columns" and d["trained"]["label_terms"] >= 2 for d in done)
+    with np.load(ck / "iter_001" / "learn" / "rerank.npz") as z:
+        terms = done[1]["trained"]["label_terms"]
+        assert len(z["w"]) == 64 * (1 + terms) and len(z["tags"]) == done[1]["pairs"]
+        assert all(str(t).count("category=") == 1 and str(t).count("mood=") == 1 for t in z["tags"])
     assert done[1]["trained"]["pairs_total"] == done[0]["pairs"] + done[1]["pairs"]  # refitted on every pair so far
     assert not (ck / "iter_002" / "learn").exists()
     # iteration 0 is written before any vote; iterations 1 and 2 ask for twice the variations
@@ -262,6 +370,57 @@ def test_the_learner_fits_what_the_released_votes_prefer_and_restores_it(
     np.testing.assert_array_equal(again.generator.w, w)
     np.testing.assert_array_equal(again.history, first.history)
     assert (tmp_path / "learn" / NPZ).exists()
+
+
+def test_the_learner_tags_each_pair_with_its_own_groups_label(corpora: dict[str, Any], tmp_path: Path) -> None:
+    """The same ten parents' siblings in two label groups, whose released votes disagree: group 0 puts on-topic
+    texts on top, group 1 filler. One w cannot hold both; the fitted model must rank on-topic first for group 0's
+    label and last for group 1's. A pair tagged with another group's label fails it; a second learner restores
+    the same model (tags included) from the folder."""
+    from privtext.data.labels import LabelInfo
+    from privtext.data.population import Population
+    from privtext.learn.factory import build_learner
+    from privtext.learn.pairs import ReleasedVotes
+
+    from .test_learn_pairs import _keeper, _release
+
+    texts = corpora["pool"].texts
+    off = [t for t in texts if FILLER & set(t.lower().strip(".").split())]
+    on = [t for t in texts if t not in off]
+    one = [t for g in range(10) for t in on[3 * g:3 * g + 3] + off[3 * g:3 * g + 3]]
+    cand, n = one + one, 2 * len(one)
+    group = np.repeat([0, 1], len(one)).astype(np.int64)
+    pop = Population([f"t1-{i}" for i in range(n)], cand, group, ["variation"] * n,
+                     [f"p{i // 6}" for i in range(n)], ["scripted"] * n)
+    rng = np.random.default_rng(5)
+    good = np.r_[np.tile([1.0, 1, 1, 0, 0, 0], 10), np.tile([0.0, 0, 0, 1, 1, 1], 10)]
+    keeper = _keeper(tmp_path)
+    _release(keeper, "votes/iter_001", noisy=5 * good + rng.normal(0, 1, n))
+    votes = ReleasedVotes.kept(keeper, "votes/iter_001", "noisy")
+    emb = _hashing(64)
+    labels = [LabelInfo(("kind", "stars"), ("food", "5")), LabelInfo(("kind", "stars"), ("hotel", "5"))]
+    learn = {"kind": "rerank", "rerank": {"min_pairs": 5, "labels": "columns"},
+             "pairs": {"reject_rank": 4, "pairs_per_group": 3}}
+
+    def learner() -> Any:
+        out = build_learner(learn, RerankingGenerator(_scripted(), emb, 2), label_info=lambda g: labels[g], seed=1,
+                            name="scripted", embedder=emb)
+        assert out is not None
+        return out
+
+    first = learner()
+    rec = first.step(1, pop, votes, folder=tmp_path / "learn")
+    assert rec.pairs == 60 and rec.trained["label_terms"] == 3  # kind=food, kind=hotel, stars=5
+    gen = first.generator
+    e_on, e_off = np.asarray(emb.embed(on)), np.asarray(emb.embed(off))
+    for info, on_top in zip(labels, (True, False), strict=True):
+        v = gen.direction(info)
+        auc = float(np.mean((e_on @ v)[:, None] > (e_off @ v)[None, :]))
+        assert (auc > 0.9) if on_top else (auc < 0.1), (info.values, auc)
+    again = learner()
+    assert again.step(1, pop, votes, folder=tmp_path / "learn").resumed
+    assert again.tags == first.tags and again.generator.vocab == gen.vocab
+    np.testing.assert_array_equal(again.generator.w, gen.w)
 
 
 def test_a_private_record_where_the_rerank_pair_builder_reads_stops_the_run(
