@@ -118,8 +118,9 @@ class EngineLearning:
         what = (f"{rec.trained.get('texts', 0)} voted texts" if rec.kind == "ngram_counts" else f"{rec.pairs} pairs")
         if rec.kind == "rerank":
             fit = rec.trained
-            what += (f" (preference model on {fit.get('pairs_total')} pairs, C {fit.get('C', 0):.3g}: best of "
-                     f"{fit.get('k')} from now on)" if fit.get("fitted") else
+            terms = f", {fit['label_terms']} label terms" if fit.get("label_terms") else ""
+            what += (f" (preference model on {fit.get('pairs_total')} pairs, C {fit.get('C', 0):.3g}{terms}: best "
+                     f"of {fit.get('k')} from now on)" if fit.get("fitted") else
                      f" ({fit.get('pairs_total')} pairs so far, fewer than min_pairs: no reranking yet)")
         self.log(f"iteration {t}: learning ({rec.kind}) from {what}, {how}")
 
