@@ -192,6 +192,13 @@ def configs(dataset: str = "yelp") -> dict[str, dict[str, Any]]:
             c = copy.deepcopy(out[f"{m}-rerank-t4"])
             c["evolution"]["learn"]["rerank"]["labels"] = "columns"
             out[f"{m}-rerankcol-t4"] = _named(c, dataset, f"{m}-rerankcol-t4")
+        # the compute-matched control, fixed before it was run: no learning, but the vote chooses among as many
+        # texts as the reranker writes (10 variations a parent instead of best-of-2 of 5; iteration 0 as before:
+        # 900 + 3 × 1 500 = 5 400 texts written), so a gain of the reranker is not only more samples
+        for m in ("augpe", "secpe"):
+            c = copy.deepcopy(out[f"{m}-none-t4"])
+            c["evolution"] |= {"variations": 11, "initial_multiplier": 6}
+            out[f"{m}-none-t4-L11"] = _named(c, dataset, f"{m}-none-t4-L11")
     # WASP with the same lm as its one generator (its Top-Q nearest/furthest votes give the pairs), 2 voted rounds
     for tag, opts in learn.items():
         c = copy.deepcopy(base)
