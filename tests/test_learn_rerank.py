@@ -48,13 +48,17 @@ RERANK = {"kind": "rerank", "rerank": {"min_pairs": 5}}
 # ------------------------------------------------------------------ the preference model
 
 
+def _unit_pairs(rng: np.random.Generator, n: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """n pairs (a, b) of random unit vectors in R^dim."""
+    a = rng.normal(size=(n, dim))
+    b = rng.normal(size=(n, dim))
+    return a / np.linalg.norm(a, axis=1, keepdims=True), b / np.linalg.norm(b, axis=1, keepdims=True)
+
+
 def _pairs(rng: np.random.Generator, w_star: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """n pairs of unit vectors; the first is chosen with probability σ(8 w*·(a − b)) (Bradley-Terry). Returns the
     differences chosen − rejected and the Bayes rule's accuracy on them."""
-    a = rng.normal(size=(n, len(w_star)))
-    b = rng.normal(size=(n, len(w_star)))
-    a /= np.linalg.norm(a, axis=1, keepdims=True)
-    b /= np.linalg.norm(b, axis=1, keepdims=True)
+    a, b = _unit_pairs(rng, n, len(w_star))
     p = 1 / (1 + np.exp(-8 * (a - b) @ w_star))
     first = rng.random(n) < p
     d = np.where(first[:, None], a - b, b - a)
@@ -98,10 +102,7 @@ def _labelled_pairs(rng: np.random.Generator, u: np.ndarray, n: int) -> tuple[np
     from privtext.data.labels import LabelInfo
 
     infos = [LabelInfo(("category", "stars"), (c, s)) for c in ("A", "B") for s in ("1", "5")]
-    a = rng.normal(size=(n, len(u)))
-    b = rng.normal(size=(n, len(u)))
-    a /= np.linalg.norm(a, axis=1, keepdims=True)
-    b /= np.linalg.norm(b, axis=1, keepdims=True)
+    a, b = _unit_pairs(rng, n, len(u))
     lab = [infos[i] for i in rng.integers(0, 4, size=n)]
     sign = np.asarray([1.0 if x.values[0] == "A" else -1.0 for x in lab])
     first = rng.random(n) < 1 / (1 + np.exp(-8 * sign * ((a - b) @ u)))
@@ -322,6 +323,40 @@ def test_a_rerank_run_adds_no_release_and_writes_k_samples_a_text(plain: Path, r
     assert (plain / "synthetic.jsonl").read_bytes() != (reranked / "synthetic.jsonl").read_bytes()
 
 
+def _voted_siblings(corpora: dict[str, Any], tmp_path: Path, good: list[np.ndarray], seed: int) -> tuple[Any, ...]:
+    """Ten parents, each with three on-topic and three filler variations, once in each label group g (one entry of
+    ``good`` a group); group g's released votes are 5·good[g] + N(0, 1) noise. Returns the on-topic and filler
+    public texts, the population and the kept votes."""
+    from privtext.data.population import Population
+    from privtext.learn.pairs import ReleasedVotes
+
+    from .test_learn_pairs import _keeper, _release
+
+    texts = corpora["pool"].texts
+    off = [t for t in texts if FILLER & set(t.lower().strip(".").split())]
+    on = [t for t in texts if t not in off]
+    one = [t for g in range(10) for t in on[3 * g:3 * g + 3] + off[3 * g:3 * g + 3]]
+    cand, n = one * len(good), len(one) * len(good)
+    pop = Population([f"t1-{i}" for i in range(n)], cand, np.repeat(np.arange(len(good)), len(one)).astype(np.int64),
+                     ["variation"] * n, [f"p{i // 6}" for i in range(n)], ["scripted"] * n)
+    rng = np.random.default_rng(seed)
+    keeper = _keeper(tmp_path)
+    _release(keeper, "votes/iter_001", noisy=5 * np.concatenate(good) + rng.normal(0, 1, n))
+    return on, off, pop, ReleasedVotes.kept(keeper, "votes/iter_001", "noisy")
+
+
+def _learner(learn: dict[str, Any], emb: Any, label_info: Any) -> Any:
+    from privtext.learn.factory import build_learner
+
+    out = build_learner(learn, RerankingGenerator(_scripted(), emb, 2), label_info=label_info, seed=1,
+                        name="scripted", embedder=emb)
+    assert out is not None
+    return out
+
+
+ON_TOP, FILLER_ON_TOP = np.tile([1.0, 1, 1, 0, 0, 0], 10), np.tile([0.0, 0, 0, 1, 1, 1], 10)
+
+
 @pytest.mark.parametrize("on_top", [True, False])
 def test_the_learner_fits_what_the_released_votes_prefer_and_restores_it(
         corpora: dict[str, Any], tmp_path: Path, on_top: bool) -> None:
@@ -329,33 +364,14 @@ def test_the_learner_fits_what_the_released_votes_prefer_and_restores_it(
     on top (or, the control, the filler ones). The model fitted to the pairs must score on-topic public texts above
     filler ones (below, for the control): chosen and rejected swapped anywhere in the learner fails one of the
     two. A second learner given the finished folder restores the same w without fitting."""
-    from privtext.data.population import Population
-    from privtext.learn.factory import build_learner
-    from privtext.learn.pairs import ReleasedVotes
     from privtext.learn.rerank import NPZ
 
-    from .test_learn_pairs import _keeper, _release
-
-    texts = corpora["pool"].texts
-    off = [t for t in texts if FILLER & set(t.lower().strip(".").split())]
-    on = [t for t in texts if t not in off]
-    cand = [t for g in range(10) for t in on[3 * g:3 * g + 3] + off[3 * g:3 * g + 3]]
-    n = len(cand)
-    pop = Population([f"t1-{i}" for i in range(n)], cand, np.zeros(n, dtype=np.int64), ["variation"] * n,
-                     [f"p{i // 6}" for i in range(n)], ["scripted"] * n)
-    rng = np.random.default_rng(4)
-    good = np.tile([1.0, 1, 1, 0, 0, 0], 10) if on_top else np.tile([0.0, 0, 0, 1, 1, 1], 10)
-    keeper = _keeper(tmp_path)
-    _release(keeper, "votes/iter_001", noisy=5 * good + rng.normal(0, 1, n))
-    votes = ReleasedVotes.kept(keeper, "votes/iter_001", "noisy")
+    on, off, pop, votes = _voted_siblings(corpora, tmp_path, [ON_TOP if on_top else FILLER_ON_TOP], 4)
     emb = _hashing(64)
     learn = {"kind": "rerank", "rerank": {"min_pairs": 5}, "pairs": {"reject_rank": 4, "pairs_per_group": 3}}
 
     def learner() -> Any:
-        out = build_learner(learn, RerankingGenerator(_scripted(), emb, 2), label_info=lambda g: None, seed=1,
-                            name="scripted", embedder=emb)
-        assert out is not None
-        return out
+        return _learner(learn, emb, lambda g: None)
 
     first = learner()
     rec = first.step(1, pop, votes, folder=tmp_path / "learn")
@@ -378,35 +394,15 @@ def test_the_learner_tags_each_pair_with_its_own_groups_label(corpora: dict[str,
     label and last for group 1's. A pair tagged with another group's label fails it; a second learner restores
     the same model (tags included) from the folder."""
     from privtext.data.labels import LabelInfo
-    from privtext.data.population import Population
-    from privtext.learn.factory import build_learner
-    from privtext.learn.pairs import ReleasedVotes
 
-    from .test_learn_pairs import _keeper, _release
-
-    texts = corpora["pool"].texts
-    off = [t for t in texts if FILLER & set(t.lower().strip(".").split())]
-    on = [t for t in texts if t not in off]
-    one = [t for g in range(10) for t in on[3 * g:3 * g + 3] + off[3 * g:3 * g + 3]]
-    cand, n = one + one, 2 * len(one)
-    group = np.repeat([0, 1], len(one)).astype(np.int64)
-    pop = Population([f"t1-{i}" for i in range(n)], cand, group, ["variation"] * n,
-                     [f"p{i // 6}" for i in range(n)], ["scripted"] * n)
-    rng = np.random.default_rng(5)
-    good = np.r_[np.tile([1.0, 1, 1, 0, 0, 0], 10), np.tile([0.0, 0, 0, 1, 1, 1], 10)]
-    keeper = _keeper(tmp_path)
-    _release(keeper, "votes/iter_001", noisy=5 * good + rng.normal(0, 1, n))
-    votes = ReleasedVotes.kept(keeper, "votes/iter_001", "noisy")
+    on, off, pop, votes = _voted_siblings(corpora, tmp_path, [ON_TOP, FILLER_ON_TOP], 5)
     emb = _hashing(64)
     labels = [LabelInfo(("kind", "stars"), ("food", "5")), LabelInfo(("kind", "stars"), ("hotel", "5"))]
     learn = {"kind": "rerank", "rerank": {"min_pairs": 5, "labels": "columns"},
              "pairs": {"reject_rank": 4, "pairs_per_group": 3}}
 
     def learner() -> Any:
-        out = build_learner(learn, RerankingGenerator(_scripted(), emb, 2), label_info=lambda g: labels[g], seed=1,
-                            name="scripted", embedder=emb)
-        assert out is not None
-        return out
+        return _learner(learn, emb, lambda g: labels[g])
 
     first = learner()
     rec = first.step(1, pop, votes, folder=tmp_path / "learn")
