@@ -168,10 +168,13 @@ def _learning_figures(run: Path) -> str:
     for f in sorted((run / "private" / "checkpoints").glob("iter_*/learn/**/learn.json")):
         d = json.loads(f.read_text(encoding="utf-8"))
         t = d["trained"]
-        what = (f"{t.get('texts', 0)} voted texts" if d["kind"] == "ngram_counts"
-                else f"{d['pairs']} pairs, a preference model on {t.get('pairs_total', 0)}"
-                + ("" if t.get("fitted") else " (not fitted: too few)") if d["kind"] == "rerank"
-                else f"{d['pairs']} pairs, {t.get('steps', 0)} optimiser steps")
+        if d["kind"] == "ngram_counts":
+            what = f"{t.get('texts', 0)} voted texts"
+        elif d["kind"] == "rerank":
+            what = f"{d['pairs']} pairs, a preference model on {t.get('pairs_total', 0)}"
+            what += "" if t.get("fitted") else " (not fitted: too few)"
+        else:
+            what = f"{d['pairs']} pairs, {t.get('steps', 0)} optimiser steps"
         gen = f" ({f.parent.name})" if f.parent.name.startswith("gen_") else ""
         out.append(f"iter {d['iteration']}{gen}: {what}, {d['seconds']:.1f} s")
     return "; ".join(out) or "none"
