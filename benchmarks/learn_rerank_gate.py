@@ -18,12 +18,28 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def sibling_pairs(parents: np.ndarray, rng: np.random.Generator) -> Iterator[tuple[int, int]]:
+    """Random pairs of siblings: for each parent (in sorted order) its candidates' indices shuffled and paired off
+    (an odd one out is left). A generator: the caller's own draws between pairs keep their place in ``rng``'s
+    stream."""
+    for p in np.unique(parents):
+        idx = rng.permutation(np.flatnonzero(parents == p))
+        yield from zip(idx[0::2], idx[1::2], strict=False)
+
+
+def parents_of(table: dict[str, list[Any]]) -> np.ndarray:
+    """Each candidate's parent id, or its label group's for iteration 0's random samples (no parent)."""
+    return np.asarray([str(p) if p else f"g{g}" for p, g in zip(table["parent"], table["group"], strict=True)])
 
 
 def main() -> None:
@@ -61,17 +77,15 @@ def main() -> None:
             t = pq.read_table(it / "candidates.parquet").to_pydict()
             c = np.load(it / "embeddings.npy").astype(np.float64)
             s = c @ w
-            parents = np.asarray([str(p) if p else f"g{g}" for p, g in zip(t["parent"], t["group"], strict=True)])
+            parents = parents_of(t)
             res: dict[str, list[float]] = {"probe": [], "other": [], "coin": []}
             for _ in range(10):
                 pick: dict[str, list[int]] = {k: [] for k in res}
-                for p in np.unique(parents):
-                    idx = rng.permutation(np.flatnonzero(parents == p))
-                    for a, b in zip(idx[0::2], idx[1::2], strict=False):
-                        good, bad = (a, b) if s[a] >= s[b] else (b, a)
-                        pick["probe"].append(good)
-                        pick["other"].append(bad)
-                        pick["coin"].append(a if rng.random() < 0.5 else b)
+                for a, b in sibling_pairs(parents, rng):
+                    good, bad = (a, b) if s[a] >= s[b] else (b, a)
+                    pick["probe"].append(good)
+                    pick["other"].append(bad)
+                    pick["coin"].append(a if rng.random() < 0.5 else b)
                 for k in res:
                     res[k].append(fid(c[pick[k]], real).fid)
             cells = " | ".join(f"{np.mean(v):.4f} ± {np.std(v):.4f}" for v in res.values())

@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--splits", type=int, default=10)
     args = ap.parse_args()
     from harness import offline, read_rows, use_src
+    from learn_rerank_gate import parents_of, sibling_pairs
 
     use_src()
     offline()
@@ -116,16 +117,14 @@ def main() -> None:
         lab = {col: np.asarray(t[col]) for col in COLUMNS}
         infos = [LabelInfo(COLUMNS, (a, b)) for a, b in zip(t["label1"], t["label2"], strict=True)]
         scores = {m: np.asarray([c[i] @ g.direction(infos[i]) for i in range(len(c))]) for m, g in probes.items()}
-        parents = np.asarray([str(p) if p else f"g{gg}" for p, gg in zip(t["parent"], t["group"], strict=True)])
+        parents = parents_of(t)
         res: dict[str, dict[str, list[float]]] = {n: {"fid": [], **{col: [] for col in COLUMNS}} for n in names}
         for _ in range(args.splits):
             pick: dict[str, list[int]] = {n: [] for n in names}
-            for p in np.unique(parents):
-                idx = rng.permutation(np.flatnonzero(parents == p))
-                for a, b in zip(idx[0::2], idx[1::2], strict=False):
-                    for m, s in scores.items():
-                        pick[m].append(a if s[a] >= s[b] else b)
-                    pick["coin"].append(a if rng.random() < 0.5 else b)
+            for a, b in sibling_pairs(parents, rng):
+                for m, s in scores.items():
+                    pick[m].append(a if s[a] >= s[b] else b)
+                pick["coin"].append(a if rng.random() < 0.5 else b)
             for n in names:
                 sel = np.asarray(pick[n])
                 res[n]["fid"].append(fid(c[sel], real).fid)
