@@ -1,8 +1,9 @@
 """A DPO round on several GPUs (``evolution.learn.dpo.devices: K``, privtext.learn.launch): the command line
 accelerate runs, the round through the real subprocess path with K = 1 on this CPU giving the same adapter as the
 in-process trl round it replaces, the learning step handing a K-device round to it and reading the adapter back
-into the generator, and the refusal of more GPUs than are visible (naming the key, before a run folder exists).
-K = 2 runs in a ``gpu`` test."""
+into the generator, K = 2 as two CPU processes giving the adapter of one process with twice the batch, and the
+refusal of more GPUs than are visible (naming the key, before a run folder exists). K = 2 on GPUs runs in a ``gpu``
+test."""
 
 from __future__ import annotations
 
@@ -70,6 +71,10 @@ def test_the_command_line(tmp_path: Path) -> None:
                                 processes=1, cpu=True)
     assert _arg(one, "--num_processes") == "1" and "--multi_gpu" not in one and "--cpu" in one
     assert "--adapter-in" not in one
+    # K CPU processes: accelerate refuses --cpu beside --multi_gpu, and --cpu alone starts one process
+    two = launch.worker_command(model="/m", records=Path("r"), options=Path("o"), adapter_out=Path("a"), seed=1,
+                                processes=2, cpu=True)
+    assert _arg(two, "--num_processes") == "2" and "--multi_gpu" in two and "--cpu" not in two
     env = launch.worker_env(cpu=True)
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["PYTHONPATH"].split(":")[0].endswith("src")
 
@@ -95,11 +100,39 @@ def test_one_launched_process_trains_the_adapter_the_in_process_round_trains(tin
     assert len((work / "records.jsonl").read_text().splitlines()) == len(PAIRS)
 
 
+def test_two_cpu_processes_train_the_adapter_one_process_trains_with_twice_the_batch(tiny: Path,
+                                                                                      tmp_path: Path) -> None:
+    """K = 2 for real, on this CPU: accelerate starts two worker processes (joined with gloo), each with
+    batch_size pairs a step, and averages their gradients. That is one process's round with 2 × batch_size pairs a
+    step over the same shuffled order: the same adapter (to 0.1 % of the update), the same optimiser steps (trl's own count), and
+    half the steps of one process with batch_size."""
+    from privtext.learn.options import DPOOptions
+    from privtext.learn.trl_backend import optimiser_steps
+
+    assert len(PAIRS) % (2 * DPO["batch_size"]) == 0  # no padded last step: the two rounds see the same pairs
+    here, there = _learner(tiny, batch_size=2 * DPO["batch_size"]), _learner(tiny)
+    start = _state(here.model)
+    res_here = here.train(0, PAIRS)
+    res_there = launch.train_launched(there, 0, PAIRS, tmp_path, processes=2, cpu=True)
+    a, b = _state(here.model), _state(there.model)
+    update = torch.cat([(a[k] - start[k]).flatten() for k in a])
+    apart = torch.cat([(a[k] - b[k]).flatten() for k in a])
+    assert float(update.abs().max()) > 1e-3  # it trained
+    # the same update up to float rounding, which Adam's first step (lr · g / (|g| + eps)) turns into up to lr for
+    # the few weights whose gradient is ~0 (here 6 of 4 096): so the update's norm, not each weight, is compared
+    assert float(apart.norm() / update.norm()) < 1e-3
+    assert res_there["processes"] == 2 and res_there["launched"] is True
+    per_process = DPOOptions.model_validate(DPO)
+    assert res_there["steps"] == res_here["steps"] == optimiser_steps(len(PAIRS), per_process, processes=2) == 2
+    assert optimiser_steps(len(PAIRS), per_process) == 4  # one process, batch_size pairs a step
+    assert res_there["loss_first"] == pytest.approx(res_here["loss_first"], abs=1e-5)
+
+
 def test_the_step_hands_a_k_device_round_to_the_launcher(tiny: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """dpo.devices: 2 → the step writes the round's inputs and runs accelerate with 2 processes; here (no GPU) the
-    stand-in runner checks that command and runs it with one CPU process; the adapter comes back into the
-    generator's model and into the step's checkpoint."""
+    """dpo.devices: 2 → the step writes the round's inputs and runs accelerate with 2 processes (here on the CPU:
+    the runner, watched, runs the command as it is); the adapter comes back into the generator's model and into
+    the step's checkpoint."""
     from privtext.learn.adapter import load_adapter
 
     seen: list[list[str]] = []
@@ -107,9 +140,7 @@ def test_the_step_hands_a_k_device_round_to_the_launcher(tiny: Path, tmp_path: P
     def runner(cmd: list[str], **kw: Any) -> None:
         seen.append(list(cmd))
         assert _arg(cmd, "--num_processes") == "2" and "--multi_gpu" in cmd
-        one = [x for x in cmd if x != "--multi_gpu"]
-        one[one.index("--num_processes") + 1] = "1"
-        REAL_RUN_WORKER(one, **kw)
+        REAL_RUN_WORKER(cmd, **kw)
 
     monkeypatch.setattr(launch, "run_worker", runner)
     learner = _learner(tiny, devices=2)
@@ -117,6 +148,7 @@ def test_the_step_hands_a_k_device_round_to_the_launcher(tiny: Path, tmp_path: P
     folder = tmp_path / "iter_000" / "learn"
     rec = learner.step(0, None, None, folder=folder)
     assert len(seen) == 1 and rec.trained["launched"] is True and rec.pairs == len(PAIRS)
+    assert rec.trained["processes"] == 2
     assert _arg(seen[0], "--adapter-in") == str(folder / "launch" / "start")
     back = _state(learner.model)
     other = _learner(tiny)

@@ -43,15 +43,19 @@ def worker_command(*, model: str, records: Path, options: Path, adapter_out: Pat
                    adapter_in: Path | None = None, peft_out: Path | None = None, merged_out: Path | None = None,
                    cpu: bool = False, python: str | None = None) -> list[str]:
     """The command line that trains one round: ``accelerate launch`` (as ``python -m accelerate.commands.launch``,
-    the venv's own) with ``processes`` processes (``--multi_gpu`` when > 1, ``--cpu`` for a CPU round) of
-    ``privtext.learn.worker`` and its arguments."""
+    the venv's own) with ``processes`` processes of ``privtext.learn.worker`` and its arguments.
+
+    ``processes`` > 1 takes ``--multi_gpu`` (torchrun, one process per device), on the CPU too: accelerate refuses
+    ``--cpu`` beside ``--multi_gpu``, and its ``--cpu`` alone starts one process whatever ``--num_processes`` says.
+    A CPU round hides every CUDA device from the worker (:func:`worker_env`), so accelerate joins its K processes
+    with gloo; ``tests/test_learn_multigpu.py`` runs K = 2 that way. One CPU process takes ``--cpu``."""
     if processes < 1:
         raise ConfigError(f"{KEY} must be at least 1, got {processes}")
     launch = [python or sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes),
               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
     if processes > 1:
         launch.append("--multi_gpu")
-    if cpu:
+    elif cpu:
         launch.append("--cpu")
     args = ["--model", str(model), "--records", str(records), "--options", str(options), "--adapter-out",
             str(adapter_out), "--seed", str(int(seed))]

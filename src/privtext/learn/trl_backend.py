@@ -19,6 +19,7 @@ the reason to use it: run the same script under ``accelerate launch --num_proces
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -60,8 +61,9 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
         return DPOResult(0, 0, 0.0, math.nan, math.nan, math.nan, math.nan, trainer="trl")
     if tokenizer.pad_token is None:  # GPT-2 has none: pad with the end token (masked out by trl)
         tokenizer.pad_token = tokenizer.eos_token
-    total = max(1, math.ceil(o.epochs * math.ceil(n / o.batch_size)))
+    total = optimiser_steps(n, o, processes=_processes())
     losses: list[float] = []
+    steps = [0]
     accuracy: list[float] = []
     t0 = time.perf_counter()
     was_training = model.training
@@ -71,6 +73,7 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
         class _Progress(TrainerCallback):  # type: ignore[misc]
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 bar.advance(1)
+                steps[0] = int(state.global_step)
 
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
                 if logs and "loss" in logs:
@@ -106,11 +109,30 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
     model.train(was_training)
     if not was_training:
         model.eval()
-    return DPOResult(pairs=n, steps=total, seconds=time.perf_counter() - t0,
+    return DPOResult(pairs=n, steps=steps[0], seconds=time.perf_counter() - t0,
                      loss_first=losses[0] if losses else math.nan,
                      loss_mean=float(sum(losses) / len(losses)) if losses else math.nan,
                      loss_last=losses[-1] if losses else math.nan,
                      reward_accuracy=float(sum(accuracy) / len(accuracy)) if accuracy else math.nan, trainer="trl")
+
+
+def optimiser_steps(pairs: int, options: DPOOptions, *, processes: int = 1) -> int:
+    """The optimiser steps of one round: ``epochs × ⌈pairs / (processes × batch_size)⌉``. ``batch_size`` is per
+    process (trl's ``per_device_train_batch_size``): under ``accelerate launch`` with K processes each step averages
+    the gradients of K batches, one per process, so a round takes K times fewer steps than in one process (accelerate
+    pads the last step's batches with pairs from the start of the epoch: ``even_batches``)."""
+    per_epoch = math.ceil(pairs / (max(1, int(processes)) * options.batch_size))
+    return max(1, math.ceil(options.epochs * per_epoch))
+
+
+def _processes() -> int:
+    """How many processes train this round: ``WORLD_SIZE``, which ``accelerate launch`` (torchrun) sets for every
+    process it starts; 1 in a run's own process. (Read from the environment: creating accelerate's state here would
+    fix its device before trl's Trainer chooses one.)"""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def _base_reference(model: Any) -> None:
@@ -125,4 +147,4 @@ def _base_reference(model: Any) -> None:
         base.set_adapter("default")
 
 
-__all__ = ["require_trl", "train_dpo_trl"]
+__all__ = ["optimiser_steps", "require_trl", "train_dpo_trl"]
