@@ -106,8 +106,8 @@ def test_two_cpu_processes_train_the_adapter_one_process_trains_with_twice_the_b
     batch_size pairs a step, and averages their gradients. That is one process's round with 2 × batch_size pairs a
     step over the same shuffled order: the same adapter (to 0.1 % of the update), the same optimiser steps (trl's own count), and
     half the steps of one process with batch_size."""
+    from privtext.learn.dpo import optimiser_steps
     from privtext.learn.options import DPOOptions
-    from privtext.learn.trl_backend import optimiser_steps
 
     assert len(PAIRS) % (2 * DPO["batch_size"]) == 0  # no padded last step: the two rounds see the same pairs
     here, there = _learner(tiny, batch_size=2 * DPO["batch_size"]), _learner(tiny)

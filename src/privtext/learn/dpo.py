@@ -214,6 +214,15 @@ class DPOResult:
         return asdict(self)
 
 
+def optimiser_steps(pairs: int, options: DPOOptions, *, processes: int = 1) -> int:
+    """The optimiser steps of one round: ``epochs × ⌈pairs / (processes × batch_size)⌉``. ``batch_size`` is per
+    process (trl's ``per_device_train_batch_size``): under ``accelerate launch`` with K processes each step averages
+    the gradients of K batches, one per process, so a round takes K times fewer steps than in one process (accelerate
+    pads the last step's batches with pairs from the start of the epoch: ``even_batches``)."""
+    per_epoch = math.ceil(pairs / (max(1, int(processes)) * options.batch_size))
+    return max(1, math.ceil(options.epochs * per_epoch))
+
+
 def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pad_id: int,
               rng: np.random.Generator, description: str = "learning: DPO") -> DPOResult:
     """One round of DPO on ``model``'s LoRA adapters (the module docstring). ``model`` must carry adapters
@@ -233,8 +242,7 @@ def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pa
         raise ConfigError("the model's LoRA adapters have no trainable weight")
     device = next(model.parameters()).device
     was_training = model.training
-    steps_per_epoch = math.ceil(n / o.batch_size)
-    total = max(1, math.ceil(o.epochs * steps_per_epoch))
+    total = optimiser_steps(n, o)
     losses: list[float] = []
     right: list[float] = []
     norm = o.loss == "sigmoid_norm"
@@ -276,4 +284,4 @@ def train_dpo(model: Any, pairs: Sequence[TokenPair], options: DPOOptions, *, pa
 
 
 __all__ = ["DPOResult", "attach_lora", "collate_pairs", "dpo_loss", "is_lora_model", "lora_parameters",
-           "pair_logps", "preference_margins", "sequence_logps", "train_dpo"]
+           "optimiser_steps", "pair_logps", "preference_margins", "sequence_logps", "train_dpo"]

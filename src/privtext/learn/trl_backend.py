@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
 from ..progress import progress
-from .dpo import DPOResult, is_lora_model
+from .dpo import DPOResult, is_lora_model, optimiser_steps
 from .options import DPOOptions
 
 
@@ -63,7 +63,7 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
         tokenizer.pad_token = tokenizer.eos_token
     total = optimiser_steps(n, o, processes=_processes())
     losses: list[float] = []
-    steps = [0]
+    steps = 0
     accuracy: list[float] = []
     t0 = time.perf_counter()
     was_training = model.training
@@ -73,7 +73,6 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
         class _Progress(TrainerCallback):  # type: ignore[misc]
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 bar.advance(1)
-                steps[0] = int(state.global_step)
 
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
                 if logs and "loss" in logs:
@@ -103,26 +102,18 @@ def train_dpo_trl(model: Any, tokenizer: Any, records: Sequence[dict[str, str]],
             trainer.remove_callback(PrinterCallback)  # it prints every log line to stdout
             _base_reference(trainer.model)
             trainer.train()
+            steps = int(trainer.state.global_step)  # trl's own count: K processes take K times fewer
         finally:
             if bars:
                 datasets_logging.enable_progress_bar()
     model.train(was_training)
     if not was_training:
         model.eval()
-    return DPOResult(pairs=n, steps=steps[0], seconds=time.perf_counter() - t0,
+    return DPOResult(pairs=n, steps=steps, seconds=time.perf_counter() - t0,
                      loss_first=losses[0] if losses else math.nan,
                      loss_mean=float(sum(losses) / len(losses)) if losses else math.nan,
                      loss_last=losses[-1] if losses else math.nan,
                      reward_accuracy=float(sum(accuracy) / len(accuracy)) if accuracy else math.nan, trainer="trl")
-
-
-def optimiser_steps(pairs: int, options: DPOOptions, *, processes: int = 1) -> int:
-    """The optimiser steps of one round: ``epochs × ⌈pairs / (processes × batch_size)⌉``. ``batch_size`` is per
-    process (trl's ``per_device_train_batch_size``): under ``accelerate launch`` with K processes each step averages
-    the gradients of K batches, one per process, so a round takes K times fewer steps than in one process (accelerate
-    pads the last step's batches with pairs from the start of the epoch: ``even_batches``)."""
-    per_epoch = math.ceil(pairs / (max(1, int(processes)) * options.batch_size))
-    return max(1, math.ceil(options.epochs * per_epoch))
 
 
 def _processes() -> int:
@@ -147,4 +138,4 @@ def _base_reference(model: Any) -> None:
         base.set_adapter("default")
 
 
-__all__ = ["optimiser_steps", "require_trl", "train_dpo_trl"]
+__all__ = ["require_trl", "train_dpo_trl"]
